@@ -1,0 +1,57 @@
+/*
+ * chain.h - moving messages between client sessions and backends.
+ *
+ * The chain knows peers, not transports: a front hands it the messages a
+ * client sends once its lifecycle allows traffic, a backend hands it what
+ * the server sends once its own handshake is done. The chain keeps the
+ * open exchanges, maps ids and progress tokens at each hop, translates
+ * cancellations, runs every message through the middleware pipeline, and
+ * routes.
+ *
+ * Routing (one backend for now; the several-backends work replaces
+ * chain_route_backend): client requests and notifications go to the
+ * backend; backend notifications go to every ready client; a backend's
+ * own request goes to the client that has a request open at that backend,
+ * else the first ready client.
+ */
+#ifndef MCPC_CHAIN_H
+#define MCPC_CHAIN_H
+
+#include <jansson.h>
+
+#include "middleware.h"
+#include "peer.h"
+
+/* Registers a peer with the chain (clients and backends alike). */
+void chain_add_peer(struct peer *p);
+
+/* Unregisters a peer (before freeing it). */
+void chain_remove_peer(struct peer *p);
+
+/* Ends every exchange involving P, answering or cancelling them with
+ * REASON; P stays registered but not ready. */
+void chain_peer_gone(struct peer *p, const char *reason);
+
+/* Sets the global pipeline (takes a reference; NULL for none). */
+void chain_set_pipeline(struct pipeline *pl);
+
+/* Handles a message from peer FROM; steals MSG. */
+void chain_receive(struct peer *from, json_t *msg);
+
+/* The backend a client's traffic goes to, or NULL. */
+struct peer *chain_route_backend(struct peer *client);
+
+/*
+ * Sends a request of mcp-chain's own to TO; steals PARAMS. CB gets the
+ * response (borrowed) or a synthesized error; returns 0 or -1.
+ */
+int chain_call(struct peer *to, const char *method, json_t *params,
+	       void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg);
+
+/* Number of exchanges open anywhere (for shutdown). */
+size_t chain_open_exchanges(void);
+
+/* Frees chain-wide state at exit. */
+void chain_release(void);
+
+#endif

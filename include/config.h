@@ -1,0 +1,80 @@
+/*
+ * config.h - the configuration file: JSON in the shape of Claude's
+ * "mcpServers" configuration, plus mcp-chain's own top-level options.
+ *
+ *   { "mcpServers": { "NAME": { "command": "...", "args": [...],
+ *                               "env": {...}, "cwd": "..." } },
+ *     "maxMessageBytes": 134217728, "shutdownGraceMs": 2000,
+ *     "logLevel": "info", "middleware": [ ... ] }
+ *
+ * Every error is reported, not just the first: a syntax error as
+ * FILE:LINE:COLUMN, any other as FILE: /json/pointer/to/key: message.
+ */
+#ifndef MCPC_CONFIG_H
+#define MCPC_CONFIG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "log.h"
+
+/* A backend entry. All strings are owned by the config. */
+struct cfg_server {
+	char *name;
+	char *command;      /* after ${VAR} expansion */
+	char **argv;        /* NULL-terminated; argv[0] == command */
+	char **env;         /* NULL-terminated "KEY=VALUE" added to ours */
+	char *cwd;          /* NULL: inherit */
+	bool enabled;
+	json_t *middleware; /* borrowed from root: the entry's modules, or NULL */
+};
+
+struct cfg {
+	char *path;
+	json_t *root;             /* owned: the parsed document */
+	struct cfg_server *servers;
+	size_t nservers;
+	size_t max_message;       /* bytes */
+	double grace;             /* seconds between shutdown steps */
+	bool has_log_level;
+	enum log_level log_level;
+	json_t *middleware;       /* borrowed from root: top-level modules, or NULL */
+};
+
+/* A list of error lines, each "FILE...: message". */
+struct cfg_errors {
+	char **lines;
+	size_t count;
+};
+
+/*
+ * Loads and validates PATH. Returns a new config (free with cfg_free), or
+ * NULL with every problem appended to ERRS.
+ */
+struct cfg *cfg_load(const char *path, struct cfg_errors *errs);
+
+/* Same from a string (NAME is used in messages). */
+struct cfg *cfg_load_string(const char *text, const char *name, struct cfg_errors *errs);
+
+/* Frees a config and everything it owns. */
+void cfg_free(struct cfg *c);
+
+/* Appends a formatted error line. */
+void cfg_error(struct cfg_errors *errs, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Frees the error lines. */
+void cfg_errors_release(struct cfg_errors *errs);
+
+/*
+ * Expands ${VAR} and ${VAR:-default} in S from the environment. Returns a
+ * new string (caller frees), or NULL with a message in ERR (of ERRLEN)
+ * when a variable is unset and has no default, or the syntax is bad.
+ */
+char *cfg_expand(const char *s, char *err, size_t errlen);
+
+#define CFG_DEFAULT_MAX_MESSAGE ((size_t)128 << 20)
+#define CFG_DEFAULT_GRACE 2.0
+
+#endif

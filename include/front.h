@@ -1,0 +1,35 @@
+/*
+ * front.h - the stdio front: one client session on stdin/stdout.
+ *
+ * stdin is read without blocking and framed into lines; stdout carries
+ * protocol messages only, one compact JSON line each, flushed before the
+ * loop sleeps. The front never exits the process itself: it reports the
+ * end of input or a broken stdout to its owner.
+ */
+#ifndef MCPC_FRONT_H
+#define MCPC_FRONT_H
+
+#include <stddef.h>
+
+struct stdio_front;
+struct session;
+
+/* Called when the client is gone; REASON says why (static string). */
+typedef void (*front_closed_fn)(struct stdio_front *f, const char *reason, void *arg);
+
+/* Starts reading stdin for a new session; lines up to MAX bytes. */
+struct stdio_front *stdio_front_new(size_t max, front_closed_fn on_closed, void *arg);
+
+/* Stops reading stdin (stdout stays usable). */
+void stdio_front_stop_reading(struct stdio_front *f);
+
+/* The front's session. */
+struct session *stdio_front_session(struct stdio_front *f);
+
+/* Bytes still queued for stdout. */
+size_t stdio_front_queued(const struct stdio_front *f);
+
+/* Frees the front and its session (stdout is flushed first if possible). */
+void stdio_front_free(struct stdio_front *f);
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * middleware.h - the interface of a middleware module and of the
+ * pipeline that runs modules in order.
+ *
+ * Every message between a client session and a backend passes through a
+ * pipeline: requests and notifications in configuration order, responses
+ * back through the same modules in reverse order. A module sees the
+ * message as a mutable jansson object plus a context, and returns a
+ * verdict:
+ *   MW_PASS   hand *MSG (possibly changed or replaced) to the next module;
+ *   MW_REPLY  *MSG was replaced by a response (result or error) to the
+ *             request: it goes back through the modules already passed;
+ *   MW_DROP   the message stops here (a request is then answered with an
+ *             error, so that nothing ever hangs);
+ *   MW_ASYNC  the module keeps the walk and finishes it later with
+ *             mw_resume(), without blocking the loop.
+ *
+ * Ownership: the pipeline owns *MSG; a module that replaces it must
+ * json_decref the old one. A module returning MW_ASYNC must call
+ * mw_walk_hold() first and give back ownership through mw_resume().
+ */
+#ifndef MCPC_MIDDLEWARE_H
+#define MCPC_MIDDLEWARE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "rpc.h"
+
+enum mw_verdict { MW_PASS, MW_REPLY, MW_DROP, MW_ASYNC };
+enum mw_dir { MW_TO_BACKEND, MW_TO_CLIENT };
+
+/* What a module knows about the message in hand. Owned by the chain. */
+struct mw_ctx {
+	enum mw_dir dir;       /* where the message is travelling */
+	enum rpc_kind kind;    /* request, notification or response */
+	const char *method;    /* for a response: its request's method */
+	const char *client;    /* principal, else clientInfo.name; may be NULL */
+	const char *backend;   /* backend name; NULL when not yet routed */
+	double start;          /* loop time the exchange began */
+	json_t *scratch;       /* per-exchange object for modules (lazily made
+				* by mw_scratch), read by the response hook */
+	struct mw_walk *walk;  /* the walk in progress (for mw_walk_hold) */
+};
+
+struct mw_module;
+struct mw_walk;
+
+struct mw_module_ops {
+	const char *name;
+	/* A request or notification travelling in ctx->dir. */
+	enum mw_verdict (*on_message)(struct mw_module *m, struct mw_ctx *ctx,
+				      json_t **msg);
+	/* A response travelling back; MW_REPLY and MW_DROP act as MW_PASS. */
+	enum mw_verdict (*on_response)(struct mw_module *m, struct mw_ctx *ctx,
+				       json_t **msg);
+	/* Frees the module. */
+	void (*destroy)(struct mw_module *m);
+};
+
+/* Concrete modules embed this as their first member. */
+struct mw_module {
+	const struct mw_module_ops *ops;
+};
+
+/* Returns ctx->scratch, creating it on first use (borrowed). */
+json_t *mw_scratch(struct mw_ctx *ctx);
+
+/* An ordered, reference-counted list of modules. */
+struct pipeline;
+
+/* New empty pipeline with one reference. */
+struct pipeline *pipeline_new(void);
+
+/* Appends M (the pipeline takes ownership); returns 0 or -1. */
+int pipeline_add(struct pipeline *pl, struct mw_module *m);
+
+/* Number of modules. */
+size_t pipeline_size(const struct pipeline *pl);
+
+struct pipeline *pipeline_ref(struct pipeline *pl);
+void pipeline_unref(struct pipeline *pl);
+
+/*
+ * A walk of one message through up to two pipelines (the global one, then
+ * the backend's own). The chain embeds it in its per-message state.
+ */
+struct mw_walk;
+typedef void (*mw_done_fn)(struct mw_walk *w, enum mw_verdict v, json_t *msg);
+
+struct mw_walk {
+	struct pipeline *stage[2];  /* borrowed; NULL for none */
+	struct mw_ctx *ctx;
+	json_t *msg;                /* owned while walking */
+	size_t pos;                 /* next module index (forward) */
+	size_t reached;             /* modules a request passed through */
+	int response;               /* walking back in reverse */
+	int held;                   /* an async module holds the walk */
+	mw_done_fn done;
+};
+
+/*
+ * Walks W->msg forward from W->pos. Calls W->done exactly once, now or
+ * after an MW_ASYNC module resumes, with the final verdict (MW_PASS at the
+ * end, MW_REPLY with the response, MW_DROP) and the message (ownership
+ * passes to done).
+ */
+void mw_walk_forward(struct mw_walk *w);
+
+/* Walks a response back through the first W->reached modules, reversed. */
+void mw_walk_back(struct mw_walk *w);
+
+/* Marks W held by an async module (call before returning MW_ASYNC). */
+struct mw_walk *mw_walk_hold(struct mw_ctx *ctx);
+
+/* Finishes an async step: continues the walk with V and MSG (stolen). */
+void mw_resume(struct mw_walk *w, enum mw_verdict v, json_t *msg);
+
+#endif

@@ -1,0 +1,86 @@
+/*
+ * peer.h - one end of the chain: a client session or a backend.
+ *
+ * Both ends are peers so that forwarding is symmetric: client requests go
+ * to backends and server->client requests (sampling, elicitation, roots,
+ * ping) go to clients through the same code. Each peer is its own id
+ * space: a request forwarded TO a peer gets a fresh integer id from that
+ * peer's counter, recorded in its "sent" table; a request received FROM a
+ * peer is recorded under the peer's own id in its "received" table, so
+ * that its cancellation can be found. The same exchange object sits in
+ * both tables while it is open.
+ */
+#ifndef MCPC_PEER_H
+#define MCPC_PEER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "hmap.h"
+#include "middleware.h"
+
+struct exchange;
+struct peer;
+
+struct peer_ops {
+	/*
+	 * Delivers MSG (borrowed) to the peer. EX is the exchange that MSG
+	 * answers (a response) or NULL. Returns 0, or -1 if it cannot.
+	 */
+	int (*send)(struct peer *p, json_t *msg, struct exchange *ex);
+	/*
+	 * Backends only: performs the MCP handshake as a client with the
+	 * front client's initialize PARAMS (borrowed), then calls CB with the
+	 * response (a result or an error, borrowed). Returns 0 or -1.
+	 */
+	int (*initialize)(struct peer *p, json_t *params,
+			  void (*cb)(void *arg, json_t *response), void *arg);
+};
+
+enum peer_role { PEER_CLIENT, PEER_BACKEND };
+
+struct peer {
+	const struct peer_ops *ops;
+	enum peer_role role;
+	const char *name;        /* owned by the container; for logs */
+	const char *principal;   /* client identity (clients only); may be NULL */
+	bool ready;              /* handshake done; may carry traffic */
+	json_int_t next_id;
+	struct hmap sent;        /* our id (json_int_t bytes) -> exchange */
+	struct hmap received;    /* rpc_id_key(peer's id) -> exchange */
+	void *batch;             /* clients: the batch being received, copied
+				  * into exchanges made from it */
+	struct peer *next;       /* in the chain's list */
+};
+
+/* An open request crossing the chain. Owned by the chain. */
+struct exchange {
+	struct peer *from;       /* requester; NULL when mcp-chain asked */
+	struct peer *to;         /* responder; NULL until routed */
+	json_t *from_id;         /* requester's id (owned reference) */
+	json_t *from_token;      /* requester's progress token (owned) or NULL */
+	json_int_t to_id;        /* id on the responder's side */
+	bool in_sent;            /* registered in to->sent */
+	bool in_received;        /* registered in from->received */
+	bool walking;            /* inside the request pipeline */
+	bool abandoned;          /* cancelled or requester gone while walking */
+	char *method;            /* owned copy */
+	struct mw_ctx ctx;
+	struct mw_walk walk;
+	struct pipeline *pl[2];  /* references held for the exchange's life */
+	/* For requests mcp-chain makes itself: */
+	void (*on_response)(struct exchange *ex, json_t *msg, void *arg);
+	void *arg;
+	/* For the front's batches (session-owned): */
+	void *batch;
+	size_t slot;
+};
+
+/* Prepares a peer. NAME is borrowed for the peer's life. */
+void peer_init(struct peer *p, const struct peer_ops *ops, enum peer_role role,
+	       const char *name);
+
+/* Frees the tables; call chain_peer_gone first to end open exchanges. */
+void peer_release(struct peer *p);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * session.h - FrontMCPServer: one client session, whatever its transport.
+ *
+ * A session is the MCP server the client talks to: it owns the lifecycle
+ * (Uninitialized -> Initializing -> Ready -> Closing), negotiates the
+ * protocol version, answers what the proxy itself must answer (initialize,
+ * ping before the backend is up, server/discover, batches, invalid input)
+ * and hands all other traffic to the chain. It holds no transport: the
+ * front that created it passes a write function. Sessions are objects, so
+ * an HTTP front can hold many at once.
+ */
+#ifndef MCPC_SESSION_H
+#define MCPC_SESSION_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "peer.h"
+
+enum session_state {
+	SESSION_UNINITIALIZED,
+	SESSION_INITIALIZING,  /* initialize received, backend handshake running */
+	SESSION_READY,
+	SESSION_CLOSING,
+};
+
+/* Writes MSG (borrowed) to the client; returns 0 or -1. */
+typedef int (*session_write_fn)(void *arg, json_t *msg);
+
+struct session;
+
+/* New session named NAME (copied) writing through WRITE. */
+struct session *session_new(const char *name, session_write_fn write, void *arg);
+
+/* Handles one parsed message or batch from the client; steals MSG. */
+void session_receive(struct session *s, json_t *msg);
+
+/* Answers a line that could not be parsed or was too large; steals ERR. */
+void session_reject(struct session *s, json_t *err);
+
+/* Ends the session: open exchanges are cancelled with REASON. */
+void session_close(struct session *s, const char *reason);
+
+/* Frees a closed session. */
+void session_free(struct session *s);
+
+enum session_state session_state(const struct session *s);
+const char *session_version(const struct session *s);
+struct peer *session_peer(struct session *s);
+
+/* Protocol versions spoken, newest first, NULL-terminated. */
+extern const char *const session_versions[];
+
+/* True when V is one of session_versions. */
+bool session_version_supported(const char *v);
+
+#endif

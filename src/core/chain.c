@@ -1,0 +1,502 @@
+/*
+ * chain.c - exchanges, id and progress-token mapping, cancellation and
+ * routing between client sessions and backends.
+ *
+ * Life of a request: chain_receive() records an exchange under the
+ * requester's id, walks the middleware pipeline, routes, gives the
+ * request a fresh id in the responder's id space (its progress token
+ * becomes that same id, unique per responder) and sends it. The response
+ * is found by that id, walks the pipeline back, gets the requester's id
+ * again and is delivered; the exchange is freed. A cancellation from the
+ * requester is forwarded with the responder's id and ends the exchange at
+ * once, so a late response finds nothing and is dropped.
+ */
+#include "chain.h"
+
+#include <ev.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "rpc.h"
+
+#define container_of(p, type, member) \
+	((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+static struct peer *peers;
+static struct pipeline *global_pl;
+static size_t open_count;
+
+/* A notification on its way through the pipeline. */
+struct note {
+	struct mw_walk walk;
+	struct mw_ctx ctx;
+	struct peer *from;
+	struct peer *to;   /* NULL: every ready client */
+};
+
+static void deliver_response(struct exchange *ex, json_t *msg);
+static void send_notification(struct peer *from, struct peer *to, json_t *msg,
+			      const char *method);
+
+/* Registers a peer. */
+void chain_add_peer(struct peer *p)
+{
+	p->next = peers;
+	peers = p;
+}
+
+/* Unregisters a peer. */
+void chain_remove_peer(struct peer *p)
+{
+	for (struct peer **pp = &peers; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+	p->next = NULL;
+}
+
+/* Replaces the global pipeline. */
+void chain_set_pipeline(struct pipeline *pl)
+{
+	pipeline_unref(global_pl);
+	global_pl = pipeline_ref(pl);
+}
+
+/* The backend for a client's traffic: the single ready-or-not backend. */
+struct peer *chain_route_backend(struct peer *client)
+{
+	(void)client;
+	for (struct peer *p = peers; p; p = p->next)
+		if (p->role == PEER_BACKEND)
+			return p;
+	return NULL;
+}
+
+/* The client for a backend's own request: one with a request open there. */
+static struct peer *route_client(struct peer *backend)
+{
+	struct peer *first = NULL;
+	for (struct peer *p = peers; p; p = p->next) {
+		if (p->role != PEER_CLIENT || !p->ready)
+			continue;
+		if (!first)
+			first = p;
+		if (p->received.count > 0 && backend->sent.count > 0)
+			return p;
+	}
+	return first;
+}
+
+/* Exchanges open anywhere. */
+size_t chain_open_exchanges(void)
+{
+	return open_count;
+}
+
+/* Makes an exchange for a request from FROM (NULL: our own). */
+static struct exchange *ex_new(struct peer *from, json_t *id, const char *method)
+{
+	struct exchange *ex = calloc(1, sizeof *ex);
+	if (!ex)
+		return NULL;
+	ex->from = from;
+	ex->from_id = json_incref(id);
+	ex->method = strdup(method);
+	ex->ctx.kind = RPC_REQUEST;
+	ex->ctx.method = ex->method;
+	ex->ctx.start = ev_now(EV_DEFAULT);
+	ex->walk.ctx = &ex->ctx;
+	open_count++;
+	return ex;
+}
+
+/* Unregisters and frees an exchange. */
+static void ex_free(struct exchange *ex)
+{
+	unsigned char key[RPC_KEY_MAX];
+	if (ex->in_sent)
+		hmap_del(&ex->to->sent, &ex->to_id, sizeof ex->to_id);
+	if (ex->in_received) {
+		size_t klen = rpc_id_key(ex->from_id, key);
+		hmap_del(&ex->from->received, key, klen);
+	}
+	json_decref(ex->from_id);
+	json_decref(ex->from_token);
+	json_decref(ex->ctx.scratch);
+	pipeline_unref(ex->pl[0]);
+	pipeline_unref(ex->pl[1]);
+	free(ex->method);
+	free(ex);
+	open_count--;
+}
+
+/* Client identity for the context. */
+static const char *principal_of(struct peer *a, struct peer *b)
+{
+	if (a && a->role == PEER_CLIENT)
+		return a->principal;
+	if (b && b->role == PEER_CLIENT)
+		return b->principal;
+	return NULL;
+}
+
+/* Backend name for the context. */
+static const char *backend_of(struct peer *a, struct peer *b)
+{
+	if (a && a->role == PEER_BACKEND)
+		return a->name;
+	if (b && b->role == PEER_BACKEND)
+		return b->name;
+	return NULL;
+}
+
+/* Gives EX its id on TO, rewrites id and progress token, and sends. */
+static void forward_request(struct exchange *ex, struct peer *to, json_t *msg)
+{
+	ex->to = to;
+	ex->to_id = to->next_id++;
+	ex->ctx.backend = backend_of(ex->from, to);
+	ex->ctx.client = principal_of(ex->from, to);
+	if (hmap_put(&to->sent, &ex->to_id, sizeof ex->to_id, ex) == 0)
+		ex->in_sent = true;
+	json_object_set_new(msg, "id", json_integer(ex->to_id));
+	json_t *token = rpc_progress_token(msg);
+	if (token) {
+		ex->from_token = json_incref(token);
+		json_t *meta = json_object_get(json_object_get(msg, "params"), "_meta");
+		json_object_set_new(meta, "progressToken", json_integer(ex->to_id));
+	}
+	if (to->ops->send(to, msg, NULL) < 0) {
+		json_decref(msg);
+		hmap_del(&to->sent, &ex->to_id, sizeof ex->to_id);
+		ex->in_sent = false;
+		deliver_response(ex, rpc_errorf(NULL, RPC_BACKEND_GONE,
+				 "%s: cannot send the request", to->name));
+		return;
+	}
+	json_decref(msg);
+}
+
+/* Answers a request that found no usable responder. */
+static void answer_unroutable(struct exchange *ex, struct peer *to, json_t *msg)
+{
+	json_t *reply;
+	if (strcmp(ex->method, "ping") == 0)
+		reply = rpc_result(NULL, json_object());
+	else if (!to)
+		reply = rpc_errorf(NULL, RPC_BACKEND_GONE, "no %s to send \"%s\" to",
+				   ex->from && ex->from->role == PEER_BACKEND ?
+				   "client" : "backend", ex->method);
+	else
+		reply = rpc_errorf(NULL, RPC_BACKEND_GONE,
+				   "backend %s is not available", to->name);
+	json_decref(msg);
+	deliver_response(ex, reply);
+}
+
+/* The request walked the pipeline: route it, or answer it. */
+static void request_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+{
+	struct exchange *ex = container_of(w, struct exchange, walk);
+	ex->walking = false;
+	if (ex->abandoned) {
+		json_decref(msg);
+		ex_free(ex);
+		return;
+	}
+	if (v == MW_DROP) {
+		json_decref(msg);
+		msg = rpc_errorf(NULL, RPC_INVALID_REQUEST,
+				 "request \"%s\" refused by middleware", ex->method);
+		v = MW_REPLY;
+	}
+	if (v == MW_REPLY) {
+		deliver_response(ex, msg);
+		return;
+	}
+	struct peer *to = ex->from->role == PEER_CLIENT ?
+		chain_route_backend(ex->from) : route_client(ex->from);
+	if (!to || !to->ready) {
+		answer_unroutable(ex, to, msg);
+		return;
+	}
+	forward_request(ex, to, msg);
+}
+
+/* A request from a peer. */
+static void on_request(struct peer *from, json_t *msg, struct rpc_info *info)
+{
+	unsigned char key[RPC_KEY_MAX];
+	size_t klen = rpc_id_key(info->id, key);
+	if (klen && hmap_get(&from->received, key, klen)) {
+		json_t *err = rpc_errorf(info->id, RPC_INVALID_REQUEST,
+			"id already in use by a request still in progress");
+		from->ops->send(from, err, NULL);
+		json_decref(err);
+		json_decref(msg);
+		return;
+	}
+	struct exchange *ex = ex_new(from, info->id, info->method);
+	if (!ex) {
+		json_decref(msg);
+		return;
+	}
+	if (klen && hmap_put(&from->received, key, klen, ex) == 0)
+		ex->in_received = true;
+	ex->batch = from->batch;
+	ex->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
+	ex->ctx.client = principal_of(from, NULL);
+	ex->ctx.backend = backend_of(from, NULL);
+	ex->pl[0] = pipeline_ref(global_pl);
+	ex->walk.stage[0] = ex->pl[0];
+	ex->walk.msg = msg;
+	ex->walk.done = request_walked;
+	ex->walking = true;
+	mw_walk_forward(&ex->walk);
+}
+
+/* The response walked back: hand it to the requester. */
+static void response_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+{
+	struct exchange *ex = container_of(w, struct exchange, walk);
+	(void)v;
+	ex->walking = false;
+	if (ex->on_response) {
+		ex->on_response(ex, msg, ex->arg);
+	} else if (ex->from && !ex->abandoned) {
+		json_object_set(msg, "id", ex->from_id);
+		ex->from->ops->send(ex->from, msg, ex);
+	}
+	json_decref(msg);
+	ex_free(ex);
+}
+
+/* Sends MSG (stolen) back through the pipeline to EX's requester. */
+static void deliver_response(struct exchange *ex, json_t *msg)
+{
+	ex->ctx.kind = RPC_RESPONSE;
+	ex->walk.msg = msg;
+	ex->walk.done = response_walked;
+	ex->walking = true;
+	mw_walk_back(&ex->walk);
+}
+
+/* A response from TO to a request sent to it. */
+static void on_response(struct peer *to, json_t *msg, struct rpc_info *info)
+{
+	struct exchange *ex = NULL;
+	if (json_is_integer(info->id)) {
+		json_int_t id = json_integer_value(info->id);
+		ex = hmap_del(&to->sent, &id, sizeof id);
+	}
+	if (!ex) {
+		log_debug("%s: response to an unknown or cancelled request dropped",
+			  to->name);
+		json_decref(msg);
+		return;
+	}
+	ex->in_sent = false;
+	deliver_response(ex, msg);
+}
+
+/* A cancellation from the requester: forward it with the responder's id. */
+static void on_cancelled(struct peer *from, json_t *msg)
+{
+	json_t *params = json_object_get(msg, "params");
+	unsigned char key[RPC_KEY_MAX];
+	size_t klen = rpc_id_key(json_object_get(params, "requestId"), key);
+	struct exchange *ex = klen ? hmap_get(&from->received, key, klen) : NULL;
+	if (!ex) {
+		log_debug("%s: cancellation of an unknown or finished request ignored",
+			  from->name);
+		json_decref(msg);
+		return;
+	}
+	if (ex->in_sent) {
+		json_object_set_new(params, "requestId", json_integer(ex->to_id));
+		send_notification(from, ex->to, msg, "notifications/cancelled");
+	} else {
+		json_decref(msg);
+	}
+	if (ex->walking) {
+		ex->abandoned = true;
+		return;
+	}
+	ex_free(ex);
+}
+
+/* Progress from the responder: give it back the requester's token. */
+static void on_progress(struct peer *from, json_t *msg)
+{
+	json_t *params = json_object_get(msg, "params");
+	json_t *token = json_object_get(params, "progressToken");
+	struct exchange *ex = NULL;
+	if (json_is_integer(token)) {
+		json_int_t id = json_integer_value(token);
+		ex = hmap_get(&from->sent, &id, sizeof id);
+	}
+	if (!ex || !ex->from_token || !ex->from) {
+		log_debug("%s: progress for an unknown token dropped", from->name);
+		json_decref(msg);
+		return;
+	}
+	json_object_set(params, "progressToken", ex->from_token);
+	send_notification(from, ex->from, msg, "notifications/progress");
+}
+
+/* Delivers a walked notification to its destination(s). */
+static void note_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+{
+	struct note *n = container_of(w, struct note, walk);
+	if (v == MW_PASS && msg) {
+		if (n->to) {
+			n->to->ops->send(n->to, msg, NULL);
+		} else {
+			for (struct peer *p = peers; p; p = p->next)
+				if (p->role == PEER_CLIENT && p->ready)
+					p->ops->send(p, msg, NULL);
+		}
+	}
+	json_decref(msg);
+	pipeline_unref(n->walk.stage[0]);
+	free(n);
+}
+
+/* Runs a notification through the pipeline to TO (NULL: all clients). */
+static void send_notification(struct peer *from, struct peer *to, json_t *msg,
+			      const char *method)
+{
+	struct note *n = calloc(1, sizeof *n);
+	if (!n) {
+		json_decref(msg);
+		return;
+	}
+	n->from = from;
+	n->to = to;
+	n->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
+	n->ctx.kind = RPC_NOTIFICATION;
+	n->ctx.method = method;
+	n->ctx.client = principal_of(from, to);
+	n->ctx.backend = backend_of(from, to);
+	n->ctx.start = ev_now(EV_DEFAULT);
+	n->walk.stage[0] = pipeline_ref(global_pl);
+	n->walk.ctx = &n->ctx;
+	n->walk.msg = msg;
+	n->walk.done = note_walked;
+	mw_walk_forward(&n->walk);
+}
+
+/* A notification from a peer. */
+static void on_notification(struct peer *from, json_t *msg, struct rpc_info *info)
+{
+	if (strcmp(info->method, "notifications/cancelled") == 0) {
+		on_cancelled(from, msg);
+		return;
+	}
+	if (strcmp(info->method, "notifications/progress") == 0) {
+		on_progress(from, msg);
+		return;
+	}
+	struct peer *to = NULL;
+	if (from->role == PEER_CLIENT) {
+		to = chain_route_backend(from);
+		if (!to || !to->ready) {
+			log_debug("%s: %s dropped: no backend ready", from->name, info->method);
+			json_decref(msg);
+			return;
+		}
+	}
+	send_notification(from, to, msg, info->method);
+}
+
+/* Entry point for every message a peer sends once it carries traffic. */
+void chain_receive(struct peer *from, json_t *msg)
+{
+	struct rpc_info info;
+	switch (rpc_classify(msg, &info)) {
+	case RPC_REQUEST:
+		on_request(from, msg, &info);
+		return;
+	case RPC_NOTIFICATION:
+		on_notification(from, msg, &info);
+		return;
+	case RPC_RESPONSE:
+		on_response(from, msg, &info);
+		return;
+	case RPC_INVALID:
+		break;
+	}
+	log_warn("%s: invalid message dropped: %s", from->name, info.reason);
+	if (info.id && from->role == PEER_BACKEND) {
+		/* a malformed answer to one of our requests still ends it */
+		struct rpc_info fake = { .kind = RPC_RESPONSE, .id = info.id };
+		json_t *err = rpc_errorf(NULL, RPC_INTERNAL_ERROR,
+			"backend %s sent an invalid response: %s", from->name, info.reason);
+		json_t *id = json_incref(info.id);
+		json_decref(msg);
+		fake.id = id;
+		on_response(from, err, &fake);
+		json_decref(id);
+		return;
+	}
+	json_decref(msg);
+}
+
+/* Sends a request of our own. */
+int chain_call(struct peer *to, const char *method, json_t *params,
+	       void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
+{
+	struct exchange *ex = ex_new(NULL, NULL, method);
+	if (!ex) {
+		json_decref(params);
+		return -1;
+	}
+	ex->on_response = cb;
+	ex->arg = arg;
+	ex->ctx.dir = MW_TO_BACKEND;
+	forward_request(ex, to, rpc_request(0, method, params));
+	return 0;
+}
+
+/* Fails requests sent to P and cancels requests P made. */
+void chain_peer_gone(struct peer *p, const char *reason)
+{
+	size_t n;
+	void **v = hmap_drain(&p->sent, &n);
+	for (size_t i = 0; v && i < n; i++) {
+		struct exchange *ex = v[i];
+		ex->in_sent = false;
+		deliver_response(ex, rpc_errorf(NULL, RPC_BACKEND_GONE, "%s: %s",
+						 p->name, reason));
+	}
+	free(v);
+	v = hmap_drain(&p->received, &n);
+	for (size_t i = 0; v && i < n; i++) {
+		struct exchange *ex = v[i];
+		ex->in_received = false;
+		if (ex->in_sent) {
+			json_t *c = rpc_notification("notifications/cancelled",
+				json_pack("{s:I,s:s}", "requestId", (json_int_t)ex->to_id,
+					  "reason", reason));
+			ex->to->ops->send(ex->to, c, NULL);
+			json_decref(c);
+		}
+		if (ex->walking)
+			ex->abandoned = true;
+		else
+			ex_free(ex);
+	}
+	free(v);
+	p->ready = false;
+}
+
+/* Frees chain-wide state. */
+void chain_release(void)
+{
+	pipeline_unref(global_pl);
+	global_pl = NULL;
+}

@@ -1,0 +1,457 @@
+/*
+ * config.c - loading and validating the configuration file.
+ *
+ * Validation walks the document by hand so that every message can name
+ * the JSON pointer of the key at fault, and keeps going after an error so
+ * that one run reports them all.
+ */
+#include "config.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ctx {
+	const char *file;
+	struct cfg_errors *errs;
+	int nerr;
+};
+
+/* Appends an error line. */
+void cfg_error(struct cfg_errors *errs, const char *fmt, ...)
+{
+	char line[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	char **l = realloc(errs->lines, (errs->count + 1) * sizeof *l);
+	if (!l)
+		return;
+	errs->lines = l;
+	errs->lines[errs->count++] = strdup(line);
+}
+
+/* Frees the error lines. */
+void cfg_errors_release(struct cfg_errors *errs)
+{
+	for (size_t i = 0; i < errs->count; i++)
+		free(errs->lines[i]);
+	free(errs->lines);
+	errs->lines = NULL;
+	errs->count = 0;
+}
+
+/* Reports an error at a JSON pointer. */
+__attribute__((format(printf, 3, 4)))
+static void bad(struct ctx *c, const char *path, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cfg_error(c->errs, "%s: %s: %s", c->file, path[0] ? path : "/", msg);
+	c->nerr++;
+}
+
+/* Appends a pointer segment, escaping "~" and "/" (RFC 6901). */
+static void path_join(char *out, size_t n, const char *base, const char *key)
+{
+	size_t l = (size_t)snprintf(out, n, "%s/", base);
+	for (; *key && l + 3 < n; key++) {
+		if (*key == '~' || *key == '/') {
+			out[l++] = '~';
+			out[l++] = *key == '~' ? '0' : '1';
+		} else {
+			out[l++] = *key;
+		}
+	}
+	out[l < n ? l : n - 1] = '\0';
+}
+
+/* Appends a variable's value (or default) to OUT; returns 0 or -1. */
+static int expand_var(const char *name, size_t nlen, char **out, size_t *len,
+		      char *err, size_t errlen)
+{
+	const char *dflt = NULL;
+	size_t klen = nlen, dlen = 0;
+	for (size_t i = 0; i + 1 < nlen; i++) {
+		if (name[i] == ':' && name[i + 1] == '-') {
+			klen = i;
+			dflt = name + i + 2;
+			dlen = nlen - i - 2;
+			break;
+		}
+	}
+	char key[256];
+	if (klen == 0 || klen >= sizeof key) {
+		snprintf(err, errlen, "bad variable name in \"${%.*s}\"", (int)nlen, name);
+		return -1;
+	}
+	memcpy(key, name, klen);
+	key[klen] = '\0';
+	const char *v = getenv(key);
+	size_t vlen = v ? strlen(v) : dlen;
+	if (!v && !dflt) {
+		snprintf(err, errlen, "environment variable %s is not set (write ${%s:-default} for a default)", key, key);
+		return -1;
+	}
+	char *p = realloc(*out, *len + vlen + 1);
+	if (!p)
+		return -1;
+	memcpy(p + *len, v ? v : dflt, vlen);
+	*len += vlen;
+	p[*len] = '\0';
+	*out = p;
+	return 0;
+}
+
+/* Expands ${VAR} references. */
+char *cfg_expand(const char *s, char *err, size_t errlen)
+{
+	size_t len = 0;
+	char *out = calloc(1, 1);
+	while (out && *s) {
+		const char *d = strstr(s, "${");
+		size_t lit = d ? (size_t)(d - s) : strlen(s);
+		char *p = realloc(out, len + lit + 1);
+		if (!p)
+			break;
+		out = p;
+		memcpy(out + len, s, lit);
+		len += lit;
+		out[len] = '\0';
+		if (!d)
+			return out;
+		const char *end = strchr(d + 2, '}');
+		if (!end) {
+			snprintf(err, errlen, "unterminated \"${\"");
+			break;
+		}
+		if (expand_var(d + 2, (size_t)(end - d - 2), &out, &len, err, errlen) < 0)
+			break;
+		s = end + 1;
+	}
+	if (out && !*s)
+		return out;
+	free(out);
+	return NULL;
+}
+
+/* Expands a string member, reporting failures at PATH. */
+static char *expand_at(struct ctx *c, const char *path, const char *s)
+{
+	char err[300];
+	char *r = cfg_expand(s, err, sizeof err);
+	if (!r)
+		bad(c, path, "%s", err);
+	return r;
+}
+
+/* Reads "args": an array of strings. */
+static void load_args(struct ctx *c, struct cfg_server *s, json_t *args, const char *path)
+{
+	size_t n = json_is_array(args) ? json_array_size(args) : 0;
+	s->argv = calloc(n + 2, sizeof *s->argv);
+	if (!s->argv)
+		return;
+	s->argv[0] = s->command ? strdup(s->command) : NULL;
+	if (args && !json_is_array(args)) {
+		bad(c, path, "must be an array of strings");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		char p[512], num[24];
+		snprintf(num, sizeof num, "%zu", i);
+		path_join(p, sizeof p, path, num);
+		json_t *a = json_array_get(args, i);
+		if (!json_is_string(a)) {
+			bad(c, p, "must be a string");
+			continue;
+		}
+		char *v = expand_at(c, p, json_string_value(a));
+		s->argv[i + 1] = v ? v : strdup("");
+	}
+}
+
+/* Reads "env": an object of strings. */
+static void load_env(struct ctx *c, struct cfg_server *s, json_t *env, const char *path)
+{
+	if (!env)
+		return;
+	if (!json_is_object(env)) {
+		bad(c, path, "must be an object of strings");
+		return;
+	}
+	s->env = calloc(json_object_size(env) + 1, sizeof *s->env);
+	size_t i = 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach(env, k, v) {
+		char p[512];
+		path_join(p, sizeof p, path, k);
+		if (!json_is_string(v)) {
+			bad(c, p, "must be a string");
+			continue;
+		}
+		if (!*k || strchr(k, '=')) {
+			bad(c, p, "not a valid environment variable name");
+			continue;
+		}
+		char *val = expand_at(c, p, json_string_value(v));
+		if (!val || !s->env)
+			continue;
+		size_t n = strlen(k) + strlen(val) + 2;
+		s->env[i] = malloc(n);
+		if (s->env[i])
+			snprintf(s->env[i++], n, "%s=%s", k, val);
+		free(val);
+	}
+}
+
+/* Reads an optional string member. */
+static char *opt_string(struct ctx *c, json_t *v, const char *path)
+{
+	if (!v)
+		return NULL;
+	if (!json_is_string(v)) {
+		bad(c, path, "must be a string");
+		return NULL;
+	}
+	return expand_at(c, path, json_string_value(v));
+}
+
+static const char *const server_keys[] = {
+	"type", "command", "args", "env", "cwd", "enabled", "middleware",
+	"disabled", NULL
+};
+
+/* True when KEY is in the NULL-terminated LIST. */
+static bool known(const char *const *list, const char *key)
+{
+	for (; *list; list++)
+		if (strcmp(*list, key) == 0)
+			return true;
+	return false;
+}
+
+/* Reports keys that are not in LIST (typos must not pass silently). */
+static void check_keys(struct ctx *c, json_t *obj, const char *path,
+		       const char *const *list)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(obj, k, v) {
+		if (known(list, k))
+			continue;
+		char p[512];
+		path_join(p, sizeof p, path, k);
+		bad(c, p, "unknown key");
+	}
+}
+
+/* Reads an optional boolean member into *OUT. */
+static void opt_bool(struct ctx *c, json_t *v, const char *path, bool *out)
+{
+	if (!v)
+		return;
+	if (!json_is_boolean(v))
+		bad(c, path, "must be true or false");
+	else
+		*out = json_is_true(v);
+}
+
+/* Reads one mcpServers entry. */
+static void load_server(struct ctx *c, struct cfg_server *s, const char *name,
+			json_t *e, const char *path)
+{
+	char p[512];
+	s->name = strdup(name);
+	s->enabled = true;
+	if (!json_is_object(e)) {
+		bad(c, path, "must be an object with a \"command\"");
+		return;
+	}
+	check_keys(c, e, path, server_keys);
+	json_t *type = json_object_get(e, "type");
+	path_join(p, sizeof p, path, "type");
+	if (type && (!json_is_string(type) || strcmp(json_string_value(type), "stdio") != 0))
+		bad(c, p, "only \"stdio\" backends are supported (HTTP upstreams are not built yet)");
+	path_join(p, sizeof p, path, "command");
+	json_t *cmd = json_object_get(e, "command");
+	if (!cmd)
+		bad(c, path, "missing \"command\"");
+	else if (!json_is_string(cmd) || !json_string_length(cmd))
+		bad(c, p, "must be a non-empty string");
+	else
+		s->command = expand_at(c, p, json_string_value(cmd));
+	path_join(p, sizeof p, path, "args");
+	load_args(c, s, json_object_get(e, "args"), p);
+	path_join(p, sizeof p, path, "env");
+	load_env(c, s, json_object_get(e, "env"), p);
+	path_join(p, sizeof p, path, "cwd");
+	s->cwd = opt_string(c, json_object_get(e, "cwd"), p);
+	path_join(p, sizeof p, path, "enabled");
+	opt_bool(c, json_object_get(e, "enabled"), p, &s->enabled);
+	bool disabled = false;
+	path_join(p, sizeof p, path, "disabled");
+	opt_bool(c, json_object_get(e, "disabled"), p, &disabled);
+	if (disabled)
+		s->enabled = false;
+	path_join(p, sizeof p, path, "middleware");
+	s->middleware = json_object_get(e, "middleware");
+	if (s->middleware && !json_is_array(s->middleware))
+		bad(c, p, "must be an array of modules");
+}
+
+/* Reads "mcpServers". */
+static void load_servers(struct ctx *c, struct cfg *cfg, json_t *servers)
+{
+	if (!servers) {
+		bad(c, "", "missing \"mcpServers\"");
+		return;
+	}
+	if (!json_is_object(servers)) {
+		bad(c, "/mcpServers", "must be an object of named servers");
+		return;
+	}
+	cfg->servers = calloc(json_object_size(servers) + 1, sizeof *cfg->servers);
+	const char *k;
+	json_t *v;
+	json_object_foreach(servers, k, v) {
+		char p[512];
+		path_join(p, sizeof p, "/mcpServers", k);
+		if (!*k)
+			bad(c, p, "a server needs a non-empty name");
+		load_server(c, &cfg->servers[cfg->nservers++], k, v, p);
+	}
+	size_t enabled = 0;
+	for (size_t i = 0; i < cfg->nservers; i++)
+		enabled += cfg->servers[i].enabled;
+	if (enabled == 0)
+		bad(c, "/mcpServers", "no enabled server: give one entry with a \"command\"");
+	else if (enabled > 1)
+		bad(c, "/mcpServers", "%zu servers enabled; this version chains exactly one (set \"enabled\": false on the others)", enabled);
+}
+
+/* Reads a positive integer option into *OUT. */
+static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
+		     double max, double *out)
+{
+	json_t *v = json_object_get(root, key);
+	char p[128];
+	if (!v)
+		return;
+	snprintf(p, sizeof p, "/%s", key);
+	if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
+		bad(c, p, "must be an integer from %.0f to %.0f", min, max);
+	else
+		*out = (double)json_integer_value(v);
+}
+
+static const char *const top_keys[] = {
+	"mcpServers", "maxMessageBytes", "shutdownGraceMs", "logLevel",
+	"middleware", NULL
+};
+
+/* Reads the top-level options. */
+static void load_top(struct ctx *c, struct cfg *cfg)
+{
+	json_t *root = cfg->root;
+	if (!json_is_object(root)) {
+		bad(c, "", "the configuration must be a JSON object");
+		return;
+	}
+	check_keys(c, root, "", top_keys);
+	load_servers(c, cfg, json_object_get(root, "mcpServers"));
+	double max = (double)CFG_DEFAULT_MAX_MESSAGE, grace = CFG_DEFAULT_GRACE * 1000;
+	opt_uint(c, root, "maxMessageBytes", 4096, 4294967296.0, &max);
+	opt_uint(c, root, "shutdownGraceMs", 0, 600000, &grace);
+	cfg->max_message = (size_t)max;
+	cfg->grace = grace / 1000.0;
+	json_t *lvl = json_object_get(root, "logLevel");
+	if (lvl) {
+		if (!json_is_string(lvl) || log_parse_level(json_string_value(lvl), &cfg->log_level) < 0)
+			bad(c, "/logLevel", "must be one of \"error\", \"warn\", \"info\", \"debug\"");
+		else
+			cfg->has_log_level = true;
+	}
+	cfg->middleware = json_object_get(root, "middleware");
+	if (cfg->middleware && !json_is_array(cfg->middleware))
+		bad(c, "/middleware", "must be an array of modules");
+}
+
+/* Validates a parsed document. */
+static struct cfg *finish(json_t *root, const char *name, struct cfg_errors *errs)
+{
+	struct ctx c = { .file = name, .errs = errs };
+	struct cfg *cfg = calloc(1, sizeof *cfg);
+	if (!cfg) {
+		json_decref(root);
+		return NULL;
+	}
+	cfg->root = root;
+	cfg->path = strdup(name);
+	load_top(&c, cfg);
+	if (c.nerr) {
+		cfg_free(cfg);
+		return NULL;
+	}
+	return cfg;
+}
+
+/* Loads a file. */
+struct cfg *cfg_load(const char *path, struct cfg_errors *errs)
+{
+	json_error_t e;
+	json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
+	if (!root) {
+		if (e.line <= 0)
+			cfg_error(errs, "%s: %s", path, e.text);
+		else
+			cfg_error(errs, "%s:%d:%d: %s", path, e.line, e.column, e.text);
+		return NULL;
+	}
+	return finish(root, path, errs);
+}
+
+/* Loads from memory. */
+struct cfg *cfg_load_string(const char *text, const char *name, struct cfg_errors *errs)
+{
+	json_error_t e;
+	json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &e);
+	if (!root) {
+		cfg_error(errs, "%s:%d:%d: %s", name, e.line, e.column, e.text);
+		return NULL;
+	}
+	return finish(root, name, errs);
+}
+
+/* Frees a NULL-terminated string vector. */
+static void free_strv(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Frees everything. */
+void cfg_free(struct cfg *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->nservers; i++) {
+		struct cfg_server *s = &c->servers[i];
+		free(s->name);
+		free(s->command);
+		free_strv(s->argv);
+		free_strv(s->env);
+		free(s->cwd);
+	}
+	free(c->servers);
+	free(c->path);
+	json_decref(c->root);
+	free(c);
+}

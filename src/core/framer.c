@@ -1,0 +1,134 @@
+/*
+ * framer.c - newline framing with a bound on line length.
+ */
+#include "framer.h"
+
+#include <string.h>
+
+#define READ_CHUNK 65536
+
+/* Sets up an empty framer. */
+void framer_init(struct framer *f, size_t max)
+{
+	memset(f, 0, sizeof *f);
+	f->max = max;
+}
+
+/* Frees the buffer. */
+void framer_release(struct framer *f)
+{
+	buf_release(&f->b);
+}
+
+/* Room to read into. */
+char *framer_reserve(struct framer *f, size_t *avail)
+{
+	if (buf_reserve(&f->b, READ_CHUNK) < 0)
+		return NULL;
+	*avail = f->b.cap - f->b.len;
+	return f->b.data + f->b.len;
+}
+
+/* Accounts for bytes read into the reserved space. */
+void framer_commit(struct framer *f, size_t n)
+{
+	f->b.len += n;
+}
+
+/* Copies bytes in. */
+int framer_push(struct framer *f, const char *data, size_t n)
+{
+	if (buf_reserve(&f->b, n) < 0)
+		return -1;
+	memcpy(f->b.data + f->b.len, data, n);
+	f->b.len += n;
+	return 0;
+}
+
+/* Begins discarding a line that outgrew the bound, keeping its head. */
+static void start_discard(struct framer *f)
+{
+	size_t have = buf_pending(&f->b);
+	f->prefix_len = have < FRAMER_PREFIX ? have : FRAMER_PREFIX;
+	memcpy(f->prefix, f->b.data + f->b.off, f->prefix_len);
+	f->discarding = true;
+	f->discarded = have;
+	f->b.off = f->b.len = 0;
+	f->scan = 0;
+}
+
+/* Skips input up to the newline ending an oversized line. */
+static enum frame_kind finish_discard(struct framer *f, const char **line,
+				      size_t *len, size_t *total)
+{
+	char *p = f->b.data + f->b.off;
+	size_t n = buf_pending(&f->b);
+	char *nl = memchr(p, '\n', n);
+
+	if (!nl) {
+		f->discarded += n;
+		f->b.off = f->b.len = 0;
+		return FRAME_NONE;
+	}
+	size_t used = (size_t)(nl - p);
+	f->discarded += used;
+	buf_consume(&f->b, used + 1);
+	f->scan = 0;
+	f->discarding = false;
+	*line = f->prefix;
+	*len = f->prefix_len;
+	*total = f->discarded;
+	return FRAME_OVERSIZE;
+}
+
+/* Returns the next complete line, if any. */
+enum frame_kind framer_next(struct framer *f, const char **line, size_t *len,
+			    size_t *total)
+{
+	for (;;) {
+		if (f->discarding)
+			return finish_discard(f, line, len, total);
+		char *p = f->b.data + f->b.off;
+		size_t n = buf_pending(&f->b);
+		char *nl = n > f->scan ? memchr(p + f->scan, '\n', n - f->scan) : NULL;
+		if (!nl) {
+			if (n > f->max) {
+				start_discard(f);
+				continue;
+			}
+			f->scan = n;
+			if (n == 0)
+				buf_shrink(&f->b, 1u << 20);
+			return FRAME_NONE;
+		}
+		size_t l = (size_t)(nl - p);
+		f->scan = 0;
+		buf_consume(&f->b, l + 1);
+		if (l > 0 && p[l - 1] == '\r')
+			l--;
+		if (l > f->max) {
+			f->prefix_len = l < FRAMER_PREFIX ? l : FRAMER_PREFIX;
+			memcpy(f->prefix, p, f->prefix_len);
+			*line = f->prefix;
+			*len = f->prefix_len;
+			*total = l;
+			return FRAME_OVERSIZE;
+		}
+		size_t i = 0;
+		while (i < l && (p[i] == ' ' || p[i] == '\t'))
+			i++;
+		if (i == l)
+			continue;
+		*line = p;
+		*len = l;
+		if (total)
+			*total = l;
+		return FRAME_LINE;
+	}
+}
+
+/* Bytes of a partial line waiting for its newline. */
+size_t framer_pending(const struct framer *f)
+{
+	return f->discarding ? f->discarded : buf_pending(&f->b);
+}

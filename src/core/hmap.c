@@ -1,0 +1,151 @@
+/*
+ * hmap.c - chained hash map, FNV-1a hashed, doubling at load factor 1.
+ */
+#include "hmap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct hmap_entry {
+	struct hmap_entry *next;
+	uint64_t hash;
+	void *value;
+	size_t klen;
+	unsigned char key[];
+};
+
+/* FNV-1a over the key bytes. */
+static uint64_t hash_bytes(const void *key, size_t n)
+{
+	const unsigned char *p = key;
+	uint64_t h = 1469598103934665603ULL;
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+/* Frees every entry. */
+void hmap_release(struct hmap *m)
+{
+	for (size_t i = 0; i < m->nslots; i++) {
+		struct hmap_entry *e = m->slots[i], *next;
+		for (; e; e = next) {
+			next = e->next;
+			free(e);
+		}
+	}
+	free(m->slots);
+	m->slots = NULL;
+	m->nslots = m->count = 0;
+}
+
+/* Rehashes into twice as many slots. */
+static int grow(struct hmap *m)
+{
+	size_t n = m->nslots ? m->nslots * 2 : 16;
+	struct hmap_entry **slots = calloc(n, sizeof *slots);
+	if (!slots)
+		return -1;
+	for (size_t i = 0; i < m->nslots; i++) {
+		struct hmap_entry *e = m->slots[i], *next;
+		for (; e; e = next) {
+			next = e->next;
+			size_t s = e->hash & (n - 1);
+			e->next = slots[s];
+			slots[s] = e;
+		}
+	}
+	free(m->slots);
+	m->slots = slots;
+	m->nslots = n;
+	return 0;
+}
+
+/* Finds the link pointing at KEY's entry (or at the chain's end). */
+static struct hmap_entry **find(const struct hmap *m, const void *key,
+				size_t klen, uint64_t h)
+{
+	struct hmap_entry **pp = &m->slots[h & (m->nslots - 1)];
+	for (; *pp; pp = &(*pp)->next) {
+		struct hmap_entry *e = *pp;
+		if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
+			break;
+	}
+	return pp;
+}
+
+/* Inserts or replaces. */
+int hmap_put(struct hmap *m, const void *key, size_t klen, void *value)
+{
+	if (m->count >= m->nslots && grow(m) < 0)
+		return -1;
+	uint64_t h = hash_bytes(key, klen);
+	struct hmap_entry **pp = find(m, key, klen, h);
+	if (*pp) {
+		(*pp)->value = value;
+		return 0;
+	}
+	struct hmap_entry *e = malloc(sizeof *e + klen);
+	if (!e)
+		return -1;
+	e->next = NULL;
+	e->hash = h;
+	e->value = value;
+	e->klen = klen;
+	memcpy(e->key, key, klen);
+	*pp = e;
+	m->count++;
+	return 0;
+}
+
+/* Looks up. */
+void *hmap_get(const struct hmap *m, const void *key, size_t klen)
+{
+	if (!m->nslots)
+		return NULL;
+	struct hmap_entry **pp = find(m, key, klen, hash_bytes(key, klen));
+	return *pp ? (*pp)->value : NULL;
+}
+
+/* Removes. */
+void *hmap_del(struct hmap *m, const void *key, size_t klen)
+{
+	if (!m->nslots)
+		return NULL;
+	struct hmap_entry **pp = find(m, key, klen, hash_bytes(key, klen));
+	struct hmap_entry *e = *pp;
+	if (!e)
+		return NULL;
+	void *v = e->value;
+	*pp = e->next;
+	free(e);
+	m->count--;
+	return v;
+}
+
+/* Visits every value. */
+void hmap_each(const struct hmap *m, void (*fn)(void *value, void *arg), void *arg)
+{
+	for (size_t i = 0; i < m->nslots; i++)
+		for (struct hmap_entry *e = m->slots[i]; e; e = e->next)
+			fn(e->value, arg);
+}
+
+/* Empties the map, handing its values to the caller. */
+void **hmap_drain(struct hmap *m, size_t *count)
+{
+	void **v = malloc((m->count ? m->count : 1) * sizeof *v);
+	size_t n = 0;
+	if (!v) {
+		*count = 0;
+		return NULL;
+	}
+	for (size_t i = 0; i < m->nslots; i++)
+		for (struct hmap_entry *e = m->slots[i]; e; e = e->next)
+			v[n++] = e->value;
+	hmap_release(m);
+	*count = n;
+	return v;
+}

@@ -1,0 +1,105 @@
+/*
+ * log.c - leveled logging. Each line is written with one write(2) so
+ * that lines from the loop never interleave; stdout is never touched.
+ */
+#include "log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static enum log_level threshold = LOG_INFO;
+static int log_fd = 2;
+
+static const char *const level_names[] = { "error", "warn", "info", "debug" };
+
+/* Sets the threshold. */
+void log_set_level(enum log_level level) { threshold = level; }
+
+/* Returns the threshold. */
+enum log_level log_get_level(void) { return threshold; }
+
+/* True when LEVEL passes the threshold. */
+int log_enabled(enum log_level level) { return level <= threshold; }
+
+/* Parses a level name. */
+int log_parse_level(const char *s, enum log_level *out)
+{
+	for (int i = 0; i <= LOG_DEBUG; i++) {
+		if (strcmp(s, level_names[i]) == 0) {
+			*out = (enum log_level)i;
+			return 0;
+		}
+	}
+	if (strcmp(s, "warning") == 0) {
+		*out = LOG_WARN;
+		return 0;
+	}
+	return -1;
+}
+
+/* Redirects logging to an append-only file. */
+int log_open_file(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	if (log_fd != 2)
+		close(log_fd);
+	log_fd = fd;
+	return 0;
+}
+
+/* Formats one line "TIME mcp-chain LEVEL: message" and writes it whole. */
+void log_vmsg(enum log_level level, const char *fmt, va_list ap)
+{
+	char line[4096];
+	struct timespec ts;
+	struct tm tm;
+	int saved = errno;
+
+	if (level > threshold)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	size_t n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
+	n += (size_t)snprintf(line + n, sizeof line - n, ".%03ldZ mcp-chain %s: ",
+			      ts.tv_nsec / 1000000, level_names[level]);
+	int m = vsnprintf(line + n, sizeof line - n, fmt, ap);
+	if (m < 0)
+		m = 0;
+	n += (size_t)m;
+	if (n > sizeof line - 2) {
+		n = sizeof line - 5;
+		memcpy(line + n, "...", 3);
+		n += 3;
+	}
+	line[n++] = '\n';
+	ssize_t w;
+	do
+		w = write(log_fd, line, n);
+	while (w < 0 && errno == EINTR);
+	errno = saved;
+}
+
+/* Logs one line at LEVEL. */
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vmsg(level, fmt, ap);
+	va_end(ap);
+}
+
+/* Logs at error level and returns -1. */
+int log_fail(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	log_vmsg(LOG_ERROR, fmt, ap);
+	va_end(ap);
+	return -1;
+}

@@ -1,0 +1,196 @@
+/*
+ * writer.c - non-blocking, before-sleep-flushed output queues.
+ */
+#include "writer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static struct writer *dirty_list;
+static ev_prepare flush_hook;
+
+static void on_writable(struct ev_loop *loop, ev_io *io, int revents);
+
+/* Sets up an idle writer. */
+void writer_init(struct writer *w, int fd, writer_error_fn on_error, void *arg)
+{
+	*w = (struct writer){ .fd = fd, .on_error = on_error, .arg = arg };
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	ev_io_init(&w->io, on_writable, fd, EV_WRITE);
+	w->io.data = w;
+}
+
+/* Puts W on the list flushed before the loop sleeps. */
+static void mark_dirty(struct writer *w)
+{
+	if (w->dirty)
+		return;
+	w->dirty = true;
+	w->next_dirty = dirty_list;
+	dirty_list = w;
+}
+
+/* Takes W off the dirty list. */
+static void unmark_dirty(struct writer *w)
+{
+	if (!w->dirty)
+		return;
+	for (struct writer **pp = &dirty_list; *pp; pp = &(*pp)->next_dirty) {
+		if (*pp == w) {
+			*pp = w->next_dirty;
+			break;
+		}
+	}
+	w->dirty = false;
+}
+
+/* jansson dump callback appending to the queue. */
+static int dump_cb(const char *data, size_t n, void *arg)
+{
+	return buf_append(arg, data, n);
+}
+
+/* Serializes MSG as a line. */
+int writer_send(struct writer *w, json_t *msg)
+{
+	if (w->failed || w->fd < 0)
+		return -1;
+	size_t mark = w->out.len;
+	if (json_dump_callback(msg, dump_cb, &w->out, JSON_COMPACT) < 0 ||
+	    buf_append(&w->out, "\n", 1) < 0) {
+		w->out.len = mark;
+		return -1;
+	}
+	mark_dirty(w);
+	return 0;
+}
+
+/* Queues bytes as they are. */
+int writer_send_raw(struct writer *w, const char *data, size_t n)
+{
+	if (w->failed || w->fd < 0)
+		return -1;
+	if (buf_append(&w->out, data, n) < 0)
+		return -1;
+	mark_dirty(w);
+	return 0;
+}
+
+/* Bytes waiting. */
+size_t writer_queued(const struct writer *w)
+{
+	return buf_pending(&w->out);
+}
+
+/* Marks the writer failed and tells its owner (once). */
+static void fail(struct writer *w, int err)
+{
+	if (w->failed)
+		return;
+	w->failed = true;
+	ev_io_stop(EV_DEFAULT, &w->io);
+	unmark_dirty(w);
+	buf_release(&w->out);
+	if (w->on_error)
+		w->on_error(w, err, w->arg);
+}
+
+/* Closes the fd now. */
+static void close_fd(struct writer *w)
+{
+	ev_io_stop(EV_DEFAULT, &w->io);
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
+}
+
+/* Writes as much as the fd takes. */
+int writer_flush(struct writer *w)
+{
+	while (buf_pending(&w->out) > 0 && !w->failed) {
+		ssize_t n = write(w->fd, w->out.data + w->out.off, buf_pending(&w->out));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			ev_io_start(EV_DEFAULT, &w->io);
+			return 0;
+		}
+		if (n < 0) {
+			fail(w, errno);
+			return -1;
+		}
+		buf_consume(&w->out, (size_t)n);
+	}
+	ev_io_stop(EV_DEFAULT, &w->io);
+	buf_shrink(&w->out, 1u << 20);
+	if (w->close_when_done)
+		close_fd(w);
+	if (w->on_drain)
+		w->on_drain(w, w->arg);
+	return 0;
+}
+
+/* The fd can take more bytes. */
+static void on_writable(struct ev_loop *loop, ev_io *io, int revents)
+{
+	struct writer *w = io->data;
+	(void)loop;
+	(void)revents;
+	writer_flush(w);
+}
+
+/* Closes after draining. */
+void writer_close(struct writer *w)
+{
+	if (w->fd < 0)
+		return;
+	w->close_when_done = true;
+	if (buf_pending(&w->out) == 0 || w->failed) {
+		unmark_dirty(w);
+		close_fd(w);
+	}
+}
+
+/* Tears down at once. */
+void writer_release(struct writer *w)
+{
+	unmark_dirty(w);
+	close_fd(w);
+	buf_release(&w->out);
+}
+
+/* Flushes all writers that were written to in this iteration. */
+void writer_flush_all(void)
+{
+	while (dirty_list) {
+		struct writer *w = dirty_list;
+		dirty_list = w->next_dirty;
+		w->dirty = false;
+		if (!w->failed && w->fd >= 0)
+			writer_flush(w);
+	}
+}
+
+/* Before-sleep hook. */
+static void on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
+{
+	(void)loop;
+	(void)p;
+	(void)revents;
+	writer_flush_all();
+}
+
+/* Installs the hook once. */
+void writer_setup(void)
+{
+	if (ev_is_active(&flush_hook))
+		return;
+	ev_prepare_init(&flush_hook, on_prepare);
+	ev_prepare_start(EV_DEFAULT, &flush_hook);
+	ev_unref(EV_DEFAULT);  /* the hook alone must not keep the loop alive */
+}

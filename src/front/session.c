@@ -1,0 +1,394 @@
+/*
+ * session.c - FrontMCPServer: lifecycle, version negotiation, batches.
+ */
+#include "session.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "chain.h"
+#include "log.h"
+#include "rpc.h"
+
+const char *const session_versions[] = {
+	"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", NULL
+};
+
+#define BATCH_VERSION "2025-03-26"
+
+/* A JSON-RPC batch being answered; complete when every request is. */
+struct batch {
+	json_t *replies;        /* array of responses gathered so far */
+	size_t expected;        /* requests in the batch */
+	bool sealed;            /* all elements were handed on */
+	struct batch *next;
+};
+
+struct session {
+	struct peer peer;
+	enum session_state state;
+	char *name;
+	char *version;          /* negotiated */
+	char *principal;        /* clientInfo.name */
+	json_t *init_id;        /* the initialize request being answered */
+	json_t *queue;          /* messages that arrived while initializing */
+	struct batch *batches;
+	session_write_fn write;
+	void *arg;
+};
+
+static void handle(struct session *s, json_t *msg);
+
+/* True when V is a version we speak. */
+bool session_version_supported(const char *v)
+{
+	for (size_t i = 0; v && session_versions[i]; i++)
+		if (strcmp(v, session_versions[i]) == 0)
+			return true;
+	return false;
+}
+
+/* Sends and frees B once sealed and every request in it is answered. */
+static void batch_finish_if_done(struct session *s, struct batch *b)
+{
+	if (!b->sealed || json_array_size(b->replies) < b->expected)
+		return;
+	if (b->expected > 0)
+		s->write(s->arg, b->replies);
+	for (struct batch **pp = &s->batches; *pp; pp = &(*pp)->next) {
+		if (*pp == b) {
+			*pp = b->next;
+			break;
+		}
+	}
+	json_decref(b->replies);
+	free(b);
+}
+
+/* Adds a response to its batch. */
+static void batch_add(struct session *s, struct batch *b, json_t *msg)
+{
+	json_array_append(b->replies, msg);
+	batch_finish_if_done(s, b);
+}
+
+/* Writes a message to the client, or into the batch it answers. */
+static int send_msg(struct session *s, json_t *msg, struct batch *b)
+{
+	if (s->state == SESSION_CLOSING)
+		return -1;
+	if (b) {
+		batch_add(s, b, msg);
+		return 0;
+	}
+	return s->write(s->arg, msg);
+}
+
+/* The peer's send operation: the chain delivering to the client. */
+static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
+{
+	struct session *s = (struct session *)p;
+	return send_msg(s, msg, ex ? ex->batch : NULL);
+}
+
+static const struct peer_ops session_ops = { .send = peer_send };
+
+/* New session. */
+struct session *session_new(const char *name, session_write_fn write, void *arg)
+{
+	struct session *s = calloc(1, sizeof *s);
+	if (!s)
+		return NULL;
+	s->name = strdup(name);
+	s->write = write;
+	s->arg = arg;
+	peer_init(&s->peer, &session_ops, PEER_CLIENT, s->name);
+	chain_add_peer(&s->peer);
+	return s;
+}
+
+/* Sends an error answering ID (borrowed; NULL for null). */
+static void reply_error(struct session *s, json_t *id, int code, const char *text)
+{
+	json_t *e = rpc_error(id, code, text, NULL);
+	send_msg(s, e, s->peer.batch);
+	json_decref(e);
+}
+
+/* Picks the version to offer the backend for what the client asked. */
+static const char *negotiate(const char *asked)
+{
+	return session_version_supported(asked) ? asked : session_versions[0];
+}
+
+/* Replays messages that arrived while the handshake was running. */
+static void drain_queue(struct session *s)
+{
+	json_t *q = s->queue;
+	size_t i;
+	json_t *m;
+	s->queue = NULL;
+	json_array_foreach(q, i, m)
+		handle(s, json_incref(m));
+	json_decref(q);
+}
+
+/* Checks the backend's answer and completes the client's initialize. */
+static void on_backend_init(void *arg, json_t *resp)
+{
+	struct session *s = arg;
+	json_t *id = s->init_id;
+	json_t *result = json_object_get(resp, "result");
+	const char *v = json_string_value(json_object_get(result, "protocolVersion"));
+	s->init_id = NULL;
+	if (s->state != SESSION_INITIALIZING) {
+		json_decref(id);
+		return;
+	}
+	if (!result) {
+		json_t *e = json_deep_copy(resp);
+		json_object_set(e, "id", id);
+		send_msg(s, e, NULL);
+		json_decref(e);
+		s->state = SESSION_UNINITIALIZED;
+	} else if (!session_version_supported(v)) {
+		json_t *e = rpc_errorf(id, RPC_INTERNAL_ERROR,
+			"the backend answered protocol version \"%s\", which mcp-chain does not speak",
+			v ? v : "(none)");
+		send_msg(s, e, NULL);
+		json_decref(e);
+		s->state = SESSION_UNINITIALIZED;
+	} else {
+		free(s->version);
+		s->version = strdup(v);
+		json_t *ok = rpc_result(id, json_incref(result));
+		s->state = SESSION_READY;
+		s->peer.ready = true;
+		send_msg(s, ok, NULL);
+		json_decref(ok);
+		log_info("%s: initialized (%s, protocol %s)", s->name,
+			 s->principal ? s->principal : "unnamed client", v);
+	}
+	json_decref(id);
+	drain_queue(s);
+}
+
+/* Validates initialize params; returns an error text or NULL. */
+static const char *check_init_params(json_t *params)
+{
+	if (!json_is_object(params))
+		return "initialize needs params {protocolVersion, capabilities, clientInfo}";
+	if (!json_is_string(json_object_get(params, "protocolVersion")))
+		return "initialize: \"protocolVersion\" must be a string";
+	json_t *caps = json_object_get(params, "capabilities");
+	if (caps && !json_is_object(caps))
+		return "initialize: \"capabilities\" must be an object";
+	json_t *info = json_object_get(params, "clientInfo");
+	if (info && (!json_is_object(info) || !json_is_string(json_object_get(info, "name"))))
+		return "initialize: \"clientInfo\" must be an object with a \"name\"";
+	return NULL;
+}
+
+/* Handles initialize: the backend is initialized with the client's own params. */
+static void on_initialize(struct session *s, json_t *msg, json_t *id)
+{
+	json_t *params = json_object_get(msg, "params");
+	const char *bad = check_init_params(params);
+	if (s->state != SESSION_UNINITIALIZED) {
+		reply_error(s, id, RPC_INVALID_REQUEST, "already initialized: initialize may be sent only once per session");
+		return;
+	}
+	if (s->peer.batch) {
+		reply_error(s, id, RPC_INVALID_REQUEST, "initialize must not be part of a JSON-RPC batch");
+		return;
+	}
+	if (bad) {
+		reply_error(s, id, RPC_INVALID_PARAMS, bad);
+		return;
+	}
+	struct peer *be = chain_route_backend(&s->peer);
+	if (!be) {
+		reply_error(s, id, RPC_BACKEND_GONE, "no backend is configured");
+		return;
+	}
+	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
+	json_t *fwd = json_deep_copy(params);
+	json_object_set_new(fwd, "protocolVersion", json_string(negotiate(asked)));
+	free(s->principal);
+	s->principal = NULL;
+	const char *cname = json_string_value(json_object_get(json_object_get(params, "clientInfo"), "name"));
+	if (cname)
+		s->principal = strdup(cname);
+	s->peer.principal = s->principal;
+	s->init_id = json_incref(id);
+	s->state = SESSION_INITIALIZING;
+	if (be->ops->initialize(be, fwd, on_backend_init, s) < 0) {
+		s->init_id = NULL;
+		s->state = SESSION_UNINITIALIZED;
+		reply_error(s, id, RPC_BACKEND_GONE, "the backend could not be initialized");
+		json_decref(id);
+	}
+	json_decref(fwd);
+}
+
+/* Requests mcp-chain answers itself, whatever the backend; true if done. */
+static bool answer_locally(struct session *s, json_t *msg, struct rpc_info *in)
+{
+	if (strcmp(in->method, "initialize") == 0) {
+		on_initialize(s, msg, in->id);
+		return true;
+	}
+	if (strcmp(in->method, "server/discover") == 0) {
+		reply_error(s, in->id, RPC_METHOD_NOT_FOUND,
+			"Method not found: server/discover (this server speaks the initialize handshake; protocol versions 2024-11-05 to 2025-11-25)");
+		return true;
+	}
+	if (strcmp(in->method, "ping") == 0 && s->state != SESSION_READY) {
+		json_t *r = rpc_result(in->id, json_object());
+		send_msg(s, r, s->peer.batch);
+		json_decref(r);
+		return true;
+	}
+	if (s->state == SESSION_UNINITIALIZED) {
+		reply_error(s, in->id, RPC_NOT_INITIALIZED, "Server not initialized: send initialize first");
+		return true;
+	}
+	return false;
+}
+
+/* Handles one (non-batch) message according to the lifecycle. */
+static void handle(struct session *s, json_t *msg)
+{
+	struct rpc_info in;
+	enum rpc_kind kind = rpc_classify(msg, &in);
+
+	if (s->state == SESSION_INITIALIZING && kind != RPC_INVALID &&
+	    !(kind == RPC_REQUEST && (strcmp(in.method, "ping") == 0 ||
+				      strcmp(in.method, "initialize") == 0))) {
+		if (!s->queue)
+			s->queue = json_array();
+		json_array_append_new(s->queue, msg);
+		return;
+	}
+	switch (kind) {
+	case RPC_INVALID:
+		if (in.id || !json_object_get(msg, "result"))
+			reply_error(s, in.id, in.code, in.reason);
+		log_debug("%s: invalid message: %s", s->name, in.reason);
+		break;
+	case RPC_REQUEST:
+		if (!answer_locally(s, msg, &in)) {
+			chain_receive(&s->peer, msg);
+			return;
+		}
+		break;
+	case RPC_NOTIFICATION:
+	case RPC_RESPONSE:
+		if (s->state == SESSION_READY) {
+			chain_receive(&s->peer, msg);
+			return;
+		}
+		log_debug("%s: %s before initialization ignored", s->name,
+			  in.method ? in.method : "response");
+		break;
+	}
+	json_decref(msg);
+}
+
+/* Handles a JSON-RPC batch (2025-03-26 only). */
+static void handle_batch(struct session *s, json_t *arr)
+{
+	if (json_array_size(arr) == 0) {
+		reply_error(s, NULL, RPC_INVALID_REQUEST, "empty batch");
+		json_decref(arr);
+		return;
+	}
+	if (s->state != SESSION_READY || strcmp(s->version, BATCH_VERSION) != 0) {
+		char text[200];
+		snprintf(text, sizeof text,
+			 "JSON-RPC batches are supported only in protocol version %s (this session: %s)",
+			 BATCH_VERSION, s->version ? s->version : "not initialized");
+		reply_error(s, NULL, RPC_INVALID_REQUEST, text);
+		json_decref(arr);
+		return;
+	}
+	struct batch *b = calloc(1, sizeof *b);
+	b->replies = json_array();
+	b->next = s->batches;
+	s->batches = b;
+	size_t i;
+	json_t *m;
+	json_array_foreach(arr, i, m) {
+		struct rpc_info in;
+		enum rpc_kind k = rpc_classify(m, &in);
+		if (k == RPC_REQUEST || (k == RPC_INVALID && (in.id || !json_object_get(m, "result"))))
+			b->expected++;
+	}
+	s->peer.batch = b;
+	json_array_foreach(arr, i, m)
+		handle(s, json_incref(m));
+	s->peer.batch = NULL;
+	json_decref(arr);
+	b->sealed = true;
+	batch_finish_if_done(s, b);
+}
+
+/* Entry point for everything the client sends. */
+void session_receive(struct session *s, json_t *msg)
+{
+	if (s->state == SESSION_CLOSING) {
+		json_decref(msg);
+		return;
+	}
+	if (json_is_array(msg))
+		handle_batch(s, msg);
+	else
+		handle(s, msg);
+}
+
+/* Sends an error for input that never became a message. */
+void session_reject(struct session *s, json_t *err)
+{
+	send_msg(s, err, NULL);
+	json_decref(err);
+}
+
+/* Closes: cancels what is open and stops sending. */
+void session_close(struct session *s, const char *reason)
+{
+	if (s->state == SESSION_CLOSING)
+		return;
+	s->state = SESSION_CLOSING;
+	chain_peer_gone(&s->peer, reason);
+}
+
+/* Frees the session. */
+void session_free(struct session *s)
+{
+	if (!s)
+		return;
+	session_close(s, "session freed");
+	while (s->batches) {
+		struct batch *b = s->batches;
+		s->batches = b->next;
+		json_decref(b->replies);
+		free(b);
+	}
+	json_decref(s->queue);
+	json_decref(s->init_id);
+	chain_remove_peer(&s->peer);
+	peer_release(&s->peer);
+	free(s->version);
+	free(s->principal);
+	free(s->name);
+	free(s);
+}
+
+/* Lifecycle state. */
+enum session_state session_state(const struct session *s) { return s->state; }
+
+/* Negotiated version or NULL. */
+const char *session_version(const struct session *s) { return s->version; }
+
+/* The session as a chain peer. */
+struct peer *session_peer(struct session *s) { return &s->peer; }

@@ -48,6 +48,14 @@ struct peer *chain_route_backend(struct peer *client);
 int chain_call(struct peer *to, const char *method, json_t *params,
 	       void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg);
 
+/*
+ * Flow control: P's output queue passed its high-water mark (CONGESTED)
+ * or drained. While any peer is congested, reading from every peer of the
+ * other role is paused, so a slow reader never makes memory grow without
+ * bound.
+ */
+void chain_congestion(struct peer *p, bool congested);
+
 /* Number of exchanges open anywhere (for shutdown). */
 size_t chain_open_exchanges(void);
 

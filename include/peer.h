@@ -35,6 +35,8 @@ struct peer_ops {
 	 */
 	int (*initialize)(struct peer *p, json_t *params,
 			  void (*cb)(void *arg, json_t *response), void *arg);
+	/* Stops (PAUSED) or resumes reading from the peer: flow control. */
+	void (*pause)(struct peer *p, bool paused);
 };
 
 enum peer_role { PEER_CLIENT, PEER_BACKEND };
@@ -45,6 +47,8 @@ struct peer {
 	const char *name;        /* owned by the container; for logs */
 	const char *principal;   /* client identity (clients only); may be NULL */
 	bool ready;              /* handshake done; may carry traffic */
+	bool congested;          /* its output queue is over the high-water mark */
+	int paused;              /* congested peers holding its input paused */
 	json_int_t next_id;
 	struct hmap sent;        /* our id (json_int_t bytes) -> exchange */
 	struct hmap received;    /* rpc_id_key(peer's id) -> exchange */

@@ -32,6 +32,9 @@ struct session;
 /* New session named NAME (copied) writing through WRITE. */
 struct session *session_new(const char *name, session_write_fn write, void *arg);
 
+/* Sets how the chain pauses and resumes reading from the client. */
+void session_set_pause(struct session *s, void (*pause)(void *arg, bool paused));
+
 /* Handles one parsed message or batch from the client; steals MSG. */
 void session_receive(struct session *s, json_t *msg);
 

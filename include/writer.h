@@ -49,6 +49,9 @@ int writer_send(struct writer *w, json_t *msg);
 /* Queues raw bytes (must end with '\n' to form a line). */
 int writer_send_raw(struct writer *w, const char *data, size_t n);
 
+/* Above this many queued bytes the owner should stop feeding the writer. */
+#define WRITER_HIGH_WATER ((size_t)4 << 20)
+
 /* Bytes queued and not yet written. */
 size_t writer_queued(const struct writer *w);
 

@@ -15,6 +15,7 @@
 
 #include <ev.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -89,6 +90,23 @@ static struct peer *route_client(struct peer *backend)
 			return p;
 	}
 	return first;
+}
+
+/* Pauses or resumes the peers that feed a congested one. */
+void chain_congestion(struct peer *p, bool congested)
+{
+	if (p->congested == congested)
+		return;
+	p->congested = congested;
+	log_debug("%s: output %s", p->name, congested ? "congested, pausing its sources" : "drained");
+	for (struct peer *q = peers; q; q = q->next) {
+		if (q->role == p->role || !q->ops->pause)
+			continue;
+		if (congested && q->paused++ == 0)
+			q->ops->pause(q, true);
+		else if (!congested && q->paused > 0 && --q->paused == 0)
+			q->ops->pause(q, false);
+	}
 }
 
 /* Exchanges open anywhere. */
@@ -413,11 +431,26 @@ static void on_notification(struct peer *from, json_t *msg, struct rpc_info *inf
 	send_notification(from, to, msg, info->method);
 }
 
+/* Logs a message's passage at debug level. */
+static void trace(struct peer *from, const struct rpc_info *info)
+{
+	char id[64] = "";
+	if (json_is_integer(info->id))
+		snprintf(id, sizeof id, " id %" JSON_INTEGER_FORMAT, json_integer_value(info->id));
+	else if (json_is_string(info->id))
+		snprintf(id, sizeof id, " id \"%.40s\"", json_string_value(info->id));
+	log_debug("%s -> chain: %s%s", from->name,
+		  info->kind == RPC_RESPONSE ? "response" : info->method, id);
+}
+
 /* Entry point for every message a peer sends once it carries traffic. */
 void chain_receive(struct peer *from, json_t *msg)
 {
 	struct rpc_info info;
-	switch (rpc_classify(msg, &info)) {
+	enum rpc_kind kind = rpc_classify(msg, &info);
+	if (log_enabled(LOG_DEBUG) && kind != RPC_INVALID)
+		trace(from, &info);
+	switch (kind) {
 	case RPC_REQUEST:
 		on_request(from, msg, &info);
 		return;
@@ -492,6 +525,7 @@ void chain_peer_gone(struct peer *p, const char *reason)
 	}
 	free(v);
 	p->ready = false;
+	chain_congestion(p, false);
 }
 
 /* Frees chain-wide state. */

@@ -11,7 +11,7 @@
 json_t *rpc_parse(const char *line, size_t len, json_t **err)
 {
 	json_error_t e;
-	json_t *msg = json_loadb(line, len, JSON_ALLOW_NUL, &e);
+	json_t *msg = json_loadb(line, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &e);
 	if (msg)
 		return msg;
 	json_t *data = json_pack("{s:s,s:i}", "detail", e.text, "column", e.column);

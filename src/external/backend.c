@@ -52,7 +52,30 @@ static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
 	(void)ex;
 	if (b->state == BACKEND_STOPPED || b->in.fd < 0)
 		return -1;
-	return writer_send(&b->in, msg);
+	int rc = writer_send(&b->in, msg);
+	if (writer_queued(&b->in) > WRITER_HIGH_WATER)
+		chain_congestion(p, true);
+	return rc;
+}
+
+/* The child's stdin drained: let the client's input flow again. */
+static void on_in_drain(struct writer *w, void *arg)
+{
+	struct backend *b = arg;
+	(void)w;
+	chain_congestion(&b->peer, false);
+}
+
+/* Flow control: stop or resume reading the child's stdout. */
+static void peer_pause(struct peer *p, bool paused)
+{
+	struct backend *b = (struct backend *)p;
+	if (!b->out_open)
+		return;
+	if (paused)
+		ev_io_stop(EV_DEFAULT, &b->out_io);
+	else
+		ev_io_start(EV_DEFAULT, &b->out_io);
 }
 
 /* Calls every waiter with the handshake's outcome. */
@@ -127,6 +150,7 @@ static int peer_initialize(struct peer *p, json_t *params,
 static const struct peer_ops backend_ops = {
 	.send = peer_send,
 	.initialize = peer_initialize,
+	.pause = peer_pause,
 };
 
 /* New backend. */
@@ -322,6 +346,7 @@ int backend_start(struct backend *b)
 	if (proc_spawn(&b->proc, b->peer.name, c->argv, c->env, c->cwd, on_proc_exit, b) < 0)
 		return -1;
 	writer_init(&b->in, b->proc.in_fd, on_in_error, b);
+	b->in.on_drain = on_in_drain;
 	b->proc.in_fd = -1;  /* the writer owns it now */
 	ev_io_init(&b->out_io, on_stdout, b->proc.out_fd, EV_READ);
 	b->out_io.data = b;

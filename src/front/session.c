@@ -34,6 +34,7 @@ struct session {
 	json_t *queue;          /* messages that arrived while initializing */
 	struct batch *batches;
 	session_write_fn write;
+	void (*pause)(void *arg, bool paused);
 	void *arg;
 };
 
@@ -91,7 +92,21 @@ static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
 	return send_msg(s, msg, ex ? ex->batch : NULL);
 }
 
-static const struct peer_ops session_ops = { .send = peer_send };
+/* The peer's pause operation: flow control on the client's input. */
+static void peer_pause(struct peer *p, bool paused)
+{
+	struct session *s = (struct session *)p;
+	if (s->pause)
+		s->pause(s->arg, paused);
+}
+
+static const struct peer_ops session_ops = { .send = peer_send, .pause = peer_pause };
+
+/* Sets the transport's pause function. */
+void session_set_pause(struct session *s, void (*pause)(void *arg, bool paused))
+{
+	s->pause = pause;
+}
 
 /* New session. */
 struct session *session_new(const char *name, session_write_fn write, void *arg)

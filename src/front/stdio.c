@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "chain.h"
 #include "framer.h"
 #include "log.h"
 #include "rpc.h"
@@ -31,7 +32,30 @@ struct stdio_front {
 static int write_msg(void *arg, json_t *msg)
 {
 	struct stdio_front *f = arg;
-	return writer_send(&f->out, msg);
+	int rc = writer_send(&f->out, msg);
+	if (writer_queued(&f->out) > WRITER_HIGH_WATER)
+		chain_congestion(session_peer(f->session), true);
+	return rc;
+}
+
+/* stdout drained: let the backends' output flow again. */
+static void on_out_drain(struct writer *w, void *arg)
+{
+	struct stdio_front *f = arg;
+	(void)w;
+	chain_congestion(session_peer(f->session), false);
+}
+
+/* Flow control: stop or resume reading stdin. */
+static void pause_input(void *arg, bool paused)
+{
+	struct stdio_front *f = arg;
+	if (!f->reading)
+		return;
+	if (paused)
+		ev_io_stop(EV_DEFAULT, &f->in_io);
+	else
+		ev_io_start(EV_DEFAULT, &f->in_io);
 }
 
 /* stdout broke: the client is gone. */
@@ -122,11 +146,13 @@ struct stdio_front *stdio_front_new(size_t max, front_closed_fn on_closed, void 
 	f->arg = arg;
 	framer_init(&f->fr, max);
 	writer_init(&f->out, 1, on_out_error, f);
+	f->out.on_drain = on_out_drain;
 	f->session = session_new("client", write_msg, f);
 	if (!f->session) {
 		free(f);
 		return NULL;
 	}
+	session_set_pause(f->session, pause_input);
 	int fl = fcntl(0, F_GETFL);
 	if (fl >= 0)
 		fcntl(0, F_SETFL, fl | O_NONBLOCK);
@@ -164,8 +190,10 @@ void stdio_front_free(struct stdio_front *f)
 	if (!f)
 		return;
 	stdio_front_stop_reading(f);
-	session_free(f->session);
+	f->out.on_drain = NULL;
+	f->out.on_error = NULL;
 	writer_flush(&f->out);
+	session_free(f->session);
 	ev_io_stop(EV_DEFAULT, &f->out.io);
 	buf_release(&f->out.out);
 	framer_release(&f->fr);

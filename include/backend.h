@@ -30,10 +30,10 @@ struct backend;
 typedef void (*backend_gone_fn)(struct backend *b, void *arg);
 
 /*
- * New backend for entry CFG (borrowed; must outlive it), accepting lines
- * up to MAX bytes. Registered with the chain.
+ * New backend for entry CFG of configuration TOP (both borrowed; they must
+ * outlive it). Registered with the chain.
  */
-struct backend *backend_new(const struct cfg_server *cfg, size_t max,
+struct backend *backend_new(const struct cfg *top, const struct cfg_server *cfg,
 			    backend_gone_fn on_gone, void *arg);
 
 /* Spawns the child; returns 0 or -1 (logged). */

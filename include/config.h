@@ -37,6 +37,7 @@ struct cfg {
 	size_t nservers;
 	size_t max_message;       /* bytes */
 	double grace;             /* seconds between shutdown steps */
+	double init_timeout;      /* seconds a backend may take to initialize */
 	bool has_log_level;
 	enum log_level log_level;
 	json_t *middleware;       /* borrowed from root: top-level modules, or NULL */
@@ -76,5 +77,6 @@ char *cfg_expand(const char *s, char *err, size_t errlen);
 
 #define CFG_DEFAULT_MAX_MESSAGE ((size_t)128 << 20)
 #define CFG_DEFAULT_GRACE 2.0
+#define CFG_DEFAULT_INIT_TIMEOUT 60.0
 
 #endif

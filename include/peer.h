@@ -49,6 +49,7 @@ struct peer {
 	bool ready;              /* handshake done; may carry traffic */
 	bool congested;          /* its output queue is over the high-water mark */
 	int paused;              /* congested peers holding its input paused */
+	char why_down[200];      /* why it is not ready, for error messages */
 	json_int_t next_id;
 	struct hmap sent;        /* our id (json_int_t bytes) -> exchange */
 	struct hmap received;    /* rpc_id_key(peer's id) -> exchange */

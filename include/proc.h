@@ -35,6 +35,7 @@ struct proc {
 	struct framer err_fr;
 	char *tail[PROC_TAIL];   /* last stderr lines, ring */
 	unsigned tail_next;
+	char error[200];         /* why proc_spawn failed */
 	proc_exit_fn on_exit;
 	void *arg;
 };

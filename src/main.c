@@ -208,7 +208,7 @@ static int run(struct cfg *cfg)
 	for (size_t i = 0; i < cfg->nservers; i++) {
 		if (!cfg->servers[i].enabled)
 			continue;
-		a.backend = backend_new(&cfg->servers[i], cfg->max_message, on_backend_gone, &a);
+		a.backend = backend_new(cfg, &cfg->servers[i], on_backend_gone, &a);
 		if (a.backend)
 			backend_start(a.backend);
 	}

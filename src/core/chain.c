@@ -210,8 +210,10 @@ static void answer_unroutable(struct exchange *ex, struct peer *to, json_t *msg)
 				   ex->from && ex->from->role == PEER_BACKEND ?
 				   "client" : "backend", ex->method);
 	else
-		reply = rpc_errorf(NULL, RPC_BACKEND_GONE,
-				   "backend %s is not available", to->name);
+		reply = rpc_errorf(NULL, RPC_BACKEND_GONE, "%s %s is not available%s%s%s",
+				   to->role == PEER_BACKEND ? "backend" : "client", to->name,
+				   to->why_down[0] ? " (" : "", to->why_down,
+				   to->why_down[0] ? ")" : "");
 	json_decref(msg);
 	deliver_response(ex, reply);
 }

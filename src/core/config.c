@@ -352,7 +352,7 @@ static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
 }
 
 static const char *const top_keys[] = {
-	"mcpServers", "maxMessageBytes", "shutdownGraceMs", "logLevel",
+	"mcpServers", "maxMessageBytes", "shutdownGraceMs", "initTimeoutMs", "logLevel",
 	"middleware", NULL
 };
 
@@ -367,10 +367,13 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 	check_keys(c, root, "", top_keys);
 	load_servers(c, cfg, json_object_get(root, "mcpServers"));
 	double max = (double)CFG_DEFAULT_MAX_MESSAGE, grace = CFG_DEFAULT_GRACE * 1000;
+	double init = CFG_DEFAULT_INIT_TIMEOUT * 1000;
 	opt_uint(c, root, "maxMessageBytes", 4096, 4294967296.0, &max);
 	opt_uint(c, root, "shutdownGraceMs", 0, 600000, &grace);
+	opt_uint(c, root, "initTimeoutMs", 100, 3600000, &init);
 	cfg->max_message = (size_t)max;
 	cfg->grace = grace / 1000.0;
+	cfg->init_timeout = init / 1000.0;
 	json_t *lvl = json_object_get(root, "logLevel");
 	if (lvl) {
 		if (!json_is_string(lvl) || log_parse_level(json_string_value(lvl), &cfg->log_level) < 0)

@@ -4,6 +4,7 @@
 #include "backend.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,8 @@ struct init_waiter {
 struct backend {
 	struct peer peer;
 	const struct cfg_server *cfg;
+	double init_timeout;
+	ev_timer init_timer;
 	enum backend_state state;
 	struct proc proc;
 	struct writer in;         /* to the child's stdin */
@@ -44,6 +47,7 @@ struct backend {
 
 static void on_stdout(struct ev_loop *loop, ev_io *w, int revents);
 static void on_eof_timer(struct ev_loop *loop, ev_timer *w, int revents);
+static void on_init_timeout(struct ev_loop *loop, ev_timer *w, int revents);
 
 /* The peer's send operation: one line to the child's stdin. */
 static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
@@ -97,7 +101,9 @@ static void on_init_response(struct exchange *ex, json_t *msg, void *arg)
 	struct backend *b = arg;
 	json_t *result = json_object_get(msg, "result");
 	(void)ex;
-	if (result && b->state == BACKEND_INITIALIZING) {
+	ev_timer_stop(EV_DEFAULT, &b->init_timer);
+	/* a late answer (after the timeout) still makes the backend usable */
+	if (result && (b->state == BACKEND_INITIALIZING || b->state == BACKEND_STARTED)) {
 		json_decref(b->init_result);
 		b->init_result = json_incref(result);
 		b->state = BACKEND_READY;
@@ -113,6 +119,24 @@ static void on_init_response(struct exchange *ex, json_t *msg, void *arg)
 		log_warn("%s: initialize failed", b->peer.name);
 	}
 	wake_waiters(b, msg);
+}
+
+/* The backend did not answer initialize in time: fail the waiting clients. */
+static void on_init_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct backend *b = w->data;
+	(void)loop;
+	(void)revents;
+	if (b->state != BACKEND_INITIALIZING)
+		return;
+	b->state = BACKEND_STARTED;
+	snprintf(b->peer.why_down, sizeof b->peer.why_down,
+		 "did not answer initialize within %g s", b->init_timeout);
+	log_error("%s: %s", b->peer.name, b->peer.why_down);
+	json_t *err = rpc_errorf(json_null(), RPC_BACKEND_GONE, "backend %s %s",
+				 b->peer.name, b->peer.why_down);
+	wake_waiters(b, err);
+	json_decref(err);
 }
 
 /* The peer's initialize operation. */
@@ -138,6 +162,8 @@ static int peer_initialize(struct peer *p, json_t *params,
 	if (b->state == BACKEND_INITIALIZING)
 		return 0;
 	b->state = BACKEND_INITIALIZING;
+	ev_timer_set(&b->init_timer, b->init_timeout, 0.);
+	ev_timer_start(EV_DEFAULT, &b->init_timer);
 	if (chain_call(p, "initialize", json_deep_copy(params), on_init_response, b) < 0) {
 		b->waiters = w->next;
 		free(w);
@@ -154,13 +180,17 @@ static const struct peer_ops backend_ops = {
 };
 
 /* New backend. */
-struct backend *backend_new(const struct cfg_server *cfg, size_t max,
+struct backend *backend_new(const struct cfg *top, const struct cfg_server *cfg,
 			    backend_gone_fn on_gone, void *arg)
 {
 	struct backend *b = calloc(1, sizeof *b);
+	size_t max = top->max_message;
 	if (!b)
 		return NULL;
 	b->cfg = cfg;
+	b->init_timeout = top->init_timeout;
+	ev_init(&b->init_timer, on_init_timeout);
+	b->init_timer.data = b;
 	b->on_gone = on_gone;
 	b->gone_arg = arg;
 	peer_init(&b->peer, &backend_ops, PEER_BACKEND, cfg->name);
@@ -260,6 +290,8 @@ static void finish(struct backend *b, const char *reason)
 {
 	bool expected = b->state == BACKEND_STOPPING;
 	ev_timer_stop(EV_DEFAULT, &b->eof_timer);
+	ev_timer_stop(EV_DEFAULT, &b->init_timer);
+	snprintf(b->peer.why_down, sizeof b->peer.why_down, "%s", reason);
 	b->state = BACKEND_STOPPED;
 	b->peer.ready = false;
 	json_t *err = rpc_errorf(json_null(), RPC_BACKEND_GONE, "%s: %s", b->peer.name, reason);
@@ -343,8 +375,10 @@ static void on_in_error(struct writer *w, int err, void *arg)
 int backend_start(struct backend *b)
 {
 	const struct cfg_server *c = b->cfg;
-	if (proc_spawn(&b->proc, b->peer.name, c->argv, c->env, c->cwd, on_proc_exit, b) < 0)
+	if (proc_spawn(&b->proc, b->peer.name, c->argv, c->env, c->cwd, on_proc_exit, b) < 0) {
+		snprintf(b->peer.why_down, sizeof b->peer.why_down, "%s", b->proc.error);
 		return -1;
+	}
 	writer_init(&b->in, b->proc.in_fd, on_in_error, b);
 	b->in.on_drain = on_in_drain;
 	b->proc.in_fd = -1;  /* the writer owns it now */
@@ -390,6 +424,7 @@ void backend_free(struct backend *b)
 		chain_peer_gone(&b->peer, "shutting down");
 	proc_signal_group(&b->proc, SIGKILL);
 	ev_timer_stop(EV_DEFAULT, &b->eof_timer);
+	ev_timer_stop(EV_DEFAULT, &b->init_timer);
 	close_stdout(b);
 	writer_release(&b->in);
 	proc_release(&b->proc);

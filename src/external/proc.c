@@ -117,8 +117,9 @@ int proc_spawn(struct proc *p, const char *name, char *const argv[],
 	if (rc != 0) {
 		close_pipes(fds);
 		p->pid = 0;
-		return log_fail("%s: cannot start \"%s\"%s%s: %s", name, argv[0],
-				cwd ? " in " : "", cwd ? cwd : "", strerror(rc));
+		snprintf(p->error, sizeof p->error, "cannot start \"%s\"%s%s: %s", argv[0],
+			 cwd ? " in " : "", cwd ? cwd : "", strerror(rc));
+		return log_fail("%s: %s", name, p->error);
 	}
 	close(fds[0][0]);
 	close(fds[1][1]);

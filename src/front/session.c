@@ -3,6 +3,7 @@
  */
 #include "session.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -240,7 +241,10 @@ static void on_initialize(struct session *s, json_t *msg, json_t *id)
 	if (be->ops->initialize(be, fwd, on_backend_init, s) < 0) {
 		s->init_id = NULL;
 		s->state = SESSION_UNINITIALIZED;
-		reply_error(s, id, RPC_BACKEND_GONE, "the backend could not be initialized");
+		char text[300];
+		snprintf(text, sizeof text, "backend %s is not available%s%s%s", be->name,
+			 be->why_down[0] ? " (" : "", be->why_down, be->why_down[0] ? ")" : "");
+		reply_error(s, id, RPC_BACKEND_GONE, text);
 		json_decref(id);
 	}
 	json_decref(fwd);

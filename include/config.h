@@ -18,6 +18,7 @@
 #include <stddef.h>
 
 #include "log.h"
+#include "middleware.h"
 
 /* A backend entry. All strings are owned by the config. */
 struct cfg_server {
@@ -28,6 +29,8 @@ struct cfg_server {
 	char *cwd;          /* NULL: inherit */
 	bool enabled;
 	json_t *middleware; /* borrowed from root: the entry's modules, or NULL */
+	struct pipeline *pipeline; /* owned: built from middleware (never NULL
+				    * in a loaded config), not started */
 };
 
 struct cfg {
@@ -41,6 +44,7 @@ struct cfg {
 	bool has_log_level;
 	enum log_level log_level;
 	json_t *middleware;       /* borrowed from root: top-level modules, or NULL */
+	struct pipeline *pipeline; /* owned: the global pipeline, not started */
 };
 
 /* A list of error lines, each "FILE...: message". */

@@ -37,6 +37,9 @@ struct mw_ctx {
 	const char *method;    /* for a response: its request's method */
 	const char *client;    /* principal, else clientInfo.name; may be NULL */
 	const char *backend;   /* backend name; NULL when not yet routed */
+	const char *name;      /* tool or prompt name, or resource URI, that a
+				* request (and its response) is about; NULL
+				* for other methods */
 	double start;          /* loop time the exchange began */
 	json_t *scratch;       /* per-exchange object for modules (lazily made
 				* by mw_scratch), read by the response hook */
@@ -54,6 +57,12 @@ struct mw_module_ops {
 	/* A response travelling back; MW_REPLY and MW_DROP act as MW_PASS. */
 	enum mw_verdict (*on_response)(struct mw_module *m, struct mw_ctx *ctx,
 				       json_t **msg);
+	/*
+	 * Optional: goes live (opens files, starts processes). create() only
+	 * validates and allocates, so "mcp-chain check" has no side effects.
+	 * Returns 0 or -1 (logged).
+	 */
+	int (*start)(struct mw_module *m);
 	/* Frees the module. */
 	void (*destroy)(struct mw_module *m);
 };
@@ -62,6 +71,45 @@ struct mw_module_ops {
 struct mw_module {
 	const struct mw_module_ops *ops;
 };
+
+/* Where a module being created reports errors about its options. */
+struct cfg_errors;
+struct mw_build {
+	const char *file;         /* configuration file, for messages */
+	const char *path;         /* JSON pointer of the module entry */
+	struct cfg_errors *errs;
+	int nerr;
+};
+
+/*
+ * Reports a problem with the option at KEY (a pointer relative to the
+ * module entry, e.g. "/rules/0/allow", or "" for the entry itself).
+ */
+void mw_error(struct mw_build *b, const char *key, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
+ * Reports every member of OPTS not in KEYS (NULL-terminated; "use" is
+ * always allowed). Returns the number of unknown keys.
+ */
+int mw_check_keys(struct mw_build *b, json_t *opts, const char *const *keys);
+
+/*
+ * Creates a module from its entry OPTS (borrowed; "use" names the module).
+ * Returns NULL after at least one mw_error when the options are wrong.
+ */
+typedef struct mw_module *(*mw_create_fn)(json_t *opts, struct mw_build *b);
+
+struct mw_def {
+	const char *name;
+	mw_create_fn create;
+};
+
+/* The module named NAME, or NULL. */
+const struct mw_def *mw_find(const char *name);
+
+/* The registry, terminated by an entry with a NULL name. */
+extern const struct mw_def mw_registry[];
 
 /* Returns ctx->scratch, creating it on first use (borrowed). */
 json_t *mw_scratch(struct mw_ctx *ctx);
@@ -74,6 +122,17 @@ struct pipeline *pipeline_new(void);
 
 /* Appends M (the pipeline takes ownership); returns 0 or -1. */
 int pipeline_add(struct pipeline *pl, struct mw_module *m);
+
+/*
+ * Builds a pipeline from the array ARR (borrowed; NULL gives an empty
+ * pipeline) found at PATH in FILE. Returns it, or NULL with every problem
+ * appended to ERRS. Modules are created, not started.
+ */
+struct pipeline *pipeline_build(json_t *arr, const char *file, const char *path,
+				struct cfg_errors *errs);
+
+/* Starts every module; returns 0, or -1 if one failed. */
+int pipeline_start(struct pipeline *pl);
 
 /* Number of modules. */
 size_t pipeline_size(const struct pipeline *pl);

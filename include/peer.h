@@ -50,6 +50,7 @@ struct peer {
 	bool congested;          /* its output queue is over the high-water mark */
 	int paused;              /* congested peers holding its input paused */
 	char why_down[200];      /* why it is not ready, for error messages */
+	struct pipeline *pl;     /* backends: their own middleware (borrowed) */
 	json_int_t next_id;
 	struct hmap sent;        /* our id (json_int_t bytes) -> exchange */
 	struct hmap received;    /* rpc_id_key(peer's id) -> exchange */
@@ -69,7 +70,9 @@ struct exchange {
 	bool in_received;        /* registered in from->received */
 	bool walking;            /* inside the request pipeline */
 	bool abandoned;          /* cancelled or requester gone while walking */
+	bool routed;             /* the responder is chosen */
 	char *method;            /* owned copy */
+	char *name;              /* owned: tool/prompt name or resource URI */
 	struct mw_ctx ctx;
 	struct mw_walk walk;
 	struct pipeline *pl[2];  /* references held for the exchange's life */

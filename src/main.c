@@ -205,12 +205,20 @@ static int run(struct cfg *cfg)
 	struct ev_loop *loop = EV_DEFAULT;
 	writer_setup();
 	watch_signals(&a);
+	if (pipeline_start(cfg->pipeline) < 0)
+		return 1;
+	chain_set_pipeline(cfg->pipeline);
 	for (size_t i = 0; i < cfg->nservers; i++) {
-		if (!cfg->servers[i].enabled)
+		struct cfg_server *s = &cfg->servers[i];
+		if (!s->enabled)
 			continue;
-		a.backend = backend_new(cfg, &cfg->servers[i], on_backend_gone, &a);
-		if (a.backend)
+		if (pipeline_start(s->pipeline) < 0)
+			return 1;
+		a.backend = backend_new(cfg, s, on_backend_gone, &a);
+		if (a.backend) {
+			backend_peer(a.backend)->pl = s->pipeline;
 			backend_start(a.backend);
+		}
 	}
 	a.front = stdio_front_new(cfg->max_message, on_front_closed, &a);
 	if (!a.front)

@@ -148,6 +148,7 @@ static void ex_free(struct exchange *ex)
 	pipeline_unref(ex->pl[0]);
 	pipeline_unref(ex->pl[1]);
 	free(ex->method);
+	free(ex->name);
 	free(ex);
 	open_count--;
 }
@@ -238,13 +239,46 @@ static void request_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 		deliver_response(ex, msg);
 		return;
 	}
+	if (ex->routed) {
+		forward_request(ex, ex->to, msg);
+		return;
+	}
 	struct peer *to = ex->from->role == PEER_CLIENT ?
 		chain_route_backend(ex->from) : route_client(ex->from);
 	if (!to || !to->ready) {
 		answer_unroutable(ex, to, msg);
 		return;
 	}
+	ex->routed = true;
+	ex->to = to;
+	ex->ctx.backend = backend_of(ex->from, to);
+	ex->ctx.client = principal_of(ex->from, to);
+	if (to->role == PEER_BACKEND && pipeline_size(to->pl) > 0) {
+		/* on to the backend's own modules, which see its own names */
+		ex->pl[1] = pipeline_ref(to->pl);
+		ex->walk.stage[1] = ex->pl[1];
+		ex->walk.msg = msg;
+		ex->walking = true;
+		mw_walk_forward(&ex->walk);
+		return;
+	}
 	forward_request(ex, to, msg);
+}
+
+/* The name a request is about, for middleware context (or NULL). */
+static const char *subject_of(json_t *msg, const char *method)
+{
+	json_t *params = json_object_get(msg, "params");
+	if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
+		return json_string_value(json_object_get(params, "name"));
+	if (strncmp(method, "resources/", 10) == 0)
+		return json_string_value(json_object_get(params, "uri"));
+	if (strcmp(method, "completion/complete") == 0) {
+		json_t *ref = json_object_get(params, "ref");
+		const char *n = json_string_value(json_object_get(ref, "name"));
+		return n ? n : json_string_value(json_object_get(ref, "uri"));
+	}
+	return NULL;
 }
 
 /* A request from a peer. */
@@ -271,7 +305,19 @@ static void on_request(struct peer *from, json_t *msg, struct rpc_info *info)
 	ex->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
 	ex->ctx.client = principal_of(from, NULL);
 	ex->ctx.backend = backend_of(from, NULL);
-	ex->pl[0] = pipeline_ref(global_pl);
+	const char *subject = subject_of(msg, info->method);
+	if (subject) {
+		ex->name = strdup(subject);
+		ex->ctx.name = ex->name;
+	}
+	if (from->role == PEER_BACKEND && pipeline_size(from->pl) > 0) {
+		/* from a backend: its own modules first, then the global ones */
+		ex->pl[1] = pipeline_ref(global_pl);
+		ex->pl[0] = pipeline_ref(from->pl);
+		ex->walk.stage[1] = ex->pl[1];
+	} else {
+		ex->pl[0] = pipeline_ref(global_pl);
+	}
 	ex->walk.stage[0] = ex->pl[0];
 	ex->walk.msg = msg;
 	ex->walk.done = request_walked;
@@ -383,6 +429,7 @@ static void note_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 	}
 	json_decref(msg);
 	pipeline_unref(n->walk.stage[0]);
+	pipeline_unref(n->walk.stage[1]);
 	free(n);
 }
 
@@ -403,7 +450,10 @@ static void send_notification(struct peer *from, struct peer *to, json_t *msg,
 	n->ctx.client = principal_of(from, to);
 	n->ctx.backend = backend_of(from, to);
 	n->ctx.start = ev_now(EV_DEFAULT);
-	n->walk.stage[0] = pipeline_ref(global_pl);
+	struct peer *be = from->role == PEER_BACKEND ? from : to;
+	struct pipeline *own = be && be->role == PEER_BACKEND && pipeline_size(be->pl) ? be->pl : NULL;
+	n->walk.stage[0] = pipeline_ref(from == be ? (own ? own : global_pl) : global_pl);
+	n->walk.stage[1] = pipeline_ref(own ? (from == be ? global_pl : own) : NULL);
 	n->walk.ctx = &n->ctx;
 	n->walk.msg = msg;
 	n->walk.done = note_walked;

@@ -211,6 +211,16 @@ static void load_env(struct ctx *c, struct cfg_server *s, json_t *env, const cha
 	}
 }
 
+/* Creates (without starting) the modules listed at PATH. */
+static void build_pipeline(struct ctx *c, json_t *arr, const char *path,
+			   struct pipeline **out)
+{
+	size_t before = c->errs->count;
+	*out = pipeline_build(arr, c->file, path, c->errs);
+	if (!*out)
+		c->nerr += (int)(c->errs->count - before) ? (int)(c->errs->count - before) : 1;
+}
+
 /* Reads an optional string member. */
 static char *opt_string(struct ctx *c, json_t *v, const char *path)
 {
@@ -304,6 +314,8 @@ static void load_server(struct ctx *c, struct cfg_server *s, const char *name,
 	s->middleware = json_object_get(e, "middleware");
 	if (s->middleware && !json_is_array(s->middleware))
 		bad(c, p, "must be an array of modules");
+	else
+		build_pipeline(c, s->middleware, p, &s->pipeline);
 }
 
 /* Reads "mcpServers". */
@@ -384,6 +396,8 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 	cfg->middleware = json_object_get(root, "middleware");
 	if (cfg->middleware && !json_is_array(cfg->middleware))
 		bad(c, "/middleware", "must be an array of modules");
+	else
+		build_pipeline(c, cfg->middleware, "/middleware", &cfg->pipeline);
 }
 
 /* Validates a parsed document. */
@@ -452,7 +466,9 @@ void cfg_free(struct cfg *c)
 		free_strv(s->argv);
 		free_strv(s->env);
 		free(s->cwd);
+		pipeline_unref(s->pipeline);
 	}
+	pipeline_unref(c->pipeline);
 	free(c->servers);
 	free(c->path);
 	json_decref(c->root);

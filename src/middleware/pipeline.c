@@ -6,13 +6,132 @@
  */
 #include "middleware.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
 
 struct pipeline {
 	struct mw_module **mods;
 	size_t n;
 	int refs;
 };
+
+/* Reports an option error at the module's path + KEY. */
+void mw_error(struct mw_build *b, const char *key, const char *fmt, ...)
+{
+	char msg[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	cfg_error(b->errs, "%s: %s%s: %s", b->file, b->path, key, msg);
+	b->nerr++;
+}
+
+/* Reports unknown option keys. */
+int mw_check_keys(struct mw_build *b, json_t *opts, const char *const *keys)
+{
+	const char *k;
+	json_t *v;
+	int bad = 0;
+	json_object_foreach(opts, k, v) {
+		bool ok = strcmp(k, "use") == 0;
+		for (size_t i = 0; keys && keys[i] && !ok; i++)
+			ok = strcmp(keys[i], k) == 0;
+		if (!ok) {
+			char key[300];
+			snprintf(key, sizeof key, "/%s", k);
+			mw_error(b, key, "unknown option");
+			bad++;
+		}
+	}
+	return bad;
+}
+
+/* Looks a module up by name. */
+const struct mw_def *mw_find(const char *name)
+{
+	for (const struct mw_def *d = mw_registry; d->name; d++)
+		if (strcmp(d->name, name) == 0)
+			return d;
+	return NULL;
+}
+
+/* Lists the registry's names into OUT, for error messages. */
+static void list_modules(char *out, size_t n)
+{
+	size_t l = 0;
+	out[0] = '\0';
+	for (const struct mw_def *d = mw_registry; d->name && l + 2 < n; d++)
+		l += (size_t)snprintf(out + l, n - l, "%s%s", l ? ", " : "", d->name);
+	if (!out[0])
+		snprintf(out, n, "none yet");
+}
+
+/* Creates one module from its entry. */
+static struct mw_module *build_one(json_t *entry, struct mw_build *b)
+{
+	if (!json_is_object(entry)) {
+		mw_error(b, "", "a module is an object {\"use\": \"NAME\", ...options}");
+		return NULL;
+	}
+	json_t *use = json_object_get(entry, "use");
+	if (!json_is_string(use)) {
+		mw_error(b, "/use", "missing or not a string: name the module to use");
+		return NULL;
+	}
+	const struct mw_def *d = mw_find(json_string_value(use));
+	if (!d) {
+		char names[256];
+		list_modules(names, sizeof names);
+		mw_error(b, "/use", "unknown module \"%s\" (available: %s)",
+			 json_string_value(use), names);
+		return NULL;
+	}
+	int before = b->nerr;
+	struct mw_module *m = d->create(entry, b);
+	if (!m && b->nerr == before)
+		mw_error(b, "", "module \"%s\" could not be created", d->name);
+	return m;
+}
+
+/* Builds a pipeline from configuration. */
+struct pipeline *pipeline_build(json_t *arr, const char *file, const char *path,
+				struct cfg_errors *errs)
+{
+	struct pipeline *pl = pipeline_new();
+	int nerr = 0;
+	size_t i;
+	json_t *entry;
+	if (!pl)
+		return NULL;
+	json_array_foreach(arr, i, entry) {
+		char p[512];
+		snprintf(p, sizeof p, "%s/%zu", path, i);
+		struct mw_build b = { .file = file, .path = p, .errs = errs };
+		struct mw_module *m = build_one(entry, &b);
+		nerr += b.nerr;
+		if (m && pipeline_add(pl, m) < 0)
+			m->ops->destroy(m);
+	}
+	if (nerr) {
+		pipeline_unref(pl);
+		return NULL;
+	}
+	return pl;
+}
+
+/* Starts the modules. */
+int pipeline_start(struct pipeline *pl)
+{
+	for (size_t i = 0; pl && i < pl->n; i++)
+		if (pl->mods[i]->ops->start && pl->mods[i]->ops->start(pl->mods[i]) < 0)
+			return -1;
+	return 0;
+}
 
 /* Lazily makes the per-exchange scratch object. */
 json_t *mw_scratch(struct mw_ctx *ctx)

@@ -44,7 +44,30 @@ struct mw_ctx {
 	json_t *scratch;       /* per-exchange object for modules (lazily made
 				* by mw_scratch), read by the response hook */
 	struct mw_walk *walk;  /* the walk in progress (for mw_walk_hold) */
+	size_t request_bytes;  /* wire size of the request as received */
+	size_t response_bytes; /* wire size of the response as received (0 if
+				* it was made by mcp-chain or a module) */
+	void *chain;           /* opaque: the chain's exchange, for mw_ask_client
+				* and mw_abort; NULL for notifications */
 };
+
+/*
+ * Sends a request of a module's own (e.g. "elicitation/create") to the
+ * client of the exchange CTX belongs to; steals PARAMS. CB gets the
+ * client's response, or an error response if there is no such client or
+ * it goes away (borrowed), exactly once. Returns 0 or -1.
+ */
+int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
+		  void (*cb)(json_t *response, void *arg), void *arg);
+
+/*
+ * Ends CTX's request now with an error (CODE, MESSAGE) sent to the
+ * requester through the modules it passed, and cancels it at the
+ * responder. For use from a timer or callback once the request has been
+ * forwarded (not from inside a hook). Returns 0, or -1 when the request is
+ * no longer open.
+ */
+int mw_abort(struct mw_ctx *ctx, int code, const char *message);
 
 struct mw_module;
 struct mw_walk;

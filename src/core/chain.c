@@ -127,6 +127,8 @@ static struct exchange *ex_new(struct peer *from, json_t *id, const char *method
 	ex->ctx.kind = RPC_REQUEST;
 	ex->ctx.method = ex->method;
 	ex->ctx.start = ev_now(EV_DEFAULT);
+	ex->ctx.chain = ex;
+	ex->ctx.request_bytes = from ? from->rx_bytes : 0;
 	ex->walk.ctx = &ex->ctx;
 	open_count++;
 	return ex;
@@ -366,6 +368,7 @@ static void on_response(struct peer *to, json_t *msg, struct rpc_info *info)
 		return;
 	}
 	ex->in_sent = false;
+	ex->ctx.response_bytes = to->rx_bytes;
 	deliver_response(ex, msg);
 }
 
@@ -544,6 +547,61 @@ int chain_call(struct peer *to, const char *method, json_t *params,
 	ex->arg = arg;
 	ex->ctx.dir = MW_TO_BACKEND;
 	forward_request(ex, to, rpc_request(0, method, params));
+	return 0;
+}
+
+/* A module's own request to a client answered (or failed). */
+struct ask {
+	void (*cb)(json_t *response, void *arg);
+	void *arg;
+};
+
+/* Hands the response of a module's request to the module. */
+static void on_ask_response(struct exchange *ex, json_t *msg, void *arg)
+{
+	struct ask *a = arg;
+	(void)ex;
+	a->cb(msg, a->arg);
+	free(a);
+}
+
+/* Sends a module's request to the exchange's client. */
+int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
+		  void (*cb)(json_t *response, void *arg), void *arg)
+{
+	struct exchange *ex = ctx->chain;
+	struct peer *client = NULL;
+	if (ex && ex->from && ex->from->role == PEER_CLIENT)
+		client = ex->from;
+	else if (ex && ex->to && ex->to->role == PEER_CLIENT)
+		client = ex->to;
+	struct ask *a = calloc(1, sizeof *a);
+	if (!client || !client->ready || !a) {
+		free(a);
+		json_decref(params);
+		json_t *err = rpc_errorf(NULL, RPC_BACKEND_GONE, "no client to ask");
+		cb(err, arg);
+		json_decref(err);
+		return -1;
+	}
+	a->cb = cb;
+	a->arg = arg;
+	return chain_call(client, method, params, on_ask_response, a);
+}
+
+/* Ends an open request with an error and cancels it downstream. */
+int mw_abort(struct mw_ctx *ctx, int code, const char *message)
+{
+	struct exchange *ex = ctx->chain;
+	if (!ex || ex->walking || !ex->in_sent)
+		return -1;
+	json_t *c = rpc_notification("notifications/cancelled",
+		json_pack("{s:I,s:s}", "requestId", (json_int_t)ex->to_id, "reason", message));
+	ex->to->ops->send(ex->to, c, NULL);
+	json_decref(c);
+	hmap_del(&ex->to->sent, &ex->to_id, sizeof ex->to_id);
+	ex->in_sent = false;
+	deliver_response(ex, rpc_error(NULL, code, message, NULL));
 	return 0;
 }
 

@@ -226,6 +226,7 @@ static void on_line(struct backend *b, const char *line, size_t n)
 {
 	json_error_t e;
 	json_t *msg = json_loadb(line, n, JSON_ALLOW_NUL, &e);
+	b->peer.rx_bytes = n;
 	if (!msg || !(json_is_object(msg) || json_is_array(msg))) {
 		log_warn("%s: skipped a line on stdout that is not a JSON-RPC message: %.*s%s",
 			 b->peer.name, (int)(n > 200 ? 200 : n), line, n > 200 ? "..." : "");

@@ -93,6 +93,7 @@ static void drain_lines(struct stdio_front *f)
 		}
 		json_t *err = NULL;
 		json_t *msg = rpc_parse(line, n, &err);
+		session_peer(f->session)->rx_bytes = n;
 		if (msg)
 			session_receive(f->session, msg);
 		else

@@ -1,15 +1,22 @@
 /*
- * backend.h - ExternalMCPServer over stdio: a child process that
- * mcp-chain speaks MCP to as a client.
+ * backend.h - ExternalMCPServer: a server mcp-chain speaks MCP to as a
+ * client, over a transport (a child process on stdio; HTTP later).
  *
- * The backend performs its initialize handshake with the front client's
- * own parameters (see peer_ops.initialize), reads newline-delimited
- * JSON-RPC from the child's stdout (a line that is not JSON is logged and
- * skipped, never forwarded), and hands every message to the chain.
+ * The generic part here owns what every transport shares: the peer the
+ * chain routes to, the initialize handshake (done with the front client's
+ * own parameters and cached, so that a restarted backend is initialized
+ * again the same way), the start-up bound, and supervision: a backend
+ * whose transport goes down unexpectedly fails its pending requests at
+ * once, then is restarted with exponential backoff until it crash-loops.
+ *
+ * A transport implements struct be_transport_ops and reports back with
+ * backend_deliver (a message arrived), backend_down (it is gone) and
+ * chain_congestion (flow control).
  */
 #ifndef MCPC_BACKEND_H
 #define MCPC_BACKEND_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -17,38 +24,96 @@
 #include "peer.h"
 
 enum backend_state {
-	BACKEND_STOPPED,       /* not started, or gone */
-	BACKEND_STARTED,       /* running, not initialized */
+	BACKEND_STOPPED,       /* not started yet */
+	BACKEND_STARTED,       /* transport up, not initialized */
 	BACKEND_INITIALIZING,
 	BACKEND_READY,
-	BACKEND_STOPPING,
+	BACKEND_RESTARTING,    /* down, a restart is scheduled */
+	BACKEND_FAILED,        /* down for good (crash loop, cannot start) */
+	BACKEND_STOPPING,      /* shutting down on purpose */
+	BACKEND_GONE,          /* shut down */
 };
 
 struct backend;
 
-/* Called once the backend's process has ended and its pipes are closed. */
-typedef void (*backend_gone_fn)(struct backend *b, void *arg);
+/* Transport operations. */
+struct be_transport_ops {
+	const char *kind;
+	/* Starts (spawns, connects); 0, or -1 with peer.why_down set. */
+	int (*start)(struct backend *b);
+	/* Queues MSG (borrowed); 0 or -1. */
+	int (*send)(struct backend *b, json_t *msg);
+	/* Begins a graceful stop; backend_down follows (expected). */
+	void (*stop)(struct backend *b, double grace);
+	/* True while anything of the transport is still running. */
+	bool (*running)(struct backend *b);
+	/* Flow control on what the backend sends. */
+	void (*pause)(struct backend *b, bool paused);
+	/* Frees the transport's state (after it is down). */
+	void (*destroy)(struct backend *b);
+};
+
+enum backend_event {
+	BACKEND_EV_READY,      /* initialized (first time or after a restart) */
+	BACKEND_EV_DOWN,       /* went down; pending requests were failed */
+	BACKEND_EV_FAILED,     /* gave up restarting */
+	BACKEND_EV_GONE,       /* stopped on purpose and fully down */
+};
+
+/* State changes, for the owner (the router, the app). */
+typedef void (*backend_event_fn)(struct backend *b, enum backend_event ev, void *arg);
 
 /*
  * New backend for entry CFG of configuration TOP (both borrowed; they must
- * outlive it). Registered with the chain.
+ * outlive it), registered with the chain. Not started.
  */
 struct backend *backend_new(const struct cfg *top, const struct cfg_server *cfg,
-			    backend_gone_fn on_gone, void *arg);
+			    backend_event_fn on_event, void *arg);
 
-/* Spawns the child; returns 0 or -1 (logged). */
+/* Starts the transport; 0 or -1 (the reason is in the peer's why_down). */
 int backend_start(struct backend *b);
 
-/* Closes the child's stdin, then escalates after GRACE seconds. */
+/* Stops on purpose: no restart; BACKEND_EV_GONE follows. */
 void backend_stop(struct backend *b, double grace);
 
-/* True while a child process exists. */
+/* True while the transport has anything running (e.g. a child process). */
 bool backend_running(const struct backend *b);
 
 enum backend_state backend_state(const struct backend *b);
+const char *backend_state_name(enum backend_state s);
 struct peer *backend_peer(struct backend *b);
+struct backend *backend_of_peer(struct peer *p);
+const struct cfg_server *backend_cfg(const struct backend *b);
+const struct cfg *backend_top(const struct backend *b);
 
-/* Frees a stopped backend. */
+/* The cached initialize result (borrowed), or NULL before the first. */
+json_t *backend_init_result(const struct backend *b);
+
+/* Frees a backend; its transport must be down. */
 void backend_free(struct backend *b);
+
+/* Statistics for the status report. */
+struct backend_stats {
+	double started_at;     /* loop time the current run started, 0 if down */
+	unsigned restarts;
+	unsigned long requests, errors;
+};
+const struct backend_stats *backend_stats(const struct backend *b);
+
+/* --- for transports --- */
+
+/* The transport's state (set by the transport's start). */
+void *backend_transport(struct backend *b);
+void backend_set_transport(struct backend *b, void *t);
+
+/* Hands a message from the backend to the chain; steals MSG. BYTES is its
+ * size on the wire. */
+void backend_deliver(struct backend *b, json_t *msg, size_t bytes);
+
+/* The transport is down; REASON names why ("exited with status 1"). */
+void backend_down(struct backend *b, const char *reason);
+
+/* Transport for stdio children (src/external/be_stdio.c). */
+extern const struct be_transport_ops be_stdio_ops;
 
 #endif

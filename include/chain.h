@@ -38,8 +38,15 @@ void chain_set_pipeline(struct pipeline *pl);
 /* Handles a message from peer FROM; steals MSG. */
 void chain_receive(struct peer *from, json_t *msg);
 
-/* The backend a client's traffic goes to, or NULL. */
+/* The peer a client's initialize goes to (see router_init_target). */
 struct peer *chain_route_backend(struct peer *client);
+
+/* The first registered peer of ROLE, or NULL. */
+struct peer *chain_first_peer(enum peer_role role);
+
+/* Runs a notification (stolen) from FROM through the pipeline to TO
+ * (NULL: every ready client). */
+void chain_notify(struct peer *from, struct peer *to, json_t *msg);
 
 /*
  * Sends a request of mcp-chain's own to TO; steals PARAMS. CB gets the
@@ -55,6 +62,12 @@ int chain_call(struct peer *to, const char *method, json_t *params,
  * bound.
  */
 void chain_congestion(struct peer *p, bool congested);
+
+/* Like chain_call, walking TO's own pipeline PL (may be NULL); CB may be
+ * NULL when nobody waits for the answer. */
+int chain_call_via(struct peer *to, const char *method, json_t *params,
+		   struct pipeline *pl,
+		   void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg);
 
 /* Number of exchanges open anywhere (for shutdown). */
 size_t chain_open_exchanges(void);

@@ -27,6 +27,13 @@ struct cfg_server {
 	char **argv;        /* NULL-terminated; argv[0] == command */
 	char **env;         /* NULL-terminated "KEY=VALUE" added to ours */
 	char *cwd;          /* NULL: inherit */
+	char *prefix;       /* namespace for its tools and prompts; NULL: name */
+	double timeout;     /* seconds per request; 0: none */
+	bool restart;       /* restart after an unexpected exit */
+	double restart_delay;     /* first backoff, seconds */
+	double restart_max_delay; /* backoff ceiling, seconds */
+	unsigned restart_limit;   /* restarts within restart_window before giving up */
+	double restart_window;    /* seconds */
 	bool enabled;
 	json_t *middleware; /* borrowed from root: the entry's modules, or NULL */
 	struct pipeline *pipeline; /* owned: built from middleware (never NULL
@@ -41,6 +48,9 @@ struct cfg {
 	size_t max_message;       /* bytes */
 	double grace;             /* seconds between shutdown steps */
 	double init_timeout;      /* seconds a backend may take to initialize */
+	char *separator;          /* between prefix and name (default "__") */
+	bool status;              /* expose the mcp-chain://status resource */
+	bool status_set;          /* "status" given explicitly */
 	bool has_log_level;
 	enum log_level log_level;
 	json_t *middleware;       /* borrowed from root: top-level modules, or NULL */

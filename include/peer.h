@@ -51,6 +51,7 @@ struct peer {
 	int paused;              /* congested peers holding its input paused */
 	char why_down[200];      /* why it is not ready, for error messages */
 	struct pipeline *pl;     /* backends: their own middleware (borrowed) */
+	json_t *init_result;     /* backends: their initialize result (borrowed) */
 	size_t rx_bytes;         /* wire size of the message being received,
 				  * set by the transport before handing it on */
 	json_int_t next_id;

@@ -9,6 +9,7 @@
  * reaped and stdout is flushed.
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "config.h"
 #include "front.h"
 #include "log.h"
+#include "router.h"
 #include "mcpc_version.h"
 #include "session.h"
 #include "writer.h"
@@ -29,7 +31,8 @@ enum phase { RUNNING, DRAINING, STOPPING };
 
 struct app {
 	struct cfg *cfg;
-	struct backend *backend;
+	struct backend **backends;
+	size_t nbackends;
 	struct stdio_front *front;
 	enum phase phase;
 	ev_signal sigterm, sigint, sighup;
@@ -98,11 +101,20 @@ static void begin_stop(struct app *a, const char *why)
 	a->phase = STOPPING;
 	stdio_front_stop_reading(a->front);
 	session_close(stdio_front_session(a->front), "mcp-chain is shutting down");
-	if (a->backend)
-		backend_stop(a->backend, a->cfg->grace);
+	for (size_t i = 0; i < a->nbackends; i++)
+		backend_stop(a->backends[i], a->cfg->grace);
 	ev_timer_stop(EV_DEFAULT, &a->deadline);
 	ev_timer_set(&a->deadline, 3 * a->cfg->grace + 1.0, 0.);
 	ev_timer_start(EV_DEFAULT, &a->deadline);
+}
+
+/* True while a backend has anything running. */
+static bool any_running(struct app *a)
+{
+	for (size_t i = 0; i < a->nbackends; i++)
+		if (backend_running(a->backends[i]))
+			return true;
+	return false;
 }
 
 /* After each loop iteration: advance the shutdown when it can. */
@@ -112,7 +124,7 @@ static void on_check(struct ev_loop *loop, ev_check *w, int revents)
 	(void)revents;
 	if (a->phase == DRAINING && open_client_requests(a) == 0)
 		begin_stop(a, "end of input and no request open");
-	if (a->phase == STOPPING && !(a->backend && backend_running(a->backend))) {
+	if (a->phase == STOPPING && !any_running(a)) {
 		writer_flush_all();
 		if (stdio_front_queued(a->front) == 0)
 			ev_break(loop, EVBREAK_ALL);
@@ -159,13 +171,40 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	begin_stop(a, w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
-/* The backend's process is gone. */
-static void on_backend_gone(struct backend *b, void *arg)
+/* A backend changed state: keep the router's view current. */
+static void on_backend_event(struct backend *b, enum backend_event ev, void *arg)
 {
 	struct app *a = arg;
-	(void)b;
-	if (a->phase == RUNNING)
-		log_warn("the backend is gone; requests will be answered with errors");
+	if (ev == BACKEND_EV_READY)
+		router_backend_ready(backend_peer(b));
+	else if (ev == BACKEND_EV_DOWN || ev == BACKEND_EV_FAILED)
+		router_backend_down(backend_peer(b));
+	if (ev == BACKEND_EV_FAILED && a->phase == RUNNING)
+		log_warn("%s: given up; its requests will be answered with errors",
+			 backend_peer(b)->name);
+}
+
+/* Describes every backend for the status resource. */
+static json_t *describe_backends(void *arg)
+{
+	struct app *a = arg;
+	json_t *out = json_object();
+	double now = ev_now(EV_DEFAULT);
+	for (size_t i = 0; i < a->nbackends; i++) {
+		struct backend *b = a->backends[i];
+		const struct backend_stats *st = backend_stats(b);
+		struct peer *p = backend_peer(b);
+		json_t *d = json_pack("{s:s,s:s,s:I,s:I,s:I}", "state",
+			backend_state_name(backend_state(b)), "command", backend_cfg(b)->command,
+			"restarts", (json_int_t)st->restarts, "requests", (json_int_t)st->requests,
+			"errors", (json_int_t)st->errors);
+		if (st->started_at)
+			json_object_set_new(d, "uptimeSeconds", json_real(now - st->started_at));
+		if (p->why_down[0] && backend_state(b) != BACKEND_READY)
+			json_object_set_new(d, "reason", json_string(p->why_down));
+		json_object_set_new(out, p->name, d);
+	}
+	return json_pack("{s:s,s:o}", "version", MCPC_VERSION, "backends", out);
 }
 
 /* Sets up signal watchers that keep the loop alive only with other work. */
@@ -208,18 +247,24 @@ static int run(struct cfg *cfg)
 	if (pipeline_start(cfg->pipeline) < 0)
 		return 1;
 	chain_set_pipeline(cfg->pipeline);
-	for (size_t i = 0; i < cfg->nservers; i++) {
+	router_setup(cfg);
+	router_set_status(describe_backends, &a);
+	a.backends = calloc(cfg->nservers + 1, sizeof *a.backends);
+	for (size_t i = 0; a.backends && i < cfg->nservers; i++) {
 		struct cfg_server *s = &cfg->servers[i];
 		if (!s->enabled)
 			continue;
 		if (pipeline_start(s->pipeline) < 0)
 			return 1;
-		a.backend = backend_new(cfg, s, on_backend_gone, &a);
-		if (a.backend) {
-			backend_peer(a.backend)->pl = s->pipeline;
-			backend_start(a.backend);
-		}
+		struct backend *b = backend_new(cfg, s, on_backend_event, &a);
+		if (!b)
+			continue;
+		a.backends[a.nbackends++] = b;
+		backend_peer(b)->pl = s->pipeline;
+		router_add_backend(backend_peer(b), s);
 	}
+	for (size_t i = 0; i < a.nbackends; i++)  /* all start at once */
+		backend_start(a.backends[i]);
 	a.front = stdio_front_new(cfg->max_message, on_front_closed, &a);
 	if (!a.front)
 		return 1;
@@ -232,7 +277,10 @@ static int run(struct cfg *cfg)
 	ev_check_stop(loop, &a.check);
 	ev_timer_stop(loop, &a.deadline);
 	stdio_front_free(a.front);
-	backend_free(a.backend);
+	router_release();
+	for (size_t i = 0; i < a.nbackends; i++)
+		backend_free(a.backends[i]);
+	free(a.backends);
 	chain_release();
 	ev_signal_stop(loop, &a.sigterm);
 	ev_signal_stop(loop, &a.sigint);

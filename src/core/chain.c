@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "router.h"
 #include "rpc.h"
 
 #define container_of(p, type, member) \
@@ -67,14 +68,20 @@ void chain_set_pipeline(struct pipeline *pl)
 	global_pl = pipeline_ref(pl);
 }
 
-/* The backend for a client's traffic: the single ready-or-not backend. */
+/* The first registered peer of a role. */
+struct peer *chain_first_peer(enum peer_role role)
+{
+	struct peer *found = NULL;
+	for (struct peer *p = peers; p; p = p->next)
+		if (p->role == role)
+			found = p;  /* the list is newest first: keep the oldest */
+	return found;
+}
+
+/* The peer a client's initialize goes to. */
 struct peer *chain_route_backend(struct peer *client)
 {
-	(void)client;
-	for (struct peer *p = peers; p; p = p->next)
-		if (p->role == PEER_BACKEND)
-			return p;
-	return NULL;
+	return router_init_target(client);
 }
 
 /* The client for a backend's own request: one with a request open there. */
@@ -203,10 +210,13 @@ static void forward_request(struct exchange *ex, struct peer *to, json_t *msg)
 }
 
 /* Answers a request that found no usable responder. */
-static void answer_unroutable(struct exchange *ex, struct peer *to, json_t *msg)
+static void answer_unroutable(struct exchange *ex, struct peer *to, json_t *msg,
+			      int code, const char *why)
 {
 	json_t *reply;
-	if (strcmp(ex->method, "ping") == 0)
+	if (why)
+		reply = rpc_error(NULL, code, why, NULL);
+	else if (strcmp(ex->method, "ping") == 0)
 		reply = rpc_result(NULL, json_object());
 	else if (!to)
 		reply = rpc_errorf(NULL, RPC_BACKEND_GONE, "no %s to send \"%s\" to",
@@ -245,10 +255,13 @@ static void request_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 		forward_request(ex, ex->to, msg);
 		return;
 	}
+	int code = 0;
+	char why[300] = "";
 	struct peer *to = ex->from->role == PEER_CLIENT ?
-		chain_route_backend(ex->from) : route_client(ex->from);
+		router_route_request(ex->from, msg, ex->method, &code, why, sizeof why) :
+		route_client(ex->from);
 	if (!to || !to->ready) {
-		answer_unroutable(ex, to, msg);
+		answer_unroutable(ex, to, msg, code, why[0] ? why : NULL);
 		return;
 	}
 	ex->routed = true;
@@ -475,8 +488,14 @@ static void on_notification(struct peer *from, json_t *msg, struct rpc_info *inf
 		return;
 	}
 	struct peer *to = NULL;
+	if (from->role == PEER_CLIENT && router_client_notification(from, msg, info->method))
+		return;
+	if (from->role == PEER_BACKEND && router_backend_notification(from, msg, info->method))
+		return;
 	if (from->role == PEER_CLIENT) {
-		to = chain_route_backend(from);
+		int code;
+		char why[300];
+		to = router_route_request(from, msg, info->method, &code, why, sizeof why);
 		if (!to || !to->ready) {
 			log_debug("%s: %s dropped: no backend ready", from->name, info->method);
 			json_decref(msg);
@@ -534,20 +553,56 @@ void chain_receive(struct peer *from, json_t *msg)
 	json_decref(msg);
 }
 
-/* Sends a request of our own. */
-int chain_call(struct peer *to, const char *method, json_t *params,
-	       void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
+/* Ignores the response to a request nobody waits for. */
+static void ignore_response(struct exchange *ex, json_t *msg, void *arg)
+{
+	(void)ex;
+	(void)msg;
+	(void)arg;
+}
+
+/* Sends a request of our own, through TO's pipeline PL if any. */
+int chain_call_via(struct peer *to, const char *method, json_t *params,
+		   struct pipeline *pl,
+		   void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
 {
 	struct exchange *ex = ex_new(NULL, NULL, method);
 	if (!ex) {
 		json_decref(params);
 		return -1;
 	}
-	ex->on_response = cb;
+	ex->on_response = cb ? cb : ignore_response;
 	ex->arg = arg;
-	ex->ctx.dir = MW_TO_BACKEND;
-	forward_request(ex, to, rpc_request(0, method, params));
+	ex->ctx.dir = to->role == PEER_BACKEND ? MW_TO_BACKEND : MW_TO_CLIENT;
+	ex->ctx.backend = backend_of(NULL, to);
+	ex->ctx.client = principal_of(NULL, to);
+	json_t *msg = rpc_request(0, method, params);
+	if (pipeline_size(pl) == 0) {
+		forward_request(ex, to, msg);
+		return 0;
+	}
+	ex->routed = true;
+	ex->to = to;
+	ex->pl[0] = pipeline_ref(pl);
+	ex->walk.stage[0] = ex->pl[0];
+	ex->walk.msg = msg;
+	ex->walk.done = request_walked;
+	ex->walking = true;
+	mw_walk_forward(&ex->walk);
 	return 0;
+}
+
+/* Sends a request of our own. */
+int chain_call(struct peer *to, const char *method, json_t *params,
+	       void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
+{
+	return chain_call_via(to, method, params, NULL, cb, arg);
+}
+
+/* Runs a notification of a component's own through the pipeline. */
+void chain_notify(struct peer *from, struct peer *to, json_t *msg)
+{
+	send_notification(from, to, msg, json_string_value(json_object_get(msg, "method")));
 }
 
 /* A module's own request to a client answered (or failed). */

@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,8 +236,66 @@ static char *opt_string(struct ctx *c, json_t *v, const char *path)
 
 static const char *const server_keys[] = {
 	"type", "command", "args", "env", "cwd", "enabled", "middleware",
-	"disabled", NULL
+	"disabled", "prefix", "timeout", "restart", NULL
 };
+
+static void check_keys(struct ctx *c, json_t *obj, const char *path,
+		       const char *const *list);
+static void opt_bool(struct ctx *c, json_t *v, const char *path, bool *out);
+
+static const char *const restart_keys[] = {
+	"enabled", "initialDelayMs", "maxDelayMs", "maxRestarts", "windowMs", NULL
+};
+
+/* Reads a number of milliseconds at PATH into *OUT seconds. */
+static void opt_ms(struct ctx *c, json_t *v, const char *path, double max, double *out)
+{
+	if (!v)
+		return;
+	if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > max)
+		bad(c, path, "must be a whole number of milliseconds from 0 to %.0f", max);
+	else
+		*out = (double)json_integer_value(v) / 1000.0;
+}
+
+/* Reads "restart": true, false, or an object of backoff settings. */
+static void load_restart(struct ctx *c, struct cfg_server *s, json_t *r, const char *path)
+{
+	char p[512];
+	double limit;
+	s->restart = true;
+	s->restart_delay = 0.5;
+	s->restart_max_delay = 30;
+	s->restart_limit = 5;
+	s->restart_window = 60;
+	if (!r)
+		return;
+	if (json_is_boolean(r)) {
+		s->restart = json_is_true(r);
+		return;
+	}
+	if (!json_is_object(r)) {
+		bad(c, path, "must be true, false or an object");
+		return;
+	}
+	check_keys(c, r, path, restart_keys);
+	path_join(p, sizeof p, path, "enabled");
+	opt_bool(c, json_object_get(r, "enabled"), p, &s->restart);
+	path_join(p, sizeof p, path, "initialDelayMs");
+	opt_ms(c, json_object_get(r, "initialDelayMs"), p, 3600000, &s->restart_delay);
+	path_join(p, sizeof p, path, "maxDelayMs");
+	opt_ms(c, json_object_get(r, "maxDelayMs"), p, 3600000, &s->restart_max_delay);
+	path_join(p, sizeof p, path, "windowMs");
+	opt_ms(c, json_object_get(r, "windowMs"), p, 86400000, &s->restart_window);
+	limit = 5;
+	path_join(p, sizeof p, path, "maxRestarts");
+	json_t *m = json_object_get(r, "maxRestarts");
+	if (m && (!json_is_integer(m) || json_integer_value(m) < 0 || json_integer_value(m) > 1000))
+		bad(c, p, "must be an integer from 0 to 1000");
+	else if (m)
+		limit = (double)json_integer_value(m);
+	s->restart_limit = (unsigned)limit;
+}
 
 /* True when KEY is in the NULL-terminated LIST. */
 static bool known(const char *const *list, const char *key)
@@ -271,6 +330,18 @@ static void opt_bool(struct ctx *c, json_t *v, const char *path, bool *out)
 		bad(c, path, "must be true or false");
 	else
 		*out = json_is_true(v);
+}
+
+/* True for a prefix that keeps names client-safe. */
+static bool valid_prefix(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 1 || n > 32)
+		return false;
+	for (; *s; s++)
+		if (!(isalnum((unsigned char)*s) || *s == '_' || *s == '-'))
+			return false;
+	return true;
 }
 
 /* Reads one mcpServers entry. */
@@ -310,6 +381,14 @@ static void load_server(struct ctx *c, struct cfg_server *s, const char *name,
 	opt_bool(c, json_object_get(e, "disabled"), p, &disabled);
 	if (disabled)
 		s->enabled = false;
+	path_join(p, sizeof p, path, "prefix");
+	s->prefix = opt_string(c, json_object_get(e, "prefix"), p);
+	if (s->prefix && !valid_prefix(s->prefix))
+		bad(c, p, "must be 1 to 32 characters of A-Z a-z 0-9 _ -");
+	path_join(p, sizeof p, path, "timeout");
+	opt_ms(c, json_object_get(e, "timeout"), p, 86400000, &s->timeout);
+	path_join(p, sizeof p, path, "restart");
+	load_restart(c, s, json_object_get(e, "restart"), p);
 	path_join(p, sizeof p, path, "middleware");
 	s->middleware = json_object_get(e, "middleware");
 	if (s->middleware && !json_is_array(s->middleware))
@@ -344,8 +423,7 @@ static void load_servers(struct ctx *c, struct cfg *cfg, json_t *servers)
 		enabled += cfg->servers[i].enabled;
 	if (enabled == 0)
 		bad(c, "/mcpServers", "no enabled server: give one entry with a \"command\"");
-	else if (enabled > 1)
-		bad(c, "/mcpServers", "%zu servers enabled; this version chains exactly one (set \"enabled\": false on the others)", enabled);
+
 }
 
 /* Reads a positive integer option into *OUT. */
@@ -365,6 +443,7 @@ static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
 
 static const char *const top_keys[] = {
 	"mcpServers", "maxMessageBytes", "shutdownGraceMs", "initTimeoutMs", "logLevel",
+	"separator", "status",
 	"middleware", NULL
 };
 
@@ -386,6 +465,16 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 	cfg->max_message = (size_t)max;
 	cfg->grace = grace / 1000.0;
 	cfg->init_timeout = init / 1000.0;
+	json_t *sep = json_object_get(root, "separator");
+	if (sep && (!json_is_string(sep) || !json_string_length(sep) ||
+		    json_string_length(sep) > 8 || !valid_prefix(json_string_value(sep))))
+		bad(c, "/separator", "must be 1 to 8 characters of A-Z a-z 0-9 _ -");
+	cfg->separator = strdup(json_is_string(sep) ? json_string_value(sep) : "__");
+	json_t *st = json_object_get(root, "status");
+	if (st) {
+		opt_bool(c, st, "/status", &cfg->status);
+		cfg->status_set = true;
+	}
 	json_t *lvl = json_object_get(root, "logLevel");
 	if (lvl) {
 		if (!json_is_string(lvl) || log_parse_level(json_string_value(lvl), &cfg->log_level) < 0)
@@ -466,10 +555,12 @@ void cfg_free(struct cfg *c)
 		free_strv(s->argv);
 		free_strv(s->env);
 		free(s->cwd);
+		free(s->prefix);
 		pipeline_unref(s->pipeline);
 	}
 	pipeline_unref(c->pipeline);
 	free(c->servers);
+	free(c->separator);
 	free(c->path);
 	json_decref(c->root);
 	free(c);

@@ -9,6 +9,7 @@
 
 #include "chain.h"
 #include "log.h"
+#include "router.h"
 #include "rpc.h"
 
 const char *const session_versions[] = {
@@ -222,7 +223,7 @@ static void on_initialize(struct session *s, json_t *msg, json_t *id)
 		reply_error(s, id, RPC_INVALID_PARAMS, bad);
 		return;
 	}
-	struct peer *be = chain_route_backend(&s->peer);
+	struct peer *be = router_init_target(&s->peer);
 	if (!be) {
 		reply_error(s, id, RPC_BACKEND_GONE, "no backend is configured");
 		return;

@@ -1,0 +1,318 @@
+#!/usr/bin/env bash
+#
+# bench/run.sh: the mcp-chain benchmark.
+#
+# Builds the tools if needed (meson/ninja in $BUILD_DIR, default ./build;
+# npm ci for the SDK proxy), then measures, in one run, with the paths
+# alternating in a rotated order every round:
+#
+#   direct     mcp-bench-load -> mcp-bench-server
+#   relay      mcp-bench-load -> mcp-bench-relay -> mcp-bench-server
+#   mcp-chain  mcp-bench-load -> mcp-chain (temp config, no middleware) -> server
+#   sdk-proxy  mcp-bench-load -> node sdk-proxy/proxy.mjs -> server
+#
+# for tools/call echo at each concurrency (default c=1 and c=16, n=5000,
+# 5 rounds), then the extra cases: progress relay (60 notifications), tools/list
+# over 1x10000 and 20x500 tools, one 64 MiB result, 1000 requests in flight,
+# start-up time.  The Markdown report goes to stdout and to bench/RESULTS.md
+# (raw per-run JSON lines to bench/RESULTS.jsonl); progress goes to stderr.
+#
+# usage: bench/run.sh [-r ROUNDS] [-n N] [-c "1 16"] [--paths "..."]
+#                     [--no-extras] [--quick] [--out FILE]
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(dirname "$here")
+build=${BUILD_DIR:-$root/build}
+rounds=5
+n=5000
+concs="1 16"
+paths="direct relay mcp-chain sdk-proxy"
+extras=1
+out="$here/RESULTS.md"
+steps=60
+progress_ms=60
+blob_mib=64
+inflight=1000
+inflight_n=20000
+list_n=20
+startup_n=5
+command_line="bench/run.sh${*:+ $*}"
+
+# Print the usage text.
+usage() {
+	sed -n '/^# usage:/,/^set -e/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+	cat <<'EOF'
+  -r ROUNDS      rounds of the alternating comparison (default 5)
+  -n N           measured requests per echo run (default 5000)
+  -c "K ..."     concurrencies for the echo runs (default "1 16")
+  --paths "..."  which of: direct relay mcp-chain sdk-proxy (default all)
+  --no-extras    only the echo comparison
+  --quick        smoke run: -r 1 -n 500, small extras
+  --out FILE     report file (default bench/RESULTS.md)
+  env BUILD_DIR  meson build directory (default <repo>/build)
+EOF
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	-r|--rounds) rounds=$2; shift 2 ;;
+	-n) n=$2; shift 2 ;;
+	-c|--concurrency) concs=$2; shift 2 ;;
+	--paths) paths=$2; shift 2 ;;
+	--no-extras) extras=0; shift ;;
+	--quick) rounds=1; n=500; blob_mib=8; inflight_n=5000; list_n=3
+		startup_n=2; shift ;;
+	--out) out=$2; shift 2 ;;
+	-h|--help) usage; exit 0 ;;
+	*) usage >&2; exit 2 ;;
+	esac
+done
+
+# Print a progress message on stderr.
+log() {
+	printf '[run.sh] %s\n' "$*" >&2
+}
+
+command -v node >/dev/null || { log "node is needed (SDK proxy and report)"; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/mcp-bench.XXXXXX")
+# Remove the temporary directory unless KEEP_TMP is set.
+cleanup() {
+	if [ -n "${KEEP_TMP:-}" ]; then log "kept $tmp"; else rm -rf "$tmp"; fi
+}
+trap cleanup EXIT
+records="$tmp/records.jsonl"
+: >"$records"
+notes=()
+
+# ---- build -----------------------------------------------------------------
+if [ ! -f "$build/build.ninja" ]; then
+	log "configuring $build"
+	meson setup "$build" "$root" >"$tmp/meson.log" 2>&1 || { cat "$tmp/meson.log" >&2; exit 1; }
+elif [ ! -d "$build/bench" ]; then
+	log "reconfiguring $build (bench/ was added after it was configured)"
+	meson setup --reconfigure "$build" "$root" >"$tmp/meson.log" 2>&1 ||
+		{ cat "$tmp/meson.log" >&2; exit 1; }
+fi
+log "building in $build"
+if ! ninja -C "$build" >"$tmp/ninja.log" 2>&1; then
+	tail -n 20 "$tmp/ninja.log" >&2
+	log "the full build failed; building only the bench tools"
+	ninja -C "$build" bench/mcp-bench-server bench/mcp-bench-load bench/mcp-bench-relay >&2
+	if [ -x "$build/mcp-chain" ]; then
+		notes+=("The full build failed at the time of this run: the mcp-chain measured is the binary left by an earlier build ($(date -u -r "$build/mcp-chain" '+%Y-%m-%d %H:%M UTC')).")
+	fi
+fi
+server="$build/bench/mcp-bench-server"
+load="$build/bench/mcp-bench-load"
+relay="$build/bench/mcp-bench-relay"
+chain="$build/mcp-chain"
+proxy="$here/sdk-proxy/proxy.mjs"
+
+declare -A skip_reason=()
+if [ ! -x "$chain" ]; then
+	skip_reason[mcp-chain]="$chain was not built"
+fi
+if [ ! -d "$here/sdk-proxy/node_modules/@modelcontextprotocol/sdk" ]; then
+	log "installing the SDK proxy's dependencies (npm ci)"
+	if ! (cd "$here/sdk-proxy" && npm ci --no-audit --no-fund --loglevel=error) >&2; then
+		skip_reason[sdk-proxy]="npm ci failed in bench/sdk-proxy"
+	fi
+fi
+for p in "${!skip_reason[@]}"; do log "skipping $p: ${skip_reason[$p]}"; done
+
+# ---- helpers ---------------------------------------------------------------
+
+# Write an mcp-chain config to file $1 with one server per "NAME ARGS..."
+# word list given as the remaining arguments (each a single string).
+write_config() {
+	local file=$1; shift
+	node -e '
+		const [server, ...specs] = process.argv.slice(1);
+		const mcpServers = {};
+		for (const s of specs) {
+			const [name, ...args] = s.split(" ").filter(Boolean);
+			mcpServers[name] = { command: server, args };
+		}
+		process.stdout.write(JSON.stringify({ mcpServers }, null, 2) + "\n");
+	' "$server" "$@" >"$file"
+}
+
+# Set the global array cmd to the command line for path $1 in front of a
+# server started with the remaining arguments.
+set_cmd() {
+	local path=$1; shift
+	case $path in
+	direct) cmd=("$server" "$@") ;;
+	relay) cmd=("$relay" "$server" "$@") ;;
+	mcp-chain)
+		local cfg="$tmp/chain-$((++config_seq)).json"
+		write_config "$cfg" "echo $*"
+		cmd=("$chain" --config "$cfg") ;;
+	sdk-proxy) cmd=(node "$proxy" "$server" "$@") ;;
+	"sdk-proxy (default limits)") cmd=(node "$proxy" "$server" "$@") ;;
+	esac
+}
+config_seq=0
+
+# Record one mcp-bench-load run: run_one PATH CASE ROUND LOAD-ARGS... -- CMD...
+run_one() {
+	local path=$1 kind=$2 round=$3; shift 3
+	local line
+	line=$("$load" --child-stderr "$tmp/child-stderr.log" "$@" 2>>"$tmp/load-stderr.log") || true
+	if [[ $line != \{* ]]; then
+		line='{"errors":1,"fatal":"mcp-bench-load printed no result"}'
+	fi
+	printf '{"path":"%s","case":"%s","round":%d,%s\n' "$path" "$kind" "$round" \
+		"${line#\{}" >>"$records"
+	# a one-line summary for the person watching
+	printf '[run.sh] %-10s %-14s r%-2s %s\n' "$path" "$kind" "$round" "$(printf '%s' "$line" |
+		sed -E 's/.*"c":([0-9]+),"ok":([0-9]+),"errors":([0-9]+),"rps":([0-9.]+),"p50_us":([0-9.]+).*/c=\1 ok=\2 err=\3 rps=\4 p50=\5us/')" >&2
+}
+
+# Record that PATH was skipped for CASE, with a reason.
+skip_one() {
+	local reason
+	reason=$(printf '%s' "$3" | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>process.stdout.write(JSON.stringify(s.trim())))')
+	printf '{"path":"%s","case":"%s","skipped":%s}\n' "$1" "$2" "$reason" >>"$records"
+	log "skip $2 / $1: $3"
+}
+
+# The paths to run, rotated left by $1 places (A/B alternation).
+rotated() {
+	local -a ps=()
+	local p
+	for p in $paths; do
+		[ -n "${skip_reason[$p]:-}" ] || ps+=("$p")
+	done
+	local k=$(( $1 % ${#ps[@]} ))
+	printf '%s\n' "${ps[@]:k}" "${ps[@]:0:k}"
+}
+
+# Run case KIND for every path for ROUNDS rounds: each_path KIND ROUNDS
+# LOAD-ARGS... -- SERVER-ARGS...
+each_path() {
+	local kind=$1 nrounds=$2; shift 2
+	local -a largs=() sargs=()
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do largs+=("$1"); shift; done
+	[ $# -gt 0 ] && shift
+	sargs=("$@")
+	local r p
+	for ((r = 1; r <= nrounds; r++)); do
+		while read -r p; do
+			set_cmd "$p" "${sargs[@]}"
+			run_one "$p" "$kind" "$r" "${largs[@]}" -- "${cmd[@]}"
+		done < <(rotated "$r")
+	done
+}
+
+# ---- the echo comparison ---------------------------------------------------
+log "echo comparison: $rounds rounds, n=$n, c in {$concs}, paths: $(rotated 0 | tr '\n' ' ')"
+warm=$(( n / 10 > 1000 ? 1000 : n / 10 ))
+for ((r = 1; r <= rounds; r++)); do
+	for c in $concs; do
+		while read -r p; do
+			set_cmd "$p"
+			run_one "$p" echo "$r" -n "$n" -c "$c" --warmup "$warm" -- "${cmd[@]}"
+		done < <(rotated "$r")
+	done
+done
+
+# ---- extra cases -----------------------------------------------------------
+xr=$(( rounds < 3 ? rounds : 3 ))
+if [ "$extras" = 1 ]; then
+	log "progress relay: $steps notifications per call"
+	each_path progress "$rounds" --mode progress -n 1 --steps "$steps" --ms "$progress_ms" \
+		--grace-ms 300 --
+	each_path progress-burst "$rounds" --mode progress -n 1 --steps "$steps" --ms 0 \
+		--grace-ms 300 --
+
+	log "tools/list: one backend with 10000 tools in pages of 500"
+	each_path list-1x10000 "$xr" --mode list -n "$list_n" --warmup 2 --expect-tools 10000 \
+		-- --tools 10000 --page-size 500
+	if [ -z "${skip_reason[mcp-chain]:-}" ] && [[ " $paths " == *" mcp-chain "* ]]; then
+		log "tools/list: 20 backends with 500 tools each, through mcp-chain"
+		specs=()
+		for i in $(seq -w 1 20); do specs+=("s$i --tools 500 --page-size 500 --name-prefix s${i}_"); done
+		write_config "$tmp/chain-20.json" "${specs[@]}"
+		if check=$("$chain" check "$tmp/chain-20.json" 2>&1); then
+			for ((r = 1; r <= xr; r++)); do
+				run_one mcp-chain list-20x500 "$r" --mode list -n "$list_n" --warmup 2 \
+					--expect-tools 10000 -- "$chain" --config "$tmp/chain-20.json"
+			done
+		else
+			skip_one mcp-chain list-20x500 "mcp-chain rejects a 20-backend config: $(printf '%s' "$check" |
+				grep -v ': server "' | head -n 3 | sed "s#$tmp/##" | tr '\n' ' ')"
+		fi
+	fi
+
+	blob_bytes=$(( blob_mib * 1024 * 1024 ))
+	log "one ${blob_mib} MiB result"
+	while read -r p; do
+		if [ "$p" = sdk-proxy ]; then
+			# The SDK refuses messages over 10 MiB unless told otherwise: run
+			# it both ways (the raised limit is what a user would have to set).
+			cmd=(node "$proxy" --max-buffer-mib $(( blob_mib * 4 )) "$server")
+			run_one sdk-proxy blob 1 --mode blob -n 1 --bytes "$blob_bytes" --timeout 300 -- "${cmd[@]}"
+			cmd=(node "$proxy" "$server")
+			run_one "sdk-proxy (default limits)" blob 1 --mode blob -n 1 --bytes "$blob_bytes" \
+				--timeout 300 -- "${cmd[@]}"
+		else
+			set_cmd "$p"
+			run_one "$p" blob 1 --mode blob -n 3 --bytes "$blob_bytes" --timeout 300 -- "${cmd[@]}"
+		fi
+	done < <(rotated 0)
+	notes+=("sdk-proxy's blob run uses --max-buffer-mib $(( blob_mib * 4 )): by default the SDK's stdio transports drop any message over 10 MiB (row 'default limits').")
+
+	log "$inflight requests in flight"
+	each_path inflight "$xr" -n "$inflight_n" -c "$inflight" --warmup 2000 --
+
+	log "start-up time"
+	each_path startup "$xr" --mode startup -n "$startup_n" --
+fi
+
+# ---- report ----------------------------------------------------------------
+if [ -s "$tmp/child-stderr.log" ] && grep -qiE 'error|exceeded|unknown token' "$tmp/child-stderr.log"; then
+	log "stderr of the processes under test had errors (first lines):"
+	grep -iE 'error|exceeded|unknown token' "$tmp/child-stderr.log" | sort | uniq -c | sort -rn | head -n 8 >&2
+fi
+sdk_version=$(node -p 'require(process.argv[1]).version' \
+	"$here/sdk-proxy/node_modules/@modelcontextprotocol/sdk/package.json" 2>/dev/null || echo "n/a")
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "n/a")
+if [ -n "$(git -C "$root" status --porcelain -- src include meson.build 2>/dev/null)" ]; then
+	commit="$commit + uncommitted changes"
+fi
+export M_DATE M_NPROC M_CPU M_MEM M_KERNEL M_CHAIN M_COMMIT M_NODE M_SDK M_COMMAND \
+	M_ROUNDS M_N M_STEPS M_PMS M_BLOB M_NOTES
+M_DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+M_NPROC=$(nproc)
+M_CPU=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//' || echo unknown)
+M_MEM=$(free -h | awk '/^Mem:/ {print $2 " RAM"}')
+M_KERNEL=$(uname -r)
+M_CHAIN=$("$chain" --version 2>/dev/null | head -n 1 || echo "not built")
+M_COMMIT=$commit
+M_NODE=$(node --version)
+M_SDK=$sdk_version
+M_COMMAND=$command_line
+M_ROUNDS=$rounds
+M_N=$n
+M_STEPS=$steps
+M_PMS=$progress_ms
+M_BLOB=$(( blob_mib * 1024 * 1024 ))
+M_NOTES=$(printf '%s\n' "${notes[@]+"${notes[@]}"}")
+node -e '
+	const e = process.env;
+	process.stdout.write(JSON.stringify({
+		date: e.M_DATE, nproc: e.M_NPROC, cpu: e.M_CPU, mem: e.M_MEM, kernel: e.M_KERNEL,
+		chain_version: e.M_CHAIN, commit: e.M_COMMIT, node: e.M_NODE, sdk: e.M_SDK,
+		command: e.M_COMMAND, rounds: +e.M_ROUNDS, n: +e.M_N, steps: +e.M_STEPS,
+		progress_ms: +e.M_PMS, blob_bytes: +e.M_BLOB,
+		notes: e.M_NOTES.split("\n").filter(Boolean),
+	}));
+' >"$tmp/meta.json"
+node "$here/summarize.mjs" "$records" "$tmp/meta.json" >"$tmp/report.md"
+cp "$tmp/report.md" "$out"
+cp "$records" "${out%.md}.jsonl"
+cat "$tmp/report.md"
+log "report written to $out (raw runs: ${out%.md}.jsonl)"

@@ -1,0 +1,522 @@
+/*
+ * policy.c - the "policy" middleware: which tools, prompts and resources
+ * a client may see and use.
+ *
+ *   {"use": "policy", "rules": [
+ *      {"deny": ["delete_*", "write_file"]},
+ *      {"allow": ["read_*"], "clients": ["claude-code"]},
+ *      {"ask": ["move_file"]},
+ *      {"deny": ["*.env", "*secret*"], "on": "resources"}]}
+ *
+ * For one name, the rules that apply to it (its kind is in "on", the
+ * client matches "clients") decide: a "deny" match refuses whatever else
+ * matches; when one of them has an "allow" list, the name must match an
+ * "allow" or an "ask" pattern; an "ask" match asks the user through
+ * elicitation/create before the request goes on.
+ *
+ * Denied names are taken out of list results and refused when used:
+ * tools/call with a tool result marked isError (the model reads why),
+ * other requests with a JSON-RPC error.
+ */
+#include "mw_policy.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "glob_match.h"
+#include "rpc.h"
+
+enum { K_TOOL = 1, K_PROMPT = 2, K_RESOURCE = 4 };
+enum pol_action { POL_ALLOW, POL_DENY, POL_ASK };
+
+/* Longest argument text quoted in the question to the user. */
+#define ASK_ARGS_MAX 1000
+
+struct rule {
+	unsigned kinds;       /* K_* it applies to */
+	bool has_allow;       /* an "allow" key, even an empty list */
+	bool has_clients;
+	struct glob_list allow, deny, ask, clients;
+};
+
+struct policy {
+	struct mw_module base;  /* must be first */
+	struct rule *rules;
+	size_t nrules;
+	unsigned kinds;         /* union of the rules' kinds: skip the rest */
+	char *ask_message;      /* template, or NULL for the default */
+};
+
+/* What a request is about. */
+struct subject {
+	unsigned kind;          /* K_*, or 0 when the policy has no say */
+	const char *name;       /* borrowed from the message */
+	bool use;               /* a use the user may be asked about */
+	bool is_call;           /* tools/call: refused with a tool result */
+};
+
+/* A question to the user in progress. */
+struct ask {
+	struct mw_walk *walk;   /* held, NULL while mw_ask_client runs */
+	json_t *msg;            /* the request, owned while held */
+	json_t *answer;         /* an answer that came before the hold */
+	struct subject subj;    /* name points into msg */
+	bool answered;
+};
+
+/* A list method and where its names are. */
+struct list_kind {
+	const char *method, *key, *field;
+	unsigned kind;
+};
+
+static const struct list_kind lists[] = {
+	{ "tools/list", "tools", "name", K_TOOL },
+	{ "prompts/list", "prompts", "name", K_PROMPT },
+	{ "resources/list", "resources", "uri", K_RESOURCE },
+	{ "resources/templates/list", "resourceTemplates", "uriTemplate", K_RESOURCE },
+};
+
+/* The word for a kind in messages. */
+static const char *kind_word(unsigned kind)
+{
+	return kind == K_TOOL ? "tool" : kind == K_PROMPT ? "prompt" : "resource";
+}
+
+/* ---- deciding ---- */
+
+/* True when rule R applies to a name of KIND asked for by CLIENT. */
+static bool rule_applies(const struct rule *r, unsigned kind, const char *client)
+{
+	return (r->kinds & kind) &&
+	       (!r->has_clients || glob_list_match(&r->clients, client));
+}
+
+/* What the rules say about NAME of KIND for CLIENT (may be NULL). */
+static enum pol_action decide(const struct policy *p, unsigned kind,
+			      const char *name, const char *client)
+{
+	bool listed = false, allowed = false, ask = false;
+	for (size_t i = 0; i < p->nrules; i++) {
+		const struct rule *r = &p->rules[i];
+		if (!rule_applies(r, kind, client))
+			continue;
+		if (glob_list_match(&r->deny, name))
+			return POL_DENY;
+		listed |= r->has_allow;
+		allowed |= glob_list_match(&r->allow, name);
+		ask |= glob_list_match(&r->ask, name);
+	}
+	if (listed && !allowed && !ask)
+		return POL_DENY;
+	return ask ? POL_ASK : POL_ALLOW;
+}
+
+/* String member KEY of object O, or NULL. */
+static const char *str_of(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+/* Fills S with what a client's request MSG (borrowed) is about. */
+static void subject_of(const char *method, json_t *msg, struct subject *s)
+{
+	json_t *params = json_object_get(msg, "params");
+	memset(s, 0, sizeof *s);
+	if (strcmp(method, "tools/call") == 0) {
+		*s = (struct subject){ K_TOOL, str_of(params, "name"), true, true };
+	} else if (strcmp(method, "prompts/get") == 0) {
+		*s = (struct subject){ K_PROMPT, str_of(params, "name"), true, false };
+	} else if (strcmp(method, "resources/read") == 0) {
+		*s = (struct subject){ K_RESOURCE, str_of(params, "uri"), true, false };
+	} else if (strcmp(method, "resources/subscribe") == 0) {
+		*s = (struct subject){ K_RESOURCE, str_of(params, "uri"), false, false };
+	} else if (strcmp(method, "completion/complete") == 0) {
+		json_t *ref = json_object_get(params, "ref");
+		const char *type = str_of(ref, "type");
+		if (type && strcmp(type, "ref/prompt") == 0)
+			*s = (struct subject){ K_PROMPT, str_of(ref, "name"), false, false };
+		else if (type && strcmp(type, "ref/resource") == 0)
+			*s = (struct subject){ K_RESOURCE, str_of(ref, "uri"), false, false };
+	}
+}
+
+/* ---- answering ---- */
+
+/* Replaces *MSG by the refusal of the request about S, saying TEXT. */
+static void refuse(json_t **msg, const struct subject *s, const char *text)
+{
+	json_t *id = json_object_get(*msg, "id");
+	json_t *r;
+	if (s->is_call)
+		r = rpc_result(id, json_pack("{s:[{s:s,s:s}],s:b}", "content",
+					     "type", "text", "text", text,
+					     "isError", 1));
+	else
+		r = rpc_error(id, RPC_INVALID_PARAMS, text,
+			      json_pack("{s:s}", "refusedBy", "policy"));
+	json_decref(*msg);
+	*msg = r;
+}
+
+/* Refuses the request about S because the rules deny it. */
+static void refuse_denied(json_t **msg, const struct subject *s)
+{
+	char text[600];
+	snprintf(text, sizeof text,
+		 "Refused by the mcp-chain policy: the %s \"%.400s\" is not allowed%s.",
+		 kind_word(s->kind), s->name, s->is_call ? ", so it was not called" : "");
+	refuse(msg, s, text);
+}
+
+/* Appends at most N bytes of SRC to the buffer OUT of size CAP at *LEN. */
+static void append(char *out, size_t cap, size_t *len, const char *src, size_t n)
+{
+	if (*len + n >= cap)
+		n = cap - *len - 1;
+	memcpy(out + *len, src, n);
+	*len += n;
+	out[*len] = '\0';
+}
+
+/* The arguments of request MSG as short JSON text (caller frees), or NULL. */
+static char *args_text(json_t *msg)
+{
+	json_t *args = json_object_get(json_object_get(msg, "params"), "arguments");
+	if (!args)
+		return NULL;
+	char *t = json_dumps(args, JSON_COMPACT | JSON_ENSURE_ASCII | JSON_ENCODE_ANY);
+	if (t && strlen(t) > ASK_ARGS_MAX)
+		strcpy(t + ASK_ARGS_MAX - 3, "...");
+	return t;
+}
+
+/* Expands {client}, {kind}, {name} and {arguments} in TPL into OUT. */
+static void expand(const char *tpl, const char *const vals[4], char *out, size_t cap)
+{
+	static const char *const keys[] = { "{client}", "{kind}", "{name}", "{arguments}" };
+	size_t len = 0;
+	out[0] = '\0';
+	while (*tpl) {
+		size_t k = 0;
+		while (k < 4 && strncmp(tpl, keys[k], strlen(keys[k])) != 0)
+			k++;
+		if (k < 4) {
+			append(out, cap, &len, vals[k], strlen(vals[k]));
+			tpl += strlen(keys[k]);
+		} else {
+			append(out, cap, &len, tpl++, 1);
+		}
+	}
+}
+
+/* The params of the elicitation/create request about S (new reference). */
+static json_t *ask_params(const struct policy *p, const struct mw_ctx *ctx,
+			  json_t *msg, const struct subject *s)
+{
+	static const char dflt[] =
+		"Allow the client \"{client}\" to use the {kind} \"{name}\"?"
+		" Arguments: {arguments}";
+	char text[2048];
+	char *args = args_text(msg);
+	const char *vals[4] = { ctx->client ? ctx->client : "(unnamed)",
+				kind_word(s->kind), s->name, args ? args : "none" };
+	expand(p->ask_message ? p->ask_message : dflt, vals, text, sizeof text);
+	free(args);
+	return json_pack("{s:s,s:{s:s,s:{}}}", "message", text, "requestedSchema",
+			 "type", "object", "properties");
+}
+
+/* The refusal text for the user's answer RESP, or "" to go on. */
+static void answer_refusal(json_t *resp, const struct subject *s, char *out, size_t cap)
+{
+	json_t *err = json_object_get(resp, "error");
+	const char *action = str_of(json_object_get(resp, "result"), "action");
+	const char *k = kind_word(s->kind);
+	out[0] = '\0';
+	if (err)
+		snprintf(out, cap, "Refused by the mcp-chain policy: the %s \"%.300s\" needs "
+			 "the user's confirmation, but the client cannot ask the user "
+			 "(elicitation unavailable: %.200s, code %d)%s.", k, s->name,
+			 str_of(err, "message") ? str_of(err, "message") : "no message",
+			 (int)json_integer_value(json_object_get(err, "code")),
+			 s->is_call ? "; it was not called" : "");
+	else if (action && strcmp(action, "accept") == 0)
+		return;
+	else if (action && strcmp(action, "decline") == 0)
+		snprintf(out, cap, "Refused: the user declined the use of the %s \"%.300s\"%s.",
+			 k, s->name, s->is_call ? "; it was not called" : "");
+	else
+		snprintf(out, cap, "Refused: the user did not confirm the use of the %s "
+			 "\"%.300s\" (%s)%s.", k, s->name, action ? "cancelled" : "no valid answer",
+			 s->is_call ? "; it was not called" : "");
+}
+
+/* Applies the answer RESP to the request *MSG; returns the verdict. */
+static enum mw_verdict settle(struct ask *a, json_t *resp, json_t **msg)
+{
+	char text[800];
+	answer_refusal(resp, &a->subj, text, sizeof text);
+	if (!text[0])
+		return MW_PASS;
+	refuse(msg, &a->subj, text);
+	return MW_REPLY;
+}
+
+/* The client answered (or could not): settle now or record for the caller. */
+static void ask_done(json_t *response, void *arg)
+{
+	struct ask *a = arg;
+	if (!a->walk) {
+		/* answered inside mw_ask_client: ask_user settles it */
+		a->answered = true;
+		a->answer = json_incref(response);
+		return;
+	}
+	json_t *msg = a->msg;
+	struct mw_walk *w = a->walk;
+	enum mw_verdict v = settle(a, response, &msg);
+	free(a);
+	mw_resume(w, v, msg);
+}
+
+/* Asks the user whether the request *MSG about S may go on. */
+static enum mw_verdict ask_user(struct policy *p, struct mw_ctx *ctx, json_t **msg,
+				const struct subject *s)
+{
+	struct ask *a = calloc(1, sizeof *a);
+	if (!a) {
+		refuse(msg, s, "Refused by the mcp-chain policy: out of memory");
+		return MW_REPLY;
+	}
+	a->subj = *s;
+	mw_ask_client(ctx, "elicitation/create", ask_params(p, ctx, *msg, s), ask_done, a);
+	if (a->answered) {
+		enum mw_verdict v = settle(a, a->answer, msg);
+		json_decref(a->answer);
+		free(a);
+		return v;
+	}
+	a->msg = *msg;
+	*msg = NULL;
+	a->walk = mw_walk_hold(ctx);
+	return MW_ASYNC;
+}
+
+/* ---- hooks ---- */
+
+/* Refuses or questions a client's request about a name the rules cover. */
+static enum mw_verdict policy_on_message(struct mw_module *m, struct mw_ctx *ctx,
+					 json_t **msg)
+{
+	struct policy *p = (struct policy *)m;
+	struct subject s;
+	if (ctx->kind != RPC_REQUEST || ctx->dir != MW_TO_BACKEND)
+		return MW_PASS;
+	subject_of(ctx->method, *msg, &s);
+	if (!(s.kind & p->kinds) || !s.name)
+		return MW_PASS;
+	switch (decide(p, s.kind, s.name, ctx->client)) {
+	case POL_DENY:
+		refuse_denied(msg, &s);
+		return MW_REPLY;
+	case POL_ASK:
+		return s.use ? ask_user(p, ctx, msg, &s) : MW_PASS;
+	default:
+		return MW_PASS;
+	}
+}
+
+/* The list kind for METHOD, or NULL. */
+static const struct list_kind *list_kind_of(const char *method)
+{
+	for (size_t i = 0; method && i < sizeof lists / sizeof *lists; i++)
+		if (strcmp(method, lists[i].method) == 0)
+			return &lists[i];
+	return NULL;
+}
+
+/* Takes the denied entries out of the list RESULT[LK->key]. */
+static void filter_list(const struct policy *p, const struct list_kind *lk,
+			json_t *result, const char *client)
+{
+	json_t *arr = json_object_get(result, lk->key), *out = NULL, *e;
+	size_t i;
+	json_array_foreach(arr, i, e) {
+		const char *name = str_of(e, lk->field);
+		bool denied = name && decide(p, lk->kind, name, client) == POL_DENY;
+		if (denied && !out) {
+			out = json_array();
+			for (size_t j = 0; j < i; j++)
+				json_array_append(out, json_array_get(arr, j));
+		} else if (!denied && out) {
+			json_array_append(out, e);
+		}
+	}
+	if (out)
+		json_object_set_new(result, lk->key, out);
+}
+
+/* Hides denied names from the lists a client gets. */
+static enum mw_verdict policy_on_response(struct mw_module *m, struct mw_ctx *ctx,
+					  json_t **msg)
+{
+	struct policy *p = (struct policy *)m;
+	if (ctx->dir != MW_TO_BACKEND)
+		return MW_PASS;
+	const struct list_kind *lk = list_kind_of(ctx->method);
+	if (lk && (lk->kind & p->kinds))
+		filter_list(p, lk, json_object_get(*msg, "result"), ctx->client);
+	return MW_PASS;
+}
+
+/* ---- options ---- */
+
+/* Reports members of OBJ at KEY not in KEYS (NULL-terminated). */
+static void check_keys_at(struct mw_build *b, const char *key, json_t *obj,
+			  const char *const *keys)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(obj, k, v) {
+		size_t i = 0;
+		while (keys[i] && strcmp(keys[i], k) != 0)
+			i++;
+		if (!keys[i]) {
+			char bad[300];
+			snprintf(bad, sizeof bad, "%s/%s", key, k);
+			mw_error(b, bad, "unknown option");
+		}
+	}
+}
+
+/* Parses "on": a kind name or an array of them. Returns the K_* set. */
+static unsigned parse_kinds(struct mw_build *b, const char *key, json_t *v)
+{
+	static const char *const names[] = { "tools", "prompts", "resources" };
+	unsigned kinds = 0;
+	size_t i, n = json_is_array(v) ? json_array_size(v) : 1;
+	for (i = 0; i < n; i++) {
+		json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+		size_t k = 0;
+		while (k < 3 && !(json_is_string(e) && strcmp(json_string_value(e), names[k]) == 0))
+			k++;
+		if (k == 3) {
+			mw_error(b, key, "must be \"tools\", \"prompts\", \"resources\" or an array of them");
+			return 0;
+		}
+		kinds |= 1u << k;
+	}
+	if (!kinds)
+		mw_error(b, key, "empty: name at least one of tools, prompts, resources");
+	return kinds;
+}
+
+/* Parses the pattern list NAME of rule OBJ at KEY into L; true if present. */
+static bool parse_list(struct mw_build *b, const char *key, json_t *obj,
+		       const char *name, struct glob_list *l)
+{
+	char k[300];
+	json_t *v = json_object_get(obj, name);
+	if (!v)
+		return false;
+	snprintf(k, sizeof k, "%s/%s", key, name);
+	glob_list_parse(b, k, v, l);
+	return true;
+}
+
+/* Parses rule I (V) into R. */
+static void parse_rule(struct mw_build *b, size_t i, json_t *v, struct rule *r)
+{
+	static const char *const keys[] = { "allow", "deny", "ask", "clients", "on", NULL };
+	char key[64], k[80];
+	snprintf(key, sizeof key, "/rules/%zu", i);
+	if (!json_is_object(v)) {
+		mw_error(b, key, "a rule is an object with \"allow\", \"deny\" or \"ask\"");
+		return;
+	}
+	check_keys_at(b, key, v, keys);
+	r->has_allow = parse_list(b, key, v, "allow", &r->allow);
+	bool any = r->has_allow;
+	any |= parse_list(b, key, v, "deny", &r->deny);
+	any |= parse_list(b, key, v, "ask", &r->ask);
+	if (!any)
+		mw_error(b, key, "a rule needs \"allow\", \"deny\" or \"ask\"");
+	r->has_clients = parse_list(b, key, v, "clients", &r->clients);
+	snprintf(k, sizeof k, "%s/clients", key);
+	if (r->has_clients && r->clients.n == 0)
+		mw_error(b, k, "empty: leave \"clients\" out to apply the rule to every client");
+	snprintf(k, sizeof k, "%s/on", key);
+	json_t *on = json_object_get(v, "on");
+	r->kinds = on ? parse_kinds(b, k, on) : K_TOOL;
+}
+
+/* Parses "askMessage" into P. */
+static void parse_ask_message(struct mw_build *b, json_t *v, struct policy *p)
+{
+	if (!v)
+		return;
+	if (!json_is_string(v) || json_string_length(v) == 0) {
+		mw_error(b, "/askMessage", "must be a non-empty string");
+		return;
+	}
+	p->ask_message = strdup(json_string_value(v));
+}
+
+/* Frees the module. */
+static void policy_destroy(struct mw_module *m)
+{
+	struct policy *p = (struct policy *)m;
+	for (size_t i = 0; i < p->nrules; i++) {
+		glob_list_release(&p->rules[i].allow);
+		glob_list_release(&p->rules[i].deny);
+		glob_list_release(&p->rules[i].ask);
+		glob_list_release(&p->rules[i].clients);
+	}
+	free(p->rules);
+	free(p->ask_message);
+	free(p);
+}
+
+static const struct mw_module_ops policy_ops = {
+	.name = "policy",
+	.on_message = policy_on_message,
+	.on_response = policy_on_response,
+	.destroy = policy_destroy,
+};
+
+/* Creates a policy module from its options. */
+struct mw_module *mw_policy_create(json_t *opts, struct mw_build *b)
+{
+	static const char *const keys[] = { "rules", "askMessage", NULL };
+	int before = b->nerr;
+	json_t *rules = json_object_get(opts, "rules"), *v;
+	size_t i;
+	mw_check_keys(b, opts, keys);
+	if (!json_is_array(rules)) {
+		mw_error(b, "/rules", "missing or not an array of rules");
+		return NULL;
+	}
+	struct policy *p = calloc(1, sizeof *p);
+	if (p)
+		p->rules = calloc(json_array_size(rules) + 1, sizeof *p->rules);
+	if (!p || !p->rules) {
+		free(p);
+		mw_error(b, "", "out of memory");
+		return NULL;
+	}
+	p->base.ops = &policy_ops;
+	p->nrules = json_array_size(rules);
+	json_array_foreach(rules, i, v) {
+		parse_rule(b, i, v, &p->rules[i]);
+		p->kinds |= p->rules[i].kinds;
+	}
+	parse_ask_message(b, json_object_get(opts, "askMessage"), p);
+	if (b->nerr > before) {
+		policy_destroy(&p->base);
+		return NULL;
+	}
+	return &p->base;
+}

@@ -1,0 +1,776 @@
+/*
+ * rewrite.c - the "rewrite" middleware: how the client sees the backend's
+ * tools, and what comes back from them.
+ *
+ *   {"use": "rewrite",
+ *    "tools": {"read_file": {"rename": "fs_read", "description": "...",
+ *                            "title": "...", "hide": false,
+ *                            "fixed": {"encoding": "utf8"},
+ *                            "defaults": {"limit": 100}}},
+ *    "results": [{"pattern": "[\\w.+-]+@[\\w-]+(\\.[\\w-]+)+",
+ *                 "replace": "[email]", "tools": ["read_*"]}],
+ *    "maxResultBytes": 100000}
+ *
+ * On the way in, a tools/call under a new name goes on under the real one
+ * (the old name, like a hidden tool, is unknown to the client); fixed
+ * arguments overwrite what the client sent, defaults fill what it left
+ * out. On the way back, tools/list entries are renamed, re-described or
+ * hidden, and their inputSchema loses the fixed arguments (defaults become
+ * optional); tools/call results have their text run through the patterns,
+ * then are cut to the size cap with a marker that says so.
+ *
+ * Behind this module the names are the backend's: modules after it in the
+ * pipeline see "read_file", in the message and in ctx->name.
+ */
+#include "mw_rewrite.h"
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <ctype.h>
+#include <pcre2.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "glob_match.h"
+#include "log.h"
+#include "rpc.h"
+
+/* Bounds the backtracking one pattern may do on one string. */
+#define MATCH_LIMIT 10000000u
+#define DEFAULT_REPLACE "[redacted]"
+#define WITHHELD "[mcp-chain: text withheld: a redaction pattern failed on it]"
+
+/* What to change about one of the backend's tools. */
+struct tool_rw {
+	char *name;                 /* the backend's name */
+	char *rename;               /* the client's name, or NULL */
+	char *title, *description;  /* or NULL */
+	bool hide;
+	json_t *fixed, *defaults;   /* objects (owned) or NULL */
+};
+
+/* A pattern to replace in tool results. */
+struct result_rule {
+	pcre2_code *re;
+	pcre2_match_data *md;
+	char *replace;
+	bool has_tools;
+	struct glob_list tools;     /* backend tool names it applies to */
+};
+
+struct rewrite {
+	struct mw_module base;      /* must be first */
+	struct tool_rw *tools;
+	size_t ntools;
+	struct result_rule *rules;
+	size_t nrules;
+	pcre2_match_context *mctx;  /* NULL without rules */
+	size_t max_result;          /* bytes; 0: no cap */
+};
+
+/* String member KEY of object O, or NULL. */
+static const char *str_of(json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+/* The entry for the backend's tool NAME, or NULL. */
+static struct tool_rw *by_real(const struct rewrite *rw, const char *name)
+{
+	for (size_t i = 0; i < rw->ntools; i++)
+		if (strcmp(rw->tools[i].name, name) == 0)
+			return &rw->tools[i];
+	return NULL;
+}
+
+/* The entry renamed to NAME, or NULL. */
+static struct tool_rw *by_new(const struct rewrite *rw, const char *name)
+{
+	for (size_t i = 0; i < rw->ntools; i++)
+		if (rw->tools[i].rename && strcmp(rw->tools[i].rename, name) == 0)
+			return &rw->tools[i];
+	return NULL;
+}
+
+/* ---- requests ---- */
+
+/* Forces T's fixed arguments and fills in its defaults in PARAMS. */
+static void apply_arguments(json_t *params, const struct tool_rw *t)
+{
+	const char *k;
+	json_t *v, *args;
+	if (!t->fixed && !t->defaults)
+		return;
+	args = json_object_get(params, "arguments");
+	if (!json_is_object(args)) {
+		args = json_object();
+		json_object_set_new(params, "arguments", args);
+	}
+	json_object_foreach(t->fixed, k, v)
+		json_object_set_new(args, k, json_deep_copy(v));
+	json_object_foreach(t->defaults, k, v)
+		if (!json_object_get(args, k))
+			json_object_set_new(args, k, json_deep_copy(v));
+}
+
+/* The entry a client's call of NAME is for; *UNKNOWN when hidden or renamed away. */
+static struct tool_rw *called(const struct rewrite *rw, const char *name, bool *unknown)
+{
+	struct tool_rw *t = by_new(rw, name);
+	if (!t) {
+		t = by_real(rw, name);
+		*unknown = t && t->rename;
+	}
+	*unknown |= t && t->hide;
+	return t;
+}
+
+/* Maps a tools/call from the client's view to the backend's. */
+static enum mw_verdict rewrite_on_message(struct mw_module *m, struct mw_ctx *ctx,
+					  json_t **msg)
+{
+	struct rewrite *rw = (struct rewrite *)m;
+	if (ctx->kind != RPC_REQUEST || ctx->dir != MW_TO_BACKEND || !rw->ntools ||
+	    strcmp(ctx->method, "tools/call") != 0)
+		return MW_PASS;
+	json_t *params = json_object_get(*msg, "params");
+	const char *name = str_of(params, "name");
+	bool unknown = false;
+	struct tool_rw *t = name ? called(rw, name, &unknown) : NULL;
+	if (unknown) {
+		json_t *r = rpc_errorf(json_object_get(*msg, "id"), RPC_INVALID_PARAMS,
+				       "Unknown tool: %s", name);
+		json_decref(*msg);
+		*msg = r;
+		return MW_REPLY;
+	}
+	if (!t)
+		return MW_PASS;
+	if (t->rename) {
+		json_object_set_new(params, "name", json_string(t->name));
+		ctx->name = t->name;   /* the module outlives the exchange */
+	}
+	apply_arguments(params, t);
+	return MW_PASS;
+}
+
+/* ---- tools/list ---- */
+
+/* Removes from the "required" array of SCHEMA every key of OBJ. */
+static void drop_required(json_t *schema, json_t *obj)
+{
+	json_t *req = json_object_get(schema, "required"), *e;
+	size_t i = 0;
+	if (!json_is_array(req) || !obj)
+		return;
+	while (i < json_array_size(req)) {
+		e = json_array_get(req, i);
+		if (json_is_string(e) && json_object_get(obj, json_string_value(e)))
+			json_array_remove(req, i);
+		else
+			i++;
+	}
+	if (json_array_size(req) == 0)
+		json_object_del(schema, "required");
+}
+
+/* Takes T's fixed arguments out of a tool's SCHEMA and shows its defaults. */
+static void edit_schema(json_t *schema, const struct tool_rw *t)
+{
+	json_t *props = json_object_get(schema, "properties"), *v;
+	const char *k;
+	if (!json_is_object(schema))
+		return;
+	json_object_foreach(t->fixed, k, v)
+		json_object_del(props, k);
+	json_object_foreach(t->defaults, k, v) {
+		json_t *p = json_object_get(props, k);
+		if (json_is_object(p))
+			json_object_set_new(p, "default", json_deep_copy(v));
+	}
+	drop_required(schema, t->fixed);
+	drop_required(schema, t->defaults);
+}
+
+/* Shows the tools/list entry TOOL the way T says. */
+static void present_tool(json_t *tool, const struct tool_rw *t)
+{
+	json_t *ann = json_object_get(tool, "annotations");
+	if (t->rename)
+		json_object_set_new(tool, "name", json_string(t->rename));
+	if (t->title) {
+		json_object_set_new(tool, "title", json_string(t->title));
+		if (json_object_get(ann, "title"))
+			json_object_set_new(ann, "title", json_string(t->title));
+	}
+	if (t->description)
+		json_object_set_new(tool, "description", json_string(t->description));
+	if (t->fixed || t->defaults)
+		edit_schema(json_object_get(tool, "inputSchema"), t);
+}
+
+/* Rewrites the tools of a tools/list RESULT; hidden ones are left out. */
+static void list_tools(const struct rewrite *rw, json_t *result)
+{
+	json_t *arr = json_object_get(result, "tools"), *out = NULL, *e;
+	size_t i;
+	json_array_foreach(arr, i, e) {
+		const char *name = str_of(e, "name");
+		struct tool_rw *t = name ? by_real(rw, name) : NULL;
+		/* a backend tool whose name a rename took is shadowed */
+		bool drop = t ? t->hide : name && by_new(rw, name);
+		if (t && !drop)
+			present_tool(e, t);
+		if (drop && !out) {
+			out = json_array();
+			for (size_t j = 0; j < i; j++)
+				json_array_append(out, json_array_get(arr, j));
+		} else if (!drop && out) {
+			json_array_append(out, e);
+		}
+	}
+	if (out)
+		json_object_set_new(result, "tools", out);
+}
+
+/* ---- tools/call results: patterns ---- */
+
+/* Replaces the text of S by the withheld marker after a matching error RC. */
+static int withhold(json_t *s, int rc)
+{
+	PCRE2_UCHAR why[120];
+	pcre2_get_error_message(rc, why, sizeof why);
+	log_warn("rewrite: a result text was withheld: pattern failed: %s", (char *)why);
+	json_string_set(s, WITHHELD);
+	return 1;
+}
+
+/* Runs rule R over the string S in place; returns 1 when it changed. */
+static int redact_string(const struct rewrite *rw, struct result_rule *r, json_t *s)
+{
+	PCRE2_SPTR subj = (PCRE2_SPTR)json_string_value(s);
+	size_t len = json_string_length(s);
+	int rc = pcre2_match(r->re, subj, len, 0, 0, r->md, rw->mctx);
+	if (rc == PCRE2_ERROR_NOMATCH)
+		return 0;
+	if (rc < 0)
+		return withhold(s, rc);
+	PCRE2_SIZE cap = len + len / 4 + 256;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		PCRE2_UCHAR *out = malloc(cap);
+		PCRE2_SIZE outlen = cap;
+		uint32_t opts = PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH |
+			PCRE2_SUBSTITUTE_UNSET_EMPTY | (attempt ? 0 : PCRE2_SUBSTITUTE_MATCHED);
+		if (!out)
+			return withhold(s, PCRE2_ERROR_NOMEMORY);
+		rc = pcre2_substitute(r->re, subj, len, 0, opts, r->md, rw->mctx,
+				      (PCRE2_SPTR)r->replace, PCRE2_ZERO_TERMINATED,
+				      out, &outlen);
+		if (rc >= 0 && json_string_setn(s, (char *)out, outlen) == 0) {
+			free(out);
+			return 1;
+		}
+		free(out);
+		if (rc != PCRE2_ERROR_NOMEMORY)
+			return withhold(s, rc < 0 ? rc : PCRE2_ERROR_BADDATA);
+		cap = outlen + 1;   /* the length it needs, now known */
+	}
+	return withhold(s, PCRE2_ERROR_NOMEMORY);
+}
+
+/* Runs R over every string in the tree V; returns the number changed. */
+static int redact_tree(const struct rewrite *rw, struct result_rule *r, json_t *v)
+{
+	const char *k;
+	json_t *e;
+	size_t i;
+	int n = 0;
+	if (json_is_string(v))
+		return redact_string(rw, r, v);
+	json_object_foreach(v, k, e)
+		n += redact_tree(rw, r, e);
+	json_array_foreach(v, i, e)
+		n += redact_tree(rw, r, e);
+	return n;
+}
+
+/* Runs R over a response MSG's texts; returns the number changed. */
+static int redact_response(const struct rewrite *rw, struct result_rule *r, json_t *msg)
+{
+	json_t *result = json_object_get(msg, "result"), *item, *s;
+	size_t i;
+	int n = 0;
+	if (!result) {
+		s = json_object_get(json_object_get(msg, "error"), "message");
+		return json_is_string(s) ? redact_string(rw, r, s) : 0;
+	}
+	json_array_foreach(json_object_get(result, "content"), i, item) {
+		s = json_object_get(item, "text");
+		if (!s)
+			s = json_object_get(json_object_get(item, "resource"), "text");
+		if (json_is_string(s))
+			n += redact_string(rw, r, s);
+	}
+	return n + redact_tree(rw, r, json_object_get(result, "structuredContent"));
+}
+
+/* ---- tools/call results: size cap ---- */
+
+/* The object holding a content ITEM's payload, its key in *KEY; *TEXT if cuttable. */
+static json_t *payload_of(json_t *item, const char **key, bool *text)
+{
+	json_t *res = json_object_get(item, "resource");
+	*text = true;
+	*key = "text";
+	if (json_is_string(json_object_get(item, "text")))
+		return item;
+	if (json_is_string(json_object_get(res, "text")))
+		return res;
+	*text = false;
+	*key = "data";
+	if (json_is_string(json_object_get(item, "data")))
+		return item;
+	*key = "blob";
+	return json_is_string(json_object_get(res, "blob")) ? res : NULL;
+}
+
+/* Payload bytes of content ITEM. */
+static size_t item_size(json_t *item)
+{
+	const char *key;
+	bool text;
+	json_t *h = payload_of(item, &key, &text);
+	return h ? json_string_length(json_object_get(h, key)) : 0;
+}
+
+/* Bytes of the text, data and structured content of RESULT. */
+static size_t result_size(json_t *result)
+{
+	json_t *item, *sc = json_object_get(result, "structuredContent");
+	size_t i, n = sc ? json_dumpb(sc, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY) : 0;
+	json_array_foreach(json_object_get(result, "content"), i, item)
+		n += item_size(item);
+	return n;
+}
+
+/* Cuts the cuttable payload of ITEM to at most BUDGET bytes (UTF-8 safe). */
+static bool cut_item(json_t *item, size_t budget)
+{
+	const char *key;
+	bool text;
+	json_t *h = payload_of(item, &key, &text);
+	if (!h || !text || budget == 0)
+		return false;
+	const char *s = json_string_value(json_object_get(h, key));
+	while (budget > 0 && ((unsigned char)s[budget] & 0xc0) == 0x80)
+		budget--;
+	json_object_set_new(h, key, json_stringn(s, budget));
+	return budget > 0;
+}
+
+/* Keeps the content of RESULT within the cap; returns the bytes kept. */
+static size_t cap_content(const struct rewrite *rw, json_t *result)
+{
+	json_t *kept = json_array(), *item;
+	size_t i, budget = rw->max_result;
+	json_array_foreach(json_object_get(result, "content"), i, item) {
+		size_t n = item_size(item);
+		if (n <= budget) {
+			budget -= n;
+			json_array_append(kept, item);
+		} else if (cut_item(item, budget)) {
+			budget -= item_size(item);
+			json_array_append(kept, item);
+		}
+	}
+	json_object_set_new(result, "content", kept);
+	return rw->max_result - budget;
+}
+
+/* Cuts RESULT to the size cap and says so in a last text item. */
+static void cap_result(const struct rewrite *rw, json_t *result)
+{
+	size_t total = result_size(result);
+	if (total <= rw->max_result)
+		return;
+	size_t kept = cap_content(rw, result);
+	json_t *sc = json_object_get(result, "structuredContent");
+	bool sc_gone = false;
+	if (sc) {
+		size_t n = json_dumpb(sc, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+		sc_gone = kept + n > rw->max_result;
+		if (sc_gone)
+			json_object_del(result, "structuredContent");
+		else
+			kept += n;
+	}
+	json_t *marker = json_sprintf("[mcp-chain: result truncated: %zu of %zu bytes kept, "
+				      "the limit is %zu%s]", kept, total, rw->max_result,
+				      sc_gone ? "; structured content removed" : "");
+	json_array_append_new(json_object_get(result, "content"),
+			      json_pack("{s:s,s:o}", "type", "text", "text", marker));
+}
+
+/* Rewrites the result of a call of the backend's tool REAL (may be NULL). */
+static void call_result(const struct rewrite *rw, const char *real, json_t *msg,
+			size_t wire)
+{
+	int changed = 0;
+	for (size_t i = 0; i < rw->nrules; i++) {
+		struct result_rule *r = &rw->rules[i];
+		if (!r->has_tools || glob_list_match(&r->tools, real))
+			changed += redact_response(rw, r, msg);
+	}
+	json_t *result = json_object_get(msg, "result");
+	/* the wire size bounds the result: most results skip the count */
+	if (rw->max_result && json_is_object(result) &&
+	    (changed || !wire || wire > rw->max_result))
+		cap_result(rw, result);
+}
+
+/* Rewrites tools/list and tools/call responses for the client. */
+static enum mw_verdict rewrite_on_response(struct mw_module *m, struct mw_ctx *ctx,
+					   json_t **msg)
+{
+	struct rewrite *rw = (struct rewrite *)m;
+	if (ctx->dir != MW_TO_BACKEND || !ctx->method)
+		return MW_PASS;
+	if (strcmp(ctx->method, "tools/list") == 0 && rw->ntools) {
+		list_tools(rw, json_object_get(*msg, "result"));
+	} else if (strcmp(ctx->method, "tools/call") == 0) {
+		const char *real = ctx->name;
+		struct tool_rw *t = real ? by_real(rw, real) : NULL;
+		if (t && t->rename && ctx->name == t->name)
+			ctx->name = t->rename;   /* modules before us see the client's name */
+		if (rw->nrules || rw->max_result)
+			call_result(rw, real, *msg, ctx->response_bytes);
+	}
+	return MW_PASS;
+}
+
+/* Compiles the patterns for speed once the module goes live. */
+static int rewrite_start(struct mw_module *m)
+{
+	struct rewrite *rw = (struct rewrite *)m;
+	for (size_t i = 0; i < rw->nrules; i++)
+		pcre2_jit_compile(rw->rules[i].re, PCRE2_JIT_COMPLETE);  /* optional */
+	return 0;
+}
+
+/* ---- options ---- */
+
+/* Writes KEY + "/" + NAME escaped as a JSON pointer token into OUT. */
+static void key_join(char *out, size_t n, const char *key, const char *name)
+{
+	size_t l = (size_t)snprintf(out, n, "%s/", key);
+	for (; *name && l + 3 < n; name++) {
+		if (*name == '~' || *name == '/') {
+			out[l++] = '~';
+			out[l++] = *name == '~' ? '0' : '1';
+		} else {
+			out[l++] = *name;
+		}
+	}
+	out[l < n ? l : n - 1] = '\0';
+}
+
+/* Reports members of OBJ at KEY not in KEYS (NULL-terminated). */
+static void check_keys_at(struct mw_build *b, const char *key, json_t *obj,
+			  const char *const *keys)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(obj, k, v) {
+		size_t i = 0;
+		while (keys[i] && strcmp(keys[i], k) != 0)
+			i++;
+		if (!keys[i]) {
+			char bad[400];
+			key_join(bad, sizeof bad, key, k);
+			mw_error(b, bad, "unknown option");
+		}
+	}
+}
+
+/* Copies the string option NAME of OBJ into *OUT; EMPTY_OK allows "". */
+static void parse_str(struct mw_build *b, const char *key, json_t *obj,
+		      const char *name, bool empty_ok, char **out)
+{
+	json_t *v = json_object_get(obj, name);
+	char k[400];
+	if (!v)
+		return;
+	key_join(k, sizeof k, key, name);
+	if (!json_is_string(v) || (!empty_ok && json_string_length(v) == 0)) {
+		mw_error(b, k, "must be a %sstring", empty_ok ? "" : "non-empty ");
+		return;
+	}
+	*out = strdup(json_string_value(v));
+}
+
+/* Copies the object option NAME of OBJ into *OUT. */
+static void parse_obj(struct mw_build *b, const char *key, json_t *obj,
+		      const char *name, json_t **out)
+{
+	json_t *v = json_object_get(obj, name);
+	char k[400];
+	if (!v)
+		return;
+	key_join(k, sizeof k, key, name);
+	if (!json_is_object(v)) {
+		mw_error(b, k, "must be an object of argument names and values");
+		return;
+	}
+	*out = json_deep_copy(v);
+}
+
+/* Parses the entry V for the backend's tool NAME into T. */
+static void parse_tool(struct mw_build *b, const char *name, json_t *v, struct tool_rw *t)
+{
+	static const char *const keys[] = { "rename", "title", "description", "hide",
+					    "fixed", "defaults", NULL };
+	char key[300], k[400], k2[500];
+	const char *arg;
+	json_t *x;
+	key_join(key, sizeof key, "/tools", name);
+	t->name = strdup(name);
+	if (!json_is_object(v)) {
+		mw_error(b, key, "must be an object (rename, title, description, hide, fixed, defaults)");
+		return;
+	}
+	check_keys_at(b, key, v, keys);
+	parse_str(b, key, v, "rename", false, &t->rename);
+	parse_str(b, key, v, "title", false, &t->title);
+	parse_str(b, key, v, "description", true, &t->description);
+	parse_obj(b, key, v, "fixed", &t->fixed);
+	parse_obj(b, key, v, "defaults", &t->defaults);
+	x = json_object_get(v, "hide");
+	key_join(k, sizeof k, key, "hide");
+	if (x && !json_is_boolean(x))
+		mw_error(b, k, "must be true or false");
+	t->hide = json_is_true(x);
+	json_object_foreach(t->defaults, arg, x) {
+		if (t->fixed && json_object_get(t->fixed, arg)) {
+			key_join(k, sizeof k, key, "defaults");
+			key_join(k2, sizeof k2, k, arg);
+			mw_error(b, k2, "is also a fixed argument: fixed wins, drop one");
+		}
+	}
+}
+
+/* Checks that renames neither collide nor shadow another configured tool. */
+static void check_renames(struct mw_build *b, const struct rewrite *rw)
+{
+	for (size_t i = 0; i < rw->ntools; i++) {
+		const struct tool_rw *t = &rw->tools[i];
+		char tk[300], key[400];
+		key_join(tk, sizeof tk, "/tools", t->name);
+		key_join(key, sizeof key, tk, "rename");
+		if (!t->rename)
+			continue;
+		const struct tool_rw *o = by_real(rw, t->rename);
+		if (o == t)
+			mw_error(b, key, "is the tool's own name");
+		else if (o && !o->rename && !o->hide)
+			mw_error(b, key, "\"%s\" is another tool's name: rename or hide that one too",
+				 t->rename);
+		if (by_new(rw, t->rename) != t)
+			mw_error(b, key, "\"%s\" is also the new name of another tool", t->rename);
+	}
+}
+
+/* Parses "tools" into RW. */
+static void parse_tools(struct mw_build *b, json_t *v, struct rewrite *rw)
+{
+	const char *name;
+	json_t *e;
+	if (!v)
+		return;
+	if (!json_is_object(v)) {
+		mw_error(b, "/tools", "must be an object: {\"tool name\": {rename, ...}}");
+		return;
+	}
+	rw->tools = calloc(json_object_size(v) + 1, sizeof *rw->tools);
+	if (!rw->tools) {
+		mw_error(b, "/tools", "out of memory");
+		return;
+	}
+	json_object_foreach(v, name, e)
+		parse_tool(b, name, e, &rw->tools[rw->ntools++]);
+	check_renames(b, rw);
+}
+
+/* Checks the $ references of replacement REP against the groups of RE. */
+static const char *check_replacement(pcre2_code *re, const char *rep, char *why, size_t n)
+{
+	uint32_t groups = 0;
+	pcre2_pattern_info(re, PCRE2_INFO_CAPTURECOUNT, &groups);
+	for (const char *p = rep; (p = strchr(p, '$')) != NULL; ) {
+		bool brace = *++p == '{';
+		const char *s = p += brace;
+		if (*s == '$' && !brace) {
+			p++;
+			continue;
+		}
+		while (isalnum((unsigned char)*p) || *p == '_' || (*p == '*' && p == s))
+			p++;
+		if (p == s)
+			return "a lone \"$\": write \"$$\" for a dollar sign";
+		if (brace && *p++ != '}')
+			return "\"${\" without its \"}\"";
+		char ref[64];
+		snprintf(ref, sizeof ref, "%.*s", (int)(p - s - brace), s);
+		if (ref[0] == '*')
+			continue;
+		if (isdigit((unsigned char)ref[0]) ? strtoul(ref, NULL, 10) > groups :
+		    pcre2_substring_number_from_name(re, (PCRE2_SPTR)ref) == PCRE2_ERROR_NOSUBSTRING) {
+			snprintf(why, n, "\"$%s\" names no group of the pattern", ref);
+			return why;
+		}
+	}
+	return NULL;
+}
+
+/* Compiles the pattern of rule V at KEY into R. */
+static void parse_pattern(struct mw_build *b, const char *key, json_t *v,
+			  struct result_rule *r)
+{
+	json_t *pat = json_object_get(v, "pattern");
+	int err;
+	PCRE2_SIZE off;
+	char k[100];
+	snprintf(k, sizeof k, "%s/pattern", key);
+	if (!json_is_string(pat) || json_string_length(pat) == 0) {
+		mw_error(b, k, "must be a non-empty string (a PCRE2 pattern)");
+		return;
+	}
+	r->re = pcre2_compile((PCRE2_SPTR)json_string_value(pat), json_string_length(pat),
+			      PCRE2_UTF | PCRE2_UCP, &err, &off, NULL);
+	if (!r->re) {
+		PCRE2_UCHAR msg[160];
+		pcre2_get_error_message(err, msg, sizeof msg);
+		mw_error(b, k, "does not compile at offset %zu: %s",
+			 (size_t)off, (char *)msg);
+		return;
+	}
+	r->md = pcre2_match_data_create_from_pattern(r->re, NULL);
+	if (!r->md)
+		mw_error(b, key, "out of memory");
+}
+
+/* Parses result rule I (V) into R. */
+static void parse_rule(struct mw_build *b, size_t i, json_t *v, struct result_rule *r)
+{
+	static const char *const keys[] = { "pattern", "replace", "tools", NULL };
+	char key[64], k[80], why[120];
+	snprintf(key, sizeof key, "/results/%zu", i);
+	if (!json_is_object(v)) {
+		mw_error(b, key, "must be an object {\"pattern\", \"replace\", \"tools\"}");
+		return;
+	}
+	check_keys_at(b, key, v, keys);
+	parse_pattern(b, key, v, r);
+	parse_str(b, key, v, "replace", true, &r->replace);
+	if (!r->replace && !json_object_get(v, "replace"))
+		r->replace = strdup(DEFAULT_REPLACE);
+	const char *bad = r->re && r->replace ?
+		check_replacement(r->re, r->replace, why, sizeof why) : NULL;
+	snprintf(k, sizeof k, "%s/replace", key);
+	if (bad)
+		mw_error(b, k, "%s", bad);
+	json_t *tools = json_object_get(v, "tools");
+	snprintf(k, sizeof k, "%s/tools", key);
+	r->has_tools = tools != NULL;
+	if (tools)
+		glob_list_parse(b, k, tools, &r->tools);
+}
+
+/* Parses "results" into RW. */
+static void parse_results(struct mw_build *b, json_t *v, struct rewrite *rw)
+{
+	json_t *e;
+	size_t i;
+	if (!v)
+		return;
+	if (!json_is_array(v)) {
+		mw_error(b, "/results", "must be an array of {\"pattern\", \"replace\"}");
+		return;
+	}
+	rw->rules = calloc(json_array_size(v) + 1, sizeof *rw->rules);
+	rw->mctx = pcre2_match_context_create(NULL);
+	if (!rw->rules || !rw->mctx) {
+		mw_error(b, "/results", "out of memory");
+		return;
+	}
+	pcre2_set_match_limit(rw->mctx, MATCH_LIMIT);
+	json_array_foreach(v, i, e)
+		parse_rule(b, i, e, &rw->rules[rw->nrules++]);
+}
+
+/* Parses "maxResultBytes" into RW. */
+static void parse_cap(struct mw_build *b, json_t *v, struct rewrite *rw)
+{
+	if (!v)
+		return;
+	if (!json_is_integer(v) || json_integer_value(v) < 1) {
+		mw_error(b, "/maxResultBytes", "must be a positive integer (bytes)");
+		return;
+	}
+	rw->max_result = (size_t)json_integer_value(v);
+}
+
+/* Frees the module. */
+static void rewrite_destroy(struct mw_module *m)
+{
+	struct rewrite *rw = (struct rewrite *)m;
+	for (size_t i = 0; i < rw->ntools; i++) {
+		struct tool_rw *t = &rw->tools[i];
+		free(t->name);
+		free(t->rename);
+		free(t->title);
+		free(t->description);
+		json_decref(t->fixed);
+		json_decref(t->defaults);
+	}
+	for (size_t i = 0; i < rw->nrules; i++) {
+		pcre2_match_data_free(rw->rules[i].md);
+		pcre2_code_free(rw->rules[i].re);
+		free(rw->rules[i].replace);
+		glob_list_release(&rw->rules[i].tools);
+	}
+	pcre2_match_context_free(rw->mctx);
+	free(rw->tools);
+	free(rw->rules);
+	free(rw);
+}
+
+static const struct mw_module_ops rewrite_ops = {
+	.name = "rewrite",
+	.on_message = rewrite_on_message,
+	.on_response = rewrite_on_response,
+	.start = rewrite_start,
+	.destroy = rewrite_destroy,
+};
+
+/* Creates a rewrite module from its options. */
+struct mw_module *mw_rewrite_create(json_t *opts, struct mw_build *b)
+{
+	static const char *const keys[] = { "tools", "results", "maxResultBytes", NULL };
+	int before = b->nerr;
+	struct rewrite *rw = calloc(1, sizeof *rw);
+	if (!rw) {
+		mw_error(b, "", "out of memory");
+		return NULL;
+	}
+	rw->base.ops = &rewrite_ops;
+	mw_check_keys(b, opts, keys);
+	parse_tools(b, json_object_get(opts, "tools"), rw);
+	parse_results(b, json_object_get(opts, "results"), rw);
+	parse_cap(b, json_object_get(opts, "maxResultBytes"), rw);
+	if (b->nerr > before) {
+		rewrite_destroy(&rw->base);
+		return NULL;
+	}
+	return &rw->base;
+}

@@ -74,6 +74,13 @@ static struct {
 } R;
 
 static void rebuild(enum list_kind k);
+
+/* True when the status resource is exposed: by default with several backends. */
+static bool status_on(void)
+{
+	return R.cfg->status_set ? R.cfg->status : R.multi;
+}
+
 static void fetch_list(struct slot *s, enum list_kind k, const char *cursor);
 
 /* The slot of a backend peer, or NULL. */
@@ -323,7 +330,7 @@ static json_t *merged_result(void)
 	for (int k = 0; k < LIST_KINDS; k++)
 		if (json_object_get(caps, list_cap[k]))
 			json_object_set_new(json_object_get(caps, list_cap[k]), "listChanged", json_true());
-	if (R.cfg->status) {
+	if (status_on()) {
 		if (!json_object_get(caps, "resources"))
 			json_object_set_new(caps, "resources", json_object());
 	}
@@ -540,7 +547,7 @@ static void learn_owners(struct page_req *pr, json_t *items)
 static void finish_page(struct page_req *pr, json_t *items, const char *inner_next)
 {
 	json_t *result = json_object();
-	if (pr->first && R.cfg->status && strcmp(pr->method, "resources/list") == 0)
+	if (pr->first && status_on() && strcmp(pr->method, "resources/list") == 0)
 		json_array_insert_new(items, 0, json_pack("{s:s,s:s,s:s,s:s}", "uri", STATUS_URI,
 			"name", "mcp-chain status", "description",
 			"State of every backend behind this mcp-chain", "mimeType", "application/json"));
@@ -767,7 +774,7 @@ struct peer *router_route_request(struct peer *client, json_t *msg, const char *
 	if (strcmp(method, "resources/read") == 0 || strcmp(method, "resources/subscribe") == 0 ||
 	    strcmp(method, "resources/unsubscribe") == 0) {
 		const char *uri = json_string_value(json_object_get(params, "uri"));
-		if (uri && R.cfg->status && strcmp(uri, STATUS_URI) == 0)
+		if (uri && status_on() && strcmp(uri, STATUS_URI) == 0)
 			return &R.agg;
 		struct slot *s = owner_of_uri(uri ? uri : "");
 		if (!s) {

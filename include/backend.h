@@ -116,4 +116,8 @@ void backend_down(struct backend *b, const char *reason);
 /* Transport for stdio children (src/external/be_stdio.c). */
 extern const struct be_transport_ops be_stdio_ops;
 
+/* Transport for HTTP upstreams, Streamable HTTP and legacy HTTP+SSE
+ * (src/external/be_http.c); backend_cfg(b)->transport tells which. */
+extern const struct be_transport_ops be_http_ops;
+
 #endif

@@ -20,9 +20,14 @@
 #include "log.h"
 #include "middleware.h"
 
+enum cfg_transport { CFG_STDIO, CFG_HTTP, CFG_SSE };
+
 /* A backend entry. All strings are owned by the config. */
 struct cfg_server {
 	char *name;
+	enum cfg_transport transport;
+	char *url;          /* CFG_HTTP (Streamable HTTP) and CFG_SSE (HTTP+SSE) */
+	char **headers;     /* NULL-terminated "Name: value", after expansion */
 	char *command;      /* after ${VAR} expansion */
 	char **argv;        /* NULL-terminated; argv[0] == command */
 	char **env;         /* NULL-terminated "KEY=VALUE" added to ours */

@@ -236,7 +236,7 @@ static char *opt_string(struct ctx *c, json_t *v, const char *path)
 
 static const char *const server_keys[] = {
 	"type", "command", "args", "env", "cwd", "enabled", "middleware",
-	"disabled", "prefix", "timeout", "restart", NULL
+	"disabled", "prefix", "timeout", "restart", "url", "headers", NULL
 };
 
 static void check_keys(struct ctx *c, json_t *obj, const char *path,
@@ -344,6 +344,80 @@ static bool valid_prefix(const char *s)
 	return true;
 }
 
+/* Reads "headers": an object of strings, into "Name: value" lines. */
+static void load_headers(struct ctx *c, struct cfg_server *s, json_t *h, const char *path)
+{
+	if (!h)
+		return;
+	if (!json_is_object(h)) {
+		bad(c, path, "must be an object of strings");
+		return;
+	}
+	s->headers = calloc(json_object_size(h) + 1, sizeof *s->headers);
+	size_t i = 0;
+	const char *k;
+	json_t *v;
+	json_object_foreach(h, k, v) {
+		char p[512];
+		path_join(p, sizeof p, path, k);
+		if (!json_is_string(v) || !*k || strpbrk(k, ": \r\n")) {
+			bad(c, p, json_is_string(v) ? "not a valid header name" : "must be a string");
+			continue;
+		}
+		char *val = expand_at(c, p, json_string_value(v));
+		if (!val || !s->headers)
+			continue;
+		if (strpbrk(val, "\r\n")) {
+			bad(c, p, "a header value cannot contain a line break");
+		} else {
+			size_t n = strlen(k) + strlen(val) + 3;
+			s->headers[i] = malloc(n);
+			if (s->headers[i])
+				snprintf(s->headers[i++], n, "%s: %s", k, val);
+		}
+		free(val);
+	}
+}
+
+/* Reads "type" and "url"; returns the transport. HTTP entries take no
+ * command, args, env or cwd. */
+static enum cfg_transport load_transport(struct ctx *c, struct cfg_server *s, json_t *e,
+					 const char *path)
+{
+	char p[512];
+	json_t *type = json_object_get(e, "type");
+	json_t *url = json_object_get(e, "url");
+	const char *t = json_string_value(type);
+	path_join(p, sizeof p, path, "type");
+	if (type && (!t || (strcmp(t, "stdio") && strcmp(t, "http") &&
+			    strcmp(t, "streamable-http") && strcmp(t, "sse")))) {
+		bad(c, p, "must be \"stdio\", \"http\" (Streamable HTTP) or \"sse\" (HTTP+SSE)");
+		return CFG_STDIO;
+	}
+	if (!url && (!t || strcmp(t, "stdio") == 0))
+		return CFG_STDIO;
+	s->transport = t && strcmp(t, "sse") == 0 ? CFG_SSE : CFG_HTTP;
+	static const char *const local[] = { "command", "args", "env", "cwd", NULL };
+	for (size_t i = 0; local[i]; i++) {
+		if (!json_object_get(e, local[i]))
+			continue;
+		path_join(p, sizeof p, path, local[i]);
+		bad(c, p, "not used by an HTTP server (it has a \"url\")");
+	}
+	path_join(p, sizeof p, path, "url");
+	if (!url) {
+		bad(c, path, "missing \"url\"");
+		return s->transport;
+	}
+	s->url = opt_string(c, url, p);
+	if (s->url && strncmp(s->url, "http://", 7) && strncmp(s->url, "https://", 8))
+		bad(c, p, "must be an http:// or https:// URL");
+	path_join(p, sizeof p, path, "headers");
+	load_headers(c, s, json_object_get(e, "headers"), p);
+	s->command = strdup(s->url ? s->url : "");
+	return s->transport;
+}
+
 /* Reads one mcpServers entry. */
 static void load_server(struct ctx *c, struct cfg_server *s, const char *name,
 			json_t *e, const char *path)
@@ -356,10 +430,8 @@ static void load_server(struct ctx *c, struct cfg_server *s, const char *name,
 		return;
 	}
 	check_keys(c, e, path, server_keys);
-	json_t *type = json_object_get(e, "type");
-	path_join(p, sizeof p, path, "type");
-	if (type && (!json_is_string(type) || strcmp(json_string_value(type), "stdio") != 0))
-		bad(c, p, "only \"stdio\" backends are supported (HTTP upstreams are not built yet)");
+	if (load_transport(c, s, e, path) != CFG_STDIO)
+		goto common;
 	path_join(p, sizeof p, path, "command");
 	json_t *cmd = json_object_get(e, "command");
 	if (!cmd)
@@ -374,6 +446,7 @@ static void load_server(struct ctx *c, struct cfg_server *s, const char *name,
 	load_env(c, s, json_object_get(e, "env"), p);
 	path_join(p, sizeof p, path, "cwd");
 	s->cwd = opt_string(c, json_object_get(e, "cwd"), p);
+common:
 	path_join(p, sizeof p, path, "enabled");
 	opt_bool(c, json_object_get(e, "enabled"), p, &s->enabled);
 	bool disabled = false;
@@ -556,6 +629,8 @@ void cfg_free(struct cfg *c)
 		free_strv(s->env);
 		free(s->cwd);
 		free(s->prefix);
+		free(s->url);
+		free_strv(s->headers);
 		pipeline_unref(s->pipeline);
 	}
 	pipeline_unref(c->pipeline);

@@ -217,7 +217,7 @@ struct backend *backend_new(const struct cfg *top, const struct cfg_server *cfg,
 		return NULL;
 	b->top = top;
 	b->cfg = cfg;
-	b->ops = &be_stdio_ops;
+	b->ops = cfg->transport == CFG_STDIO ? &be_stdio_ops : &be_http_ops;
 	b->on_event = on_event;
 	b->arg = arg;
 	b->delay = cfg->restart_delay;

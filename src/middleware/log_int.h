@@ -72,6 +72,20 @@ int log_sink_write(struct log_sink *s, json_t *line);
 int log_write_line(int fd, const char *text, size_t len, const char *tail,
 		   size_t tlen);
 
+/* ---- syslog (log_syslog.c) ---- */
+
+/* The syslog facility named NAME ("user", "daemon", "local0"...), or -1. */
+int log_syslog_facility(const char *name);
+
+/* The facility names, for messages. */
+extern const char log_syslog_names[];
+
+/* Sets the identity "mcp-chain" with the pid for later lines. */
+void log_syslog_open(void);
+
+/* Sends TEXT (one line, no newline) at priority info to FACILITY. */
+void log_syslog_write(int facility, const char *text);
+
 /* ---- redaction (log_redact.c) ---- */
 
 struct log_redact;

@@ -13,6 +13,7 @@
 #ifndef MCPC_PEER_H
 #define MCPC_PEER_H
 
+#include <ev.h>
 #include <jansson.h>
 #include <stdbool.h>
 
@@ -52,6 +53,7 @@ struct peer {
 	char why_down[200];      /* why it is not ready, for error messages */
 	struct pipeline *pl;     /* backends: their own middleware (borrowed) */
 	json_t *init_result;     /* backends: their initialize result (borrowed) */
+	double timeout;          /* seconds a request may stay open here; 0: none */
 	size_t rx_bytes;         /* wire size of the message being received,
 				  * set by the transport before handing it on */
 	json_int_t next_id;
@@ -82,6 +84,7 @@ struct exchange {
 	/* For requests mcp-chain makes itself: */
 	void (*on_response)(struct exchange *ex, json_t *msg, void *arg);
 	void *arg;
+	ev_timer timer;          /* the responder's request timeout */
 	/* For the front's batches (session-owned): */
 	void *batch;
 	size_t slot;

@@ -261,6 +261,7 @@ static int run(struct cfg *cfg)
 			continue;
 		a.backends[a.nbackends++] = b;
 		backend_peer(b)->pl = s->pipeline;
+		backend_peer(b)->timeout = s->timeout;
 		router_add_backend(backend_peer(b), s);
 	}
 	for (size_t i = 0; i < a.nbackends; i++)  /* all start at once */

@@ -122,6 +122,21 @@ size_t chain_open_exchanges(void)
 	return open_count;
 }
 
+static int abort_exchange(struct exchange *ex, int code, const char *message);
+
+/* A request stayed open at its responder longer than allowed. */
+static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct exchange *ex = w->data;
+	char msg[300];
+	(void)loop;
+	(void)revents;
+	snprintf(msg, sizeof msg, "request \"%s\" timed out after %g s at %s",
+		 ex->method, ex->to->timeout, ex->to->name);
+	log_warn("%s", msg);
+	abort_exchange(ex, RPC_REQUEST_TIMEOUT, msg);
+}
+
 /* Makes an exchange for a request from FROM (NULL: our own). */
 static struct exchange *ex_new(struct peer *from, json_t *id, const char *method)
 {
@@ -137,6 +152,8 @@ static struct exchange *ex_new(struct peer *from, json_t *id, const char *method
 	ex->ctx.chain = ex;
 	ex->ctx.request_bytes = from ? from->rx_bytes : 0;
 	ex->walk.ctx = &ex->ctx;
+	ev_init(&ex->timer, on_timeout);
+	ex->timer.data = ex;
 	open_count++;
 	return ex;
 }
@@ -145,6 +162,7 @@ static struct exchange *ex_new(struct peer *from, json_t *id, const char *method
 static void ex_free(struct exchange *ex)
 {
 	unsigned char key[RPC_KEY_MAX];
+	ev_timer_stop(EV_DEFAULT, &ex->timer);
 	if (ex->in_sent)
 		hmap_del(&ex->to->sent, &ex->to_id, sizeof ex->to_id);
 	if (ex->in_received) {
@@ -197,6 +215,10 @@ static void forward_request(struct exchange *ex, struct peer *to, json_t *msg)
 		ex->from_token = json_incref(token);
 		json_t *meta = json_object_get(json_object_get(msg, "params"), "_meta");
 		json_object_set_new(meta, "progressToken", json_integer(ex->to_id));
+	}
+	if (to->timeout > 0 && ex->from) {
+		ev_timer_set(&ex->timer, to->timeout, 0.);
+		ev_timer_start(EV_DEFAULT, &ex->timer);
 	}
 	if (to->ops->send(to, msg, NULL) < 0) {
 		json_decref(msg);
@@ -647,9 +669,15 @@ int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
 /* Ends an open request with an error and cancels it downstream. */
 int mw_abort(struct mw_ctx *ctx, int code, const char *message)
 {
-	struct exchange *ex = ctx->chain;
+	return abort_exchange(ctx->chain, code, message);
+}
+
+/* Answers EX with an error now and cancels it at its responder. */
+static int abort_exchange(struct exchange *ex, int code, const char *message)
+{
 	if (!ex || ex->walking || !ex->in_sent)
 		return -1;
+	ev_timer_stop(EV_DEFAULT, &ex->timer);
 	json_t *c = rpc_notification("notifications/cancelled",
 		json_pack("{s:I,s:s}", "requestId", (json_int_t)ex->to_id, "reason", message));
 	ex->to->ops->send(ex->to, c, NULL);

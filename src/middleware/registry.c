@@ -3,11 +3,13 @@
  * A new module is one file in src/middleware/ and one line here.
  */
 #include "middleware.h"
+#include "mw_log.h"
 #include "mw_policy.h"
 #include "mw_rewrite.h"
 
 const struct mw_def mw_registry[] = {
 	{ "policy", mw_policy_create },
 	{ "rewrite", mw_rewrite_create },
+	{ "log", mw_log_create },
 	{ NULL, NULL },
 };

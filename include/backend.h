@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/uio.h>
 
 #include "config.h"
 #include "peer.h"
@@ -43,6 +44,8 @@ struct be_transport_ops {
 	int (*start)(struct backend *b);
 	/* Queues MSG (borrowed); 0 or -1. */
 	int (*send)(struct backend *b, json_t *msg);
+	/* Optional: queues the pieces of one line (no "\n"); 0 or -1. */
+	int (*send_raw)(struct backend *b, const struct iovec *iov, int n);
 	/* Begins a graceful stop; backend_down follows (expected). */
 	void (*stop)(struct backend *b, double grace);
 	/* True while anything of the transport is still running. */
@@ -109,6 +112,10 @@ void backend_set_transport(struct backend *b, void *t);
 /* Hands a message from the backend to the chain; steals MSG. BYTES is its
  * size on the wire. */
 void backend_deliver(struct backend *b, json_t *msg, size_t bytes);
+
+/* Offers a received line to the fast path; false: parse it and call
+ * backend_deliver. */
+bool backend_deliver_line(struct backend *b, const char *line, size_t len);
 
 /* The transport is down; REASON names why ("exited with status 1"). */
 void backend_down(struct backend *b, const char *reason);

@@ -35,6 +35,14 @@ void chain_peer_gone(struct peer *p, const char *reason);
 /* Sets the global pipeline (takes a reference; NULL for none). */
 void chain_set_pipeline(struct pipeline *pl);
 
+/*
+ * The fast path: moves the message in LINE (LEN bytes, no "\n") without
+ * parsing it into a tree, when nothing needs to read it (no middleware,
+ * one backend, a plain request, response or notification). Returns true
+ * when done; false means the caller parses it and calls chain_receive.
+ */
+bool chain_fast(struct peer *from, const char *line, size_t len);
+
 /* Handles a message from peer FROM; steals MSG. */
 void chain_receive(struct peer *from, json_t *msg);
 

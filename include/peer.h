@@ -16,6 +16,7 @@
 #include <ev.h>
 #include <jansson.h>
 #include <stdbool.h>
+#include <sys/uio.h>
 
 #include "hmap.h"
 #include "middleware.h"
@@ -36,6 +37,12 @@ struct peer_ops {
 	 */
 	int (*initialize)(struct peer *p, json_t *params,
 			  void (*cb)(void *arg, json_t *response), void *arg);
+	/*
+	 * Optional fast path: delivers a message given as raw pieces that
+	 * together form one JSON line without its "\n". REQUEST says it is a
+	 * request (for statistics). Returns 0 or -1.
+	 */
+	int (*send_raw)(struct peer *p, const struct iovec *iov, int n, bool request);
 	/* Stops (PAUSED) or resumes reading from the peer: flow control. */
 	void (*pause)(struct peer *p, bool paused);
 };

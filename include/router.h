@@ -53,6 +53,10 @@ bool router_client_notification(struct peer *client, json_t *msg, const char *me
 /* Same for a backend notification (list_changed). */
 bool router_backend_notification(struct peer *backend, json_t *msg, const char *method);
 
+/* True when the router changes nothing (one backend): the fast path may
+ * forward bytes as they came. */
+bool router_transparent(void);
+
 /* Installs the function that describes backends for the status resource. */
 void router_set_status(json_t *(*status_fn)(void *arg), void *arg);
 

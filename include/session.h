@@ -16,6 +16,7 @@
 #include <stdbool.h>
 
 #include "peer.h"
+#include <sys/uio.h>
 
 enum session_state {
 	SESSION_UNINITIALIZED,
@@ -31,6 +32,19 @@ struct session;
 
 /* New session named NAME (copied) writing through WRITE. */
 struct session *session_new(const char *name, session_write_fn write, void *arg);
+
+/* Writes the pieces of one line (no "\n") to the client; 0 or -1. */
+typedef int (*session_write_raw_fn)(void *arg, const struct iovec *iov, int n);
+
+/* Enables the fast path for this session's output. */
+void session_set_write_raw(struct session *s, session_write_raw_fn fn);
+
+/*
+ * Handles one line from the client without parsing it when the fast path
+ * can (see chain_fast); returns false when the caller must parse it and
+ * call session_receive.
+ */
+bool session_receive_line(struct session *s, const char *line, size_t len);
 
 /* Sets how the chain pauses and resumes reading from the client. */
 void session_set_pause(struct session *s, void (*pause)(void *arg, bool paused));

@@ -13,6 +13,7 @@
 #include <ev.h>
 #include <jansson.h>
 #include <stdbool.h>
+#include <sys/uio.h>
 
 #include "buf.h"
 
@@ -51,6 +52,9 @@ int writer_send_raw(struct writer *w, const char *data, size_t n);
 
 /* Above this many queued bytes the owner should stop feeding the writer. */
 #define WRITER_HIGH_WATER ((size_t)4 << 20)
+
+/* Queues the pieces of one line (a "\n" is added). Returns 0 or -1. */
+int writer_send_iov(struct writer *w, const struct iovec *iov, int n);
 
 /* Bytes queued and not yet written. */
 size_t writer_queued(const struct writer *w);

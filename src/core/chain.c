@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chain_internal.h"
 #include "log.h"
 #include "router.h"
 #include "rpc.h"
@@ -61,6 +62,18 @@ void chain_remove_peer(struct peer *p)
 	p->next = NULL;
 }
 
+/* The global pipeline. */
+struct pipeline *chain_global_pipeline(void)
+{
+	return global_pl;
+}
+
+/* The registered peers. */
+struct peer *chain_peers(void)
+{
+	return peers;
+}
+
 /* Replaces the global pipeline. */
 void chain_set_pipeline(struct pipeline *pl)
 {
@@ -85,7 +98,7 @@ struct peer *chain_route_backend(struct peer *client)
 }
 
 /* The client for a backend's own request: one with a request open there. */
-static struct peer *route_client(struct peer *backend)
+struct peer *chain_route_client(struct peer *backend)
 {
 	struct peer *first = NULL;
 	for (struct peer *p = peers; p; p = p->next) {
@@ -138,7 +151,7 @@ static void on_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 /* Makes an exchange for a request from FROM (NULL: our own). */
-static struct exchange *ex_new(struct peer *from, json_t *id, const char *method)
+struct exchange *chain_exchange_new(struct peer *from, json_t *id, const char *method)
 {
 	struct exchange *ex = calloc(1, sizeof *ex);
 	if (!ex)
@@ -159,7 +172,7 @@ static struct exchange *ex_new(struct peer *from, json_t *id, const char *method
 }
 
 /* Unregisters and frees an exchange. */
-static void ex_free(struct exchange *ex)
+void chain_exchange_free(struct exchange *ex)
 {
 	unsigned char key[RPC_KEY_MAX];
 	ev_timer_stop(EV_DEFAULT, &ex->timer);
@@ -200,8 +213,8 @@ static const char *backend_of(struct peer *a, struct peer *b)
 	return NULL;
 }
 
-/* Gives EX its id on TO, rewrites id and progress token, and sends. */
-static void forward_request(struct exchange *ex, struct peer *to, json_t *msg)
+/* Gives EX its id at TO, registers it there and starts its timeout. */
+void chain_exchange_assign(struct exchange *ex, struct peer *to)
 {
 	ex->to = to;
 	ex->to_id = to->next_id++;
@@ -209,6 +222,25 @@ static void forward_request(struct exchange *ex, struct peer *to, json_t *msg)
 	ex->ctx.client = principal_of(ex->from, to);
 	if (hmap_put(&to->sent, &ex->to_id, sizeof ex->to_id, ex) == 0)
 		ex->in_sent = true;
+	if (to->timeout > 0 && ex->from) {
+		ev_timer_set(&ex->timer, to->timeout, 0.);
+		ev_timer_start(EV_DEFAULT, &ex->timer);
+	}
+}
+
+/* Answers EX's requester with an error about its responder. */
+void chain_exchange_fail(struct exchange *ex, const char *reason)
+{
+	if (ex->in_sent)
+		hmap_del(&ex->to->sent, &ex->to_id, sizeof ex->to_id);
+	ex->in_sent = false;
+	deliver_response(ex, rpc_errorf(NULL, RPC_BACKEND_GONE, "%s: %s", ex->to->name, reason));
+}
+
+/* Gives EX its id on TO, rewrites id and progress token, and sends. */
+static void forward_request(struct exchange *ex, struct peer *to, json_t *msg)
+{
+	chain_exchange_assign(ex, to);
 	json_object_set_new(msg, "id", json_integer(ex->to_id));
 	json_t *token = rpc_progress_token(msg);
 	if (token) {
@@ -216,18 +248,8 @@ static void forward_request(struct exchange *ex, struct peer *to, json_t *msg)
 		json_t *meta = json_object_get(json_object_get(msg, "params"), "_meta");
 		json_object_set_new(meta, "progressToken", json_integer(ex->to_id));
 	}
-	if (to->timeout > 0 && ex->from) {
-		ev_timer_set(&ex->timer, to->timeout, 0.);
-		ev_timer_start(EV_DEFAULT, &ex->timer);
-	}
-	if (to->ops->send(to, msg, NULL) < 0) {
-		json_decref(msg);
-		hmap_del(&to->sent, &ex->to_id, sizeof ex->to_id);
-		ex->in_sent = false;
-		deliver_response(ex, rpc_errorf(NULL, RPC_BACKEND_GONE,
-				 "%s: cannot send the request", to->name));
-		return;
-	}
+	if (to->ops->send(to, msg, NULL) < 0)
+		chain_exchange_fail(ex, "cannot send the request");
 	json_decref(msg);
 }
 
@@ -260,7 +282,7 @@ static void request_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 	ex->walking = false;
 	if (ex->abandoned) {
 		json_decref(msg);
-		ex_free(ex);
+		chain_exchange_free(ex);
 		return;
 	}
 	if (v == MW_DROP) {
@@ -281,7 +303,7 @@ static void request_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 	char why[300] = "";
 	struct peer *to = ex->from->role == PEER_CLIENT ?
 		router_route_request(ex->from, msg, ex->method, &code, why, sizeof why) :
-		route_client(ex->from);
+		chain_route_client(ex->from);
 	if (!to || !to->ready) {
 		answer_unroutable(ex, to, msg, code, why[0] ? why : NULL);
 		return;
@@ -331,7 +353,7 @@ static void on_request(struct peer *from, json_t *msg, struct rpc_info *info)
 		json_decref(msg);
 		return;
 	}
-	struct exchange *ex = ex_new(from, info->id, info->method);
+	struct exchange *ex = chain_exchange_new(from, info->id, info->method);
 	if (!ex) {
 		json_decref(msg);
 		return;
@@ -375,7 +397,7 @@ static void response_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 		ex->from->ops->send(ex->from, msg, ex);
 	}
 	json_decref(msg);
-	ex_free(ex);
+	chain_exchange_free(ex);
 }
 
 /* Sends MSG (stolen) back through the pipeline to EX's requester. */
@@ -430,7 +452,7 @@ static void on_cancelled(struct peer *from, json_t *msg)
 		ex->abandoned = true;
 		return;
 	}
-	ex_free(ex);
+	chain_exchange_free(ex);
 }
 
 /* Progress from the responder: give it back the requester's token. */
@@ -588,7 +610,7 @@ int chain_call_via(struct peer *to, const char *method, json_t *params,
 		   struct pipeline *pl,
 		   void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
 {
-	struct exchange *ex = ex_new(NULL, NULL, method);
+	struct exchange *ex = chain_exchange_new(NULL, NULL, method);
 	if (!ex) {
 		json_decref(params);
 		return -1;
@@ -714,7 +736,7 @@ void chain_peer_gone(struct peer *p, const char *reason)
 		if (ex->walking)
 			ex->abandoned = true;
 		else
-			ex_free(ex);
+			chain_exchange_free(ex);
 	}
 	free(v);
 	p->ready = false;

@@ -898,6 +898,12 @@ void router_backend_down(struct peer *backend)
 	}
 }
 
+/* One backend or none: nothing to rewrite. */
+bool router_transparent(void)
+{
+	return !R.multi;
+}
+
 /* The peer the front initializes. */
 struct peer *router_init_target(struct peer *client)
 {

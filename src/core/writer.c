@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -77,6 +78,25 @@ int writer_send_raw(struct writer *w, const char *data, size_t n)
 		return -1;
 	if (buf_append(&w->out, data, n) < 0)
 		return -1;
+	mark_dirty(w);
+	return 0;
+}
+
+/* Queues the pieces of one line. */
+int writer_send_iov(struct writer *w, const struct iovec *iov, int n)
+{
+	size_t total = 1;
+	if (w->failed || w->fd < 0)
+		return -1;
+	for (int i = 0; i < n; i++)
+		total += iov[i].iov_len;
+	if (buf_reserve(&w->out, total) < 0)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		memcpy(w->out.data + w->out.len, iov[i].iov_base, iov[i].iov_len);
+		w->out.len += iov[i].iov_len;
+	}
+	w->out.data[w->out.len++] = '\n';
 	mark_dirty(w);
 	return 0;
 }

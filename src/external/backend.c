@@ -84,6 +84,17 @@ static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
 	return b->ops->send(b, msg);
 }
 
+/* The peer's raw send operation (fast path). */
+static int peer_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+{
+	struct backend *b = (struct backend *)p;
+	if (b->state != BACKEND_READY)
+		return -1;
+	if (request)
+		b->stats.requests++;
+	return b->ops->send_raw(b, iov, n);
+}
+
 /* Calls every waiter with the handshake's outcome. */
 static void wake_waiters(struct backend *b, json_t *resp)
 {
@@ -206,6 +217,13 @@ static const struct peer_ops backend_ops = {
 	.pause = peer_pause,
 };
 
+static const struct peer_ops backend_raw_ops = {
+	.send = peer_send,
+	.initialize = peer_initialize,
+	.pause = peer_pause,
+	.send_raw = peer_send_raw,
+};
+
 static void on_restart_timer(struct ev_loop *loop, ev_timer *w, int revents);
 
 /* New backend. */
@@ -221,7 +239,8 @@ struct backend *backend_new(const struct cfg *top, const struct cfg_server *cfg,
 	b->on_event = on_event;
 	b->arg = arg;
 	b->delay = cfg->restart_delay;
-	peer_init(&b->peer, &backend_ops, PEER_BACKEND, cfg->name);
+	peer_init(&b->peer, b->ops->send_raw ? &backend_raw_ops : &backend_ops,
+		  PEER_BACKEND, cfg->name);
 	ev_init(&b->init_timer, on_init_timeout);
 	b->init_timer.data = b;
 	ev_init(&b->restart_timer, on_restart_timer);
@@ -319,6 +338,12 @@ void backend_deliver(struct backend *b, json_t *msg, size_t bytes)
 		b->stats.errors++;
 	b->peer.rx_bytes = bytes;
 	chain_receive(&b->peer, msg);
+}
+
+/* Offers a line to the fast path. */
+bool backend_deliver_line(struct backend *b, const char *line, size_t len)
+{
+	return chain_fast(&b->peer, line, len);
 }
 
 /* Stops on purpose. */

@@ -74,6 +74,8 @@ static void on_oversize(struct be_stdio *s, const char *head, size_t n, size_t t
 static void on_line(struct be_stdio *s, const char *line, size_t n)
 {
 	json_error_t e;
+	if (backend_deliver_line(s->b, line, n))
+		return;
 	json_t *msg = json_loadb(line, n, JSON_ALLOW_NUL, &e);
 	if (!msg || !(json_is_object(msg) || json_is_array(msg))) {
 		log_warn("%s: skipped a line on stdout that is not a JSON-RPC message: %.*s%s",
@@ -266,6 +268,18 @@ static int stdio_send(struct backend *b, json_t *msg)
 	return rc;
 }
 
+/* The pieces of one line to the child's stdin. */
+static int stdio_send_raw(struct backend *b, const struct iovec *iov, int n)
+{
+	struct be_stdio *s = T(b);
+	if (!s || s->in.fd < 0)
+		return -1;
+	int rc = writer_send_iov(&s->in, iov, n);
+	if (writer_queued(&s->in) > WRITER_HIGH_WATER)
+		chain_congestion(backend_peer(b), true);
+	return rc;
+}
+
 /* Closes stdin, then escalates after GRACE. */
 static void stdio_stop(struct backend *b, double grace)
 {
@@ -303,6 +317,7 @@ const struct be_transport_ops be_stdio_ops = {
 	.kind = "stdio",
 	.start = stdio_start,
 	.send = stdio_send,
+	.send_raw = stdio_send_raw,
 	.stop = stdio_stop,
 	.running = stdio_running,
 	.pause = stdio_pause,

@@ -38,6 +38,16 @@ static int write_msg(void *arg, json_t *msg)
 	return rc;
 }
 
+/* The session's raw write function: pieces of one line on stdout. */
+static int write_raw(void *arg, const struct iovec *iov, int n)
+{
+	struct stdio_front *f = arg;
+	int rc = writer_send_iov(&f->out, iov, n);
+	if (writer_queued(&f->out) > WRITER_HIGH_WATER)
+		chain_congestion(session_peer(f->session), true);
+	return rc;
+}
+
 /* stdout drained: let the backends' output flow again. */
 static void on_out_drain(struct writer *w, void *arg)
 {
@@ -91,6 +101,8 @@ static void drain_lines(struct stdio_front *f)
 			on_oversize(f, line, n, total);
 			continue;
 		}
+		if (session_receive_line(f->session, line, n))
+			continue;
 		json_t *err = NULL;
 		json_t *msg = rpc_parse(line, n, &err);
 		session_peer(f->session)->rx_bytes = n;
@@ -154,6 +166,7 @@ struct stdio_front *stdio_front_new(size_t max, front_closed_fn on_closed, void 
 		return NULL;
 	}
 	session_set_pause(f->session, pause_input);
+	session_set_write_raw(f->session, write_raw);
 	int fl = fcntl(0, F_GETFL);
 	if (fl >= 0)
 		fcntl(0, F_SETFL, fl | O_NONBLOCK);

@@ -99,7 +99,8 @@ int log_redact_parse(json_t *opt, struct mw_build *b, struct log_redact **out);
 
 /*
  * Redacts LINE in place: members named by "keys" inside its bodies
- * ("params", "result", "error") become the replacement; every match of a
+ * ("params", "result", "error"), and inside body strings that hold a
+ * JSON document, become the replacement; every match of a
  * pattern in any string of the line (and in member names inside bodies)
  * is replaced. A string that cannot be checked is replaced whole.
  */

@@ -2,7 +2,8 @@
  * log_redact.c - redaction for the log module: members named by "keys"
  * and matches of "patterns" (PCRE2) are replaced in each line before it
  * reaches any sink, so every sink and the hash chain only ever see the
- * redacted text. It fails closed: a string that cannot be checked (a
+ * redacted text. Keys also apply inside a body string that holds a JSON
+ * document (tools often answer with JSON as text). It fails closed: a string that cannot be checked (a
  * match error, no memory) is replaced whole.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
@@ -235,14 +236,15 @@ static char *redact_text(const struct log_redact *r, const char *s, size_t len,
 	return own;
 }
 
-/* Applies the patterns to one string value. */
-static void redact_string(const struct log_redact *r, json_t *v)
+/* Applies the patterns to one string value; returns 1 if it changed. */
+static int redact_string(const struct log_redact *r, json_t *v)
 {
 	size_t n;
 	char *out = redact_text(r, json_string_value(v), json_string_length(v), &n);
 	if (out && json_string_setn(v, out, n) < 0)
 		json_string_set(v, r->with);
 	free(out);
+	return out != NULL;
 }
 
 /* True when member NAME is to be replaced whole. */
@@ -254,12 +256,13 @@ static bool key_listed(const struct log_redact *r, const char *name)
 	return false;
 }
 
-/* Renames the members of OBJ whose names match a pattern. */
-static void redact_names(const struct log_redact *r, json_t *obj)
+/* Renames the members of OBJ whose names match a pattern; returns how many. */
+static int redact_names(const struct log_redact *r, json_t *obj)
 {
 	const char *k;
 	json_t *v, *renamed = NULL;
 	void *tmp;
+	int changes = 0;
 	json_object_foreach_safe(obj, tmp, k, v) {
 		size_t n;
 		char *name = redact_text(r, k, strlen(k), &n);
@@ -270,48 +273,80 @@ static void redact_names(const struct log_redact *r, json_t *obj)
 		json_object_setn(renamed, name, n, v);
 		json_object_del(obj, k);
 		free(name);
+		changes++;
 	}
 	if (renamed)
 		json_object_update(obj, renamed);
 	json_decref(renamed);
+	return changes;
 }
 
-static void redact_tree(const struct log_redact *r, json_t *v, bool body);
+static int redact_tree(const struct log_redact *r, json_t *v, bool body);
 
-/* Redacts the members of an object. */
-static void redact_object(const struct log_redact *r, json_t *obj, bool body)
+/* Redacts the members of an object; returns the number of changes. */
+static int redact_object(const struct log_redact *r, json_t *obj, bool body)
 {
 	const char *k;
 	json_t *v;
+	int changes = 0;
 	json_object_foreach(obj, k, v) {
-		if (body && key_listed(r, k))
+		if (body && key_listed(r, k)) {
 			json_object_set_new(obj, k, json_string(r->with));
-		else
-			redact_tree(r, v, body);
+			changes++;
+		} else {
+			changes += redact_tree(r, v, body);
+		}
 	}
 	if (body && r->nre)
-		redact_names(r, obj);
+		changes += redact_names(r, obj);
+	return changes;
 }
 
-/* Redacts a value; BODY: inside params, result or error. */
-static void redact_tree(const struct log_redact *r, json_t *v, bool body)
+/*
+ * Tools often answer with a JSON document inside a text string: the keys
+ * apply inside it too. Re-serializes the string only if something in it
+ * was redacted; returns the number of changes.
+ */
+static int redact_embedded(const struct log_redact *r, json_t *v)
+{
+	const char *s = json_string_value(v);
+	size_t n = json_string_length(v), i = 0;
+	while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n'))
+		i++;
+	if (i == n || (s[i] != '{' && s[i] != '['))
+		return 0;
+	json_t *doc = json_loadb(s, n, 0, NULL);
+	int changes = doc ? redact_tree(r, doc, true) : 0;
+	if (changes) {
+		char *text = json_dumps(doc, JSON_COMPACT);
+		json_string_set(v, text ? text : r->with);
+		free(text);
+	}
+	json_decref(doc);
+	return changes;
+}
+
+/* Redacts a value (BODY: inside params, result or error); counts changes. */
+static int redact_tree(const struct log_redact *r, json_t *v, bool body)
 {
 	size_t i;
 	json_t *e;
+	int changes = 0;
 	switch (json_typeof(v)) {
 	case JSON_OBJECT:
-		redact_object(r, v, body);
-		break;
+		return redact_object(r, v, body);
 	case JSON_ARRAY:
 		json_array_foreach(v, i, e)
-			redact_tree(r, e, body);
-		break;
+			changes += redact_tree(r, e, body);
+		return changes;
 	case JSON_STRING:
+		if (body && r->nkeys)
+			changes += redact_embedded(r, v);
 		if (r->nre)
-			redact_string(r, v);
-		break;
+			changes += redact_string(r, v);
+		return changes;
 	default:
-		break;
+		return 0;
 	}
 }
 

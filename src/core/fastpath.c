@@ -1,0 +1,234 @@
+/*
+ * fastpath.c - forwarding messages as the bytes they came in.
+ *
+ * A proxy's cost is what it adds per message, and building a jansson tree
+ * and serializing it again costs far more than the rest of the chain put
+ * together. When no middleware is configured and the router is
+ * transparent, a message is only scanned (validated, its id, method and
+ * progress token located) and written on with the id - and the progress
+ * token - spliced. The exchange bookkeeping is the same as on the full
+ * path (chain.c), so cancellation, progress mapping, timeouts and a dying
+ * backend behave identically; anything unusual declines to the full path.
+ */
+#include "chain.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chain_internal.h"
+#include "jscan.h"
+#include "log.h"
+#include "router.h"
+#include "rpc.h"
+
+/* Up to two replacements, applied in text order. */
+struct splice {
+	struct jspan at[2];
+	const char *with[2];
+	size_t with_n[2];
+	int n;
+};
+
+/* Adds a replacement of span S by the text W. */
+static void splice_add(struct splice *sp, struct jspan s, const char *w, size_t wn)
+{
+	sp->at[sp->n] = s;
+	sp->with[sp->n] = w;
+	sp->with_n[sp->n] = wn;
+	sp->n++;
+}
+
+/* Sends LINE to TO with the replacements made. */
+static int splice_send(struct peer *to, const char *line, size_t len,
+		       struct splice *sp, bool request)
+{
+	struct iovec iov[5];
+	int n = 0, order[2] = { 0, 1 };
+	if (sp->n == 2 && sp->at[1].p < sp->at[0].p) {
+		order[0] = 1;
+		order[1] = 0;
+	}
+	const char *cur = line;
+	for (int i = 0; i < sp->n; i++) {
+		int k = order[i];
+		iov[n++] = (struct iovec){ (void *)cur, (size_t)(sp->at[k].p - cur) };
+		iov[n++] = (struct iovec){ (void *)sp->with[k], sp->with_n[k] };
+		cur = sp->at[k].p + sp->at[k].n;
+	}
+	iov[n++] = (struct iovec){ (void *)cur, (size_t)(line + len - cur) };
+	return to->ops->send_raw(to, iov, n, request);
+}
+
+/* A json_t for an id or token span (string without escapes, or integer). */
+static json_t *span_value(struct jspan s)
+{
+	if (s.n >= 2 && s.p[0] == '"')
+		return json_stringn(s.p + 1, s.n - 2);
+	return json_loadb(s.p, s.n, JSON_DECODE_ANY, NULL);
+}
+
+/* True when nothing on the way from FROM to TO wants to read messages. */
+static bool path_clear(struct peer *from, struct peer *to)
+{
+	if (!to || !to->ready || !to->ops->send_raw || pipeline_size(chain_global_pipeline()))
+		return false;
+	struct peer *be = from->role == PEER_BACKEND ? from : to;
+	return pipeline_size(be->pl) == 0;
+}
+
+/* Text of EX's id on the requester's side, serialized into BUF. */
+static size_t from_id_text(struct exchange *ex, char *buf, size_t n, char **heap)
+{
+	*heap = NULL;
+	if (json_is_integer(ex->from_id))
+		return (size_t)snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(ex->from_id));
+	*heap = json_dumps(ex->from_id, JSON_ENCODE_ANY | JSON_COMPACT);
+	return *heap ? strlen(*heap) : 0;
+}
+
+/* A request: new exchange, new id, spliced. */
+static bool fast_request(struct peer *from, struct peer *to, const char *line,
+			 size_t len, struct jscan *js)
+{
+	char method[128];
+	if (js->method.n >= sizeof method || (js->token.p && from->role == PEER_BACKEND))
+		return false;
+	memcpy(method, js->method.p, js->method.n);
+	method[js->method.n] = '\0';
+	json_t *id = span_value(js->id);
+	unsigned char key[RPC_KEY_MAX];
+	size_t klen = id ? rpc_id_key(id, key) : 0;
+	if (!klen || hmap_get(&from->received, key, klen)) {
+		json_decref(id);
+		return false;  /* the full path answers duplicates */
+	}
+	struct exchange *ex = chain_exchange_new(from, id, method);
+	json_decref(id);
+	if (!ex)
+		return false;
+	if (hmap_put(&from->received, key, klen, ex) == 0)
+		ex->in_received = true;
+	ex->routed = true;
+	if (js->token.p)
+		ex->from_token = span_value(js->token);
+	chain_exchange_assign(ex, to);
+	char idtext[24];
+	int idn = snprintf(idtext, sizeof idtext, "%" JSON_INTEGER_FORMAT, ex->to_id);
+	struct splice sp = { .n = 0 };
+	splice_add(&sp, js->id, idtext, (size_t)idn);
+	if (js->token.p && ex->from_token)
+		splice_add(&sp, js->token, idtext, (size_t)idn);
+	if (splice_send(to, line, len, &sp, true) < 0)
+		chain_exchange_fail(ex, "cannot send the request");
+	return true;
+}
+
+/* A response: back to the requester with its own id. */
+static bool fast_response(struct peer *from, const char *line, size_t len, struct jscan *js)
+{
+	if (js->id_is_string)
+		return false;
+	json_int_t id = strtoll(js->id.p, NULL, 10);
+	struct exchange *ex = hmap_get(&from->sent, &id, sizeof id);
+	if (!ex || !ex->from || ex->on_response || ex->batch || ex->walking ||
+	    !path_clear(ex->from, from) || !ex->from->ready || !ex->from->ops->send_raw)
+		return false;
+	char buf[32], *heap;
+	size_t n = from_id_text(ex, buf, sizeof buf, &heap);
+	struct splice sp = { .n = 0 };
+	splice_add(&sp, js->id, heap ? heap : buf, n);
+	splice_send(ex->from, line, len, &sp, false);
+	free(heap);
+	chain_exchange_free(ex);
+	return true;
+}
+
+/* Progress from a responder: the requester's own token. */
+static bool fast_progress(struct peer *from, const char *line, size_t len, struct jscan *js)
+{
+	if (!js->token.p || js->token.p[0] == '"')
+		return false;
+	json_int_t id = strtoll(js->token.p, NULL, 10);
+	struct exchange *ex = hmap_get(&from->sent, &id, sizeof id);
+	if (!ex || !ex->from_token || !ex->from || !path_clear(ex->from, from) ||
+	    !ex->from->ops->send_raw)
+		return false;
+	char *tok = json_dumps(ex->from_token, JSON_ENCODE_ANY | JSON_COMPACT);
+	if (!tok)
+		return false;
+	struct splice sp = { .n = 0 };
+	splice_add(&sp, js->token, tok, strlen(tok));
+	splice_send(ex->from, line, len, &sp, false);
+	free(tok);
+	return true;
+}
+
+/* A cancellation from a requester: the responder's id; the exchange ends. */
+static bool fast_cancelled(struct peer *from, const char *line, size_t len, struct jscan *js)
+{
+	if (!js->request_id.p)
+		return false;
+	json_t *rid = span_value(js->request_id);
+	unsigned char key[RPC_KEY_MAX];
+	size_t klen = rid ? rpc_id_key(rid, key) : 0;
+	json_decref(rid);
+	struct exchange *ex = klen ? hmap_get(&from->received, key, klen) : NULL;
+	if (!ex || ex->walking || !ex->in_sent || !path_clear(from, ex->to))
+		return false;
+	char idtext[24];
+	int idn = snprintf(idtext, sizeof idtext, "%" JSON_INTEGER_FORMAT, ex->to_id);
+	struct splice sp = { .n = 0 };
+	splice_add(&sp, js->request_id, idtext, (size_t)idn);
+	splice_send(ex->to, line, len, &sp, false);
+	chain_exchange_free(ex);
+	return true;
+}
+
+/* Any other notification: as it came, to the backend or every client. */
+static bool fast_notification(struct peer *from, const char *line, size_t len)
+{
+	struct iovec iov = { (void *)line, len };
+	if (from->role == PEER_CLIENT) {
+		struct peer *to = chain_route_backend(from);
+		if (!path_clear(from, to))
+			return false;
+		to->ops->send_raw(to, &iov, 1, false);
+		return true;
+	}
+	if (pipeline_size(chain_global_pipeline()) || pipeline_size(from->pl))
+		return false;
+	for (struct peer *p = chain_peers(); p; p = p->next)
+		if (p->role == PEER_CLIENT && p->ready && !p->ops->send_raw)
+			return false;
+	for (struct peer *p = chain_peers(); p; p = p->next)
+		if (p->role == PEER_CLIENT && p->ready)
+			p->ops->send_raw(p, &iov, 1, false);
+	return true;
+}
+
+/* Routes a scanned message. */
+bool chain_fast(struct peer *from, const char *line, size_t len)
+{
+	struct jscan js;
+	if (!from->ready || !router_transparent() || log_enabled(LOG_DEBUG) ||
+	    !jscan_message(line, len, &js))
+		return false;
+	if (!js.method.p)
+		return fast_response(from, line, len, &js);
+	if (js.id.p) {
+		struct peer *to = from->role == PEER_CLIENT ?
+			chain_route_backend(from) : chain_route_client(from);
+		if (!path_clear(from, to))
+			return false;
+		return fast_request(from, to, line, len, &js);
+	}
+	if (jspan_eq(js.method, "notifications/progress"))
+		return fast_progress(from, line, len, &js);
+	if (jspan_eq(js.method, "notifications/cancelled"))
+		return fast_cancelled(from, line, len, &js);
+	if (jspan_eq(js.method, "notifications/initialized"))
+		return false;  /* the router keeps track of it */
+	return fast_notification(from, line, len);
+}

@@ -25,6 +25,7 @@ struct framer {
 	size_t max;           /* largest line accepted, newline excluded */
 	bool discarding;      /* inside an oversized line */
 	size_t discarded;     /* its length so far */
+	bool discard_cr;      /* the last discarded byte was '\r' */
 	size_t prefix_len;
 	char prefix[FRAMER_PREFIX];
 };

@@ -43,6 +43,9 @@ struct peer_ops {
 	 * request (for statistics). Returns 0 or -1.
 	 */
 	int (*send_raw)(struct peer *p, const struct iovec *iov, int n, bool request);
+	/* Optional: EX, a request from this peer, ends without a response
+	 * (it was cancelled). */
+	void (*unanswered)(struct peer *p, struct exchange *ex);
 	/* Stops (PAUSED) or resumes reading from the peer: flow control. */
 	void (*pause)(struct peer *p, bool paused);
 };

@@ -82,6 +82,9 @@ size_t rpc_id_key(json_t *id, unsigned char *key);
  */
 json_t *rpc_scan_id(const char *head, size_t len);
 
+/* True when the head of a message has a top-level "method" member. */
+bool rpc_scan_has_method(const char *head, size_t len);
+
 /* Returns params._meta.progressToken (borrowed) or NULL. */
 json_t *rpc_progress_token(json_t *msg);
 

@@ -448,6 +448,8 @@ static void on_cancelled(struct peer *from, json_t *msg)
 	} else {
 		json_decref(msg);
 	}
+	if (from->ops->unanswered)
+		from->ops->unanswered(from, ex);
 	if (ex->walking) {
 		ex->abandoned = true;
 		return;
@@ -488,6 +490,7 @@ static void note_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 		}
 	}
 	json_decref(msg);
+	json_decref(n->ctx.scratch);
 	pipeline_unref(n->walk.stage[0]);
 	pipeline_unref(n->walk.stage[1]);
 	free(n);
@@ -582,7 +585,7 @@ void chain_receive(struct peer *from, json_t *msg)
 		break;
 	}
 	log_warn("%s: invalid message dropped: %s", from->name, info.reason);
-	if (info.id && from->role == PEER_BACKEND) {
+	if (info.id && from->role == PEER_BACKEND && !json_object_get(msg, "method")) {
 		/* a malformed answer to one of our requests still ends it */
 		struct rpc_info fake = { .kind = RPC_RESPONSE, .id = info.id };
 		json_t *err = rpc_errorf(NULL, RPC_INTERNAL_ERROR,
@@ -710,19 +713,11 @@ static int abort_exchange(struct exchange *ex, int code, const char *message)
 	return 0;
 }
 
-/* Fails requests sent to P and cancels requests P made. */
+/* Cancels the requests P made, then fails the requests sent to P. */
 void chain_peer_gone(struct peer *p, const char *reason)
 {
 	size_t n;
-	void **v = hmap_drain(&p->sent, &n);
-	for (size_t i = 0; v && i < n; i++) {
-		struct exchange *ex = v[i];
-		ex->in_sent = false;
-		deliver_response(ex, rpc_errorf(NULL, RPC_BACKEND_GONE, "%s: %s",
-						 p->name, reason));
-	}
-	free(v);
-	v = hmap_drain(&p->received, &n);
+	void **v = hmap_drain(&p->received, &n);
 	for (size_t i = 0; v && i < n; i++) {
 		struct exchange *ex = v[i];
 		ex->in_received = false;
@@ -734,9 +729,17 @@ void chain_peer_gone(struct peer *p, const char *reason)
 			json_decref(c);
 		}
 		if (ex->walking)
-			ex->abandoned = true;
+			ex->abandoned = true;  /* the walk ends it without going on */
 		else
 			chain_exchange_free(ex);
+	}
+	free(v);
+	v = hmap_drain(&p->sent, &n);
+	for (size_t i = 0; v && i < n; i++) {
+		struct exchange *ex = v[i];
+		ex->in_sent = false;
+		deliver_response(ex, rpc_errorf(NULL, RPC_BACKEND_GONE, "%s: %s",
+						 p->name, reason));
 	}
 	free(v);
 	p->ready = false;

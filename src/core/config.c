@@ -158,7 +158,7 @@ static void load_args(struct ctx *c, struct cfg_server *s, json_t *args, const c
 	s->argv = calloc(n + 2, sizeof *s->argv);
 	if (!s->argv)
 		return;
-	s->argv[0] = s->command ? strdup(s->command) : NULL;
+	s->argv[0] = strdup(s->command ? s->command : "");
 	if (args && !json_is_array(args)) {
 		bad(c, path, "must be an array of strings");
 		return;
@@ -170,6 +170,7 @@ static void load_args(struct ctx *c, struct cfg_server *s, json_t *args, const c
 		json_t *a = json_array_get(args, i);
 		if (!json_is_string(a)) {
 			bad(c, p, "must be a string");
+			s->argv[i + 1] = strdup("");  /* no hole: free_strv stops at NULL */
 			continue;
 		}
 		char *v = expand_at(c, p, json_string_value(a));

@@ -53,6 +53,7 @@ static void start_discard(struct framer *f)
 	memcpy(f->prefix, f->b.data + f->b.off, f->prefix_len);
 	f->discarding = true;
 	f->discarded = have;
+	f->discard_cr = have && f->b.data[f->b.len - 1] == '\r';
 	f->b.off = f->b.len = 0;
 	f->scan = 0;
 }
@@ -67,11 +68,15 @@ static enum frame_kind finish_discard(struct framer *f, const char **line,
 
 	if (!nl) {
 		f->discarded += n;
+		if (n)
+			f->discard_cr = p[n - 1] == '\r';
 		f->b.off = f->b.len = 0;
 		return FRAME_NONE;
 	}
 	size_t used = (size_t)(nl - p);
 	f->discarded += used;
+	if (used ? p[used - 1] == '\r' : f->discard_cr)
+		f->discarded--;  /* "\r\n" ends the line, as on the normal path */
 	buf_consume(&f->b, used + 1);
 	f->scan = 0;
 	f->discarding = false;
@@ -92,7 +97,8 @@ enum frame_kind framer_next(struct framer *f, const char **line, size_t *len,
 		size_t n = buf_pending(&f->b);
 		char *nl = n > f->scan ? memchr(p + f->scan, '\n', n - f->scan) : NULL;
 		if (!nl) {
-			if (n > f->max) {
+			/* a line of exactly max bytes may still await the "\n" of its "\r\n" */
+			if (n > f->max && !(n == f->max + 1 && p[n - 1] == '\r')) {
 				start_discard(f);
 				continue;
 			}

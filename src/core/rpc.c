@@ -109,7 +109,7 @@ json_t *rpc_errorf(json_t *id, int code, const char *fmt, ...)
 /* Builds a success response. */
 json_t *rpc_result(json_t *id, json_t *result)
 {
-	return json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id,
+	return json_pack("{s:s,s:O,s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(),
 			 "result", result ? result : json_object());
 }
 
@@ -185,7 +185,8 @@ static json_t *decode_id_at(const char *p, size_t n, size_t i)
 	if (i < n && p[i] == '"')
 		end = skip_string(p, n, i);
 	else
-		while (end < n && (p[end] == '-' || (p[end] >= '0' && p[end] <= '9')))
+		while (end < n && (p[end] == '-' || p[end] == '+' || p[end] == '.' ||
+				   p[end] == 'e' || p[end] == 'E' || (p[end] >= '0' && p[end] <= '9')))
 			end++;
 	if (end == i || end > n)
 		return NULL;
@@ -197,22 +198,23 @@ static json_t *decode_id_at(const char *p, size_t n, size_t i)
 	return id;
 }
 
-/* Walks the head of a message at depth 1 looking for the "id" member. */
-json_t *rpc_scan_id(const char *p, size_t n)
+/* Offset just after the ':' of top-level member KEY in the head, or 0. */
+static size_t scan_member(const char *p, size_t n, const char *key)
 {
 	int depth = 0;
 	bool want_key = false;
+	size_t klen = strlen(key);
 	for (size_t i = 0; i < n; i++) {
 		char c = p[i];
 		if (c == '"') {
 			size_t end = skip_string(p, n, i);
-			if (depth == 1 && want_key && end - i == 4 &&
-			    memcmp(p + i, "\"id\"", 4) == 0) {
+			if (depth == 1 && want_key && end - i == klen + 2 &&
+			    memcmp(p + i + 1, key, klen) == 0) {
 				size_t j = end;
 				while (j < n && (p[j] == ' ' || p[j] == '\t'))
 					j++;
 				if (j < n && p[j] == ':')
-					return decode_id_at(p, n, j + 1);
+					return j + 1;
 			}
 			want_key = false;
 			i = end - 1;
@@ -225,7 +227,20 @@ json_t *rpc_scan_id(const char *p, size_t n)
 			want_key = true;
 		}
 	}
-	return NULL;
+	return 0;
+}
+
+/* True when the head has a top-level "method" member. */
+bool rpc_scan_has_method(const char *head, size_t len)
+{
+	return scan_member(head, len, "method") > 0;
+}
+
+/* Finds the top-level "id" in the head of a message. */
+json_t *rpc_scan_id(const char *p, size_t n)
+{
+	size_t at = scan_member(p, n, "id");
+	return at ? decode_id_at(p, n, at) : NULL;
 }
 
 /* Finds the progress token of a request. */

@@ -61,10 +61,10 @@ int writer_send(struct writer *w, json_t *msg)
 {
 	if (w->failed || w->fd < 0)
 		return -1;
-	size_t mark = w->out.len;
+	size_t keep = buf_pending(&w->out);  /* the dump may compact the buffer */
 	if (json_dump_callback(msg, dump_cb, &w->out, JSON_COMPACT) < 0 ||
 	    buf_append(&w->out, "\n", 1) < 0) {
-		w->out.len = mark;
+		w->out.len = w->out.off + keep;
 		return -1;
 	}
 	mark_dirty(w);

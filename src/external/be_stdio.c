@@ -64,7 +64,7 @@ static void on_oversize(struct be_stdio *s, const char *head, size_t n, size_t t
 		"the backend's response (%zu bytes) exceeds maxMessageBytes (%zu)",
 		total, s->out_fr.max);
 	json_decref(id);
-	if (memmem(head, n, "\"method\"", 8) == NULL)  /* it was a response */
+	if (!rpc_scan_has_method(head, n))  /* it was a response */
 		backend_deliver(s->b, err, 0);
 	else
 		json_decref(err);

@@ -92,7 +92,10 @@ static int send_msg(struct session *s, json_t *msg, struct batch *b)
 static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
 {
 	struct session *s = (struct session *)p;
-	return send_msg(s, msg, ex ? ex->batch : NULL);
+	struct batch *b = ex ? ex->batch : NULL;
+	if (!ex && !json_object_get(msg, "method"))
+		b = s->peer.batch;  /* an answer made while the batch is read */
+	return send_msg(s, msg, b);
 }
 
 /* The peer's pause operation: flow control on the client's input. */
@@ -113,8 +116,20 @@ static int peer_send_raw(struct peer *p, const struct iovec *iov, int n, bool re
 	return s->write_raw(s->arg, iov, n);
 }
 
+/* A request of a batch was cancelled: the batch no longer waits for it. */
+static void peer_unanswered(struct peer *p, struct exchange *ex)
+{
+	struct session *s = (struct session *)p;
+	struct batch *b = ex->batch;
+	if (!b || b->expected == 0)
+		return;
+	b->expected--;
+	batch_finish_if_done(s, b);
+}
+
 static const struct peer_ops session_ops = {
 	.send = peer_send, .pause = peer_pause, .send_raw = peer_send_raw,
+	.unanswered = peer_unanswered,
 };
 
 /* Enables raw output. */

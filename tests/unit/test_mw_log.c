@@ -1,0 +1,960 @@
+/*
+ * test_mw_log.c - unit tests for the "log" middleware module
+ * (src/middleware/log.c, log_sink.c, log_redact.c, audit.c): option
+ * validation, the fields of a line, outcomes, cancellation, redaction in
+ * every sink, the hash chain across restarts and reopening, and
+ * audit_verify on intact and damaged files.
+ *
+ * The module is driven directly: pipelines are built from JSON with
+ * pipeline_build and messages walked with mw_walk_forward/mw_walk_back.
+ */
+#include <dirent.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <ev.h>
+
+#include "config.h"
+#include "middleware.h"
+#include "mw_log.h"
+
+static char dir[64];   /* a temporary directory for the whole run */
+
+/* ---- helpers ---- */
+
+/* Writes the path of NAME inside the temporary directory into OUT. */
+static void tpath(char *out, size_t n, const char *name)
+{
+	snprintf(out, n, "%s/%s", dir, name);
+}
+
+/* Reads a whole file (caller frees), or NULL if it does not exist. */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	char *s = calloc(1, (size_t)n + 1);
+	assert_non_null(s);
+	assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	return s;
+}
+
+/* Writes TEXT as the whole content of PATH. */
+static void spit(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* Number of newline-terminated lines in S. */
+static size_t count_lines(const char *s)
+{
+	size_t n = 0;
+	for (; s && *s; s++)
+		n += *s == '\n';
+	return n;
+}
+
+/* Start of line I (0-based) of S. */
+static const char *line_ptr(const char *s, size_t i)
+{
+	while (i-- > 0) {
+		s = strchr(s, '\n');
+		assert_non_null(s);
+		s++;
+	}
+	return s;
+}
+
+/* Line I of S parsed as JSON (new reference). */
+static json_t *line_at(const char *s, size_t i)
+{
+	const char *p = line_ptr(s, i);
+	const char *e = strchr(p, '\n');
+	json_error_t je;
+	json_t *o = json_loadb(p, e ? (size_t)(e - p) : strlen(p), 0, &je);
+	if (!o)
+		fail_msg("line %zu is not JSON: %s", i, je.text);
+	return o;
+}
+
+/* True when some error line contains TEXT. */
+static bool has_error(const struct cfg_errors *e, const char *text)
+{
+	for (size_t i = 0; i < e->count; i++)
+		if (strstr(e->lines[i], text))
+			return true;
+	return false;
+}
+
+/* Builds a pipeline from the JSON array TEXT (errors into E). */
+static struct pipeline *build(const char *text, struct cfg_errors *e)
+{
+	json_error_t je;
+	json_t *arr = json_loads(text, 0, &je);
+	if (!arr)
+		fail_msg("bad test JSON (%s): %s", je.text, text);
+	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", e);
+	json_decref(arr);
+	return pl;
+}
+
+/* Builds and starts a pipeline from a printf-formatted JSON array. */
+static struct pipeline *start_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static struct pipeline *start_ok(const char *fmt, ...)
+{
+	char text[2048];
+	struct cfg_errors e = { 0 };
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	struct pipeline *pl = build(text, &e);
+	for (size_t i = 0; i < e.count; i++)
+		print_message("  error: %s\n", e.lines[i]);
+	assert_non_null(pl);
+	assert_int_equal(e.count, 0);
+	assert_int_equal(pipeline_start(pl), 0);
+	cfg_errors_release(&e);
+	return pl;
+}
+
+/* Asserts that the module entry TEXT is refused with an error containing WANT. */
+static void expect_error(const char *text, const char *want)
+{
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = build(text, &e);
+	if (pl || !has_error(&e, want)) {
+		for (size_t i = 0; i < e.count; i++)
+			print_message("  error: %s\n", e.lines[i]);
+		pipeline_unref(pl);
+		cfg_errors_release(&e);
+		fail_msg("expected an error containing \"%s\" for %s", want, text);
+	}
+	cfg_errors_release(&e);
+}
+
+/* One exchange as the chain runs it (the walk embedded first). */
+struct xch {
+	struct mw_walk w;
+	struct mw_ctx ctx;
+	char method[64];
+	json_t *got;
+	enum mw_verdict v;
+	int done;
+};
+
+/* The walk's end: keeps the message. */
+static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+{
+	struct xch *x = (struct xch *)(void *)w;
+	json_decref(x->got);
+	x->got = msg;
+	x->v = v;
+	x->done++;
+}
+
+/* Walks REQ (text) forward through PL as a client request about NAME. */
+static void send_request(struct xch *x, struct pipeline *pl, const char *req, const char *name)
+{
+	json_t *msg = json_loads(req, 0, NULL);
+	assert_non_null(msg);
+	memset(x, 0, sizeof *x);
+	snprintf(x->method, sizeof x->method, "%s",
+		 json_string_value(json_object_get(msg, "method")));
+	x->ctx.dir = MW_TO_BACKEND;
+	x->ctx.kind = RPC_REQUEST;
+	x->ctx.method = x->method;
+	x->ctx.client = "tester";
+	x->ctx.name = name;
+	x->ctx.start = ev_time() - 0.010;
+	x->ctx.request_bytes = 123;
+	x->w.stage[0] = pl;
+	x->w.ctx = &x->ctx;
+	x->w.msg = msg;
+	x->w.done = on_done;
+	mw_walk_forward(&x->w);
+	assert_int_equal(x->done, 1);
+	assert_int_equal(x->v, MW_PASS);
+}
+
+/* Walks the response RESP (text) back. */
+static void send_response(struct xch *x, const char *resp)
+{
+	json_t *msg = json_loads(resp, 0, NULL);
+	assert_non_null(msg);
+	x->ctx.kind = RPC_RESPONSE;
+	x->ctx.backend = "fx";
+	x->ctx.response_bytes = 456;
+	x->w.msg = msg;
+	mw_walk_back(&x->w);
+	assert_int_equal(x->done, 2);
+}
+
+/* Frees what the chain frees with an exchange. */
+static void end_exchange(struct xch *x)
+{
+	json_decref(x->ctx.scratch);
+	x->ctx.scratch = NULL;
+	json_decref(x->got);
+	x->got = NULL;
+}
+
+/* A whole exchange: request REQ, response RESP. */
+static void exchange(struct pipeline *pl, const char *req, const char *resp, const char *name)
+{
+	struct xch x;
+	send_request(&x, pl, req, name);
+	send_response(&x, resp);
+	end_exchange(&x);
+}
+
+/* Walks the notification NOTE (text) through PL from the client. */
+static void send_notification(struct pipeline *pl, const char *note)
+{
+	struct xch x;
+	memset(&x, 0, sizeof x);
+	json_t *msg = json_loads(note, 0, NULL);
+	snprintf(x.method, sizeof x.method, "%s",
+		 json_string_value(json_object_get(msg, "method")));
+	x.ctx.dir = MW_TO_BACKEND;
+	x.ctx.kind = RPC_NOTIFICATION;
+	x.ctx.method = x.method;
+	x.ctx.client = "tester";
+	x.ctx.backend = "fx";
+	x.ctx.start = ev_time();
+	x.w.stage[0] = pl;
+	x.w.ctx = &x.ctx;
+	x.w.msg = msg;
+	x.w.done = on_done;
+	mw_walk_forward(&x.w);
+	assert_int_equal(x.done, 1);
+	json_decref(x.got);
+	assert_null(x.ctx.scratch);
+}
+
+static int saved_stderr = -1;
+
+/* Sends fd 2 to the file PATH until capture_end. */
+static void capture_begin(const char *path)
+{
+	fflush(stderr);
+	saved_stderr = dup(2);
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(fd >= 0 && saved_stderr >= 0);
+	dup2(fd, 2);
+	close(fd);
+}
+
+/* Gives fd 2 back. */
+static void capture_end(void)
+{
+	fflush(stderr);
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	saved_stderr = -1;
+}
+
+/* audit_verify on PATH; the report goes to REPORT (BUFLEN bytes). */
+static int verify(const char *path, char *report, size_t buflen)
+{
+	FILE *f = fmemopen(report, buflen, "w");
+	assert_non_null(f);
+	int rc = audit_verify(path, f);
+	fclose(f);
+	return rc;
+}
+
+static const char REQ_ECHO[] =
+	"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\","
+	"\"params\":{\"name\":\"echo\",\"arguments\":{\"x\":1}}}";
+static const char RESP_OK[] =
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}}";
+
+/* ---- options ---- */
+
+/* Every option accepted in a valid combination. */
+static void test_options_valid(void **state)
+{
+	(void)state;
+	char p[128];
+	tpath(p, sizeof p, "valid.jsonl");
+	struct cfg_errors e = { 0 };
+	char text[1024];
+	snprintf(text, sizeof text,
+		 "[{\"use\":\"log\"},"
+		 "{\"use\":\"log\",\"sink\":\"stderr\",\"params\":true,\"result\":false,"
+		 " \"notifications\":true,\"methods\":[\"tools/*\",\"ping\"]},"
+		 "{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true,"
+		 " \"redact\":{\"keys\":[\"password\"],\"patterns\":[\"sk-[A-Za-z0-9]{20,}\"],"
+		 " \"replacement\":\"***\"}},"
+		 "{\"use\":\"log\",\"sink\":\"syslog\",\"facility\":\"local3\"},"
+		 "{\"use\":\"log\",\"redact\":{}}]", p);
+	struct pipeline *pl = build(text, &e);
+	assert_non_null(pl);
+	assert_int_equal(e.count, 0);
+	assert_int_equal(pipeline_size(pl), 5);
+	/* create() has no side effects: the file appears only at start */
+	assert_int_equal(access(p, F_OK), -1);
+	pipeline_unref(pl);
+	assert_int_equal(access(p, F_OK), -1);
+	cfg_errors_release(&e);
+}
+
+/* Each wrong option is reported at its own path. */
+static void test_options_errors(void **state)
+{
+	(void)state;
+	expect_error("[{\"use\":\"log\",\"bogus\":1}]", "t.json: /middleware/0/bogus: unknown option");
+	expect_error("[{\"use\":\"log\",\"sink\":\"tcp\"}]", "/middleware/0/sink: must be");
+	expect_error("[{\"use\":\"log\",\"sink\":3}]", "/middleware/0/sink: must be");
+	expect_error("[{\"use\":\"log\",\"sink\":\"file\"}]", "/middleware/0/path: missing");
+	expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"\"}]", "/middleware/0/path: must be a non-empty string");
+	expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":[]}]", "/middleware/0/path: must be");
+	expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"${MW_LOG_TEST_UNSET}/a\"}]",
+		     "/middleware/0/path: ");
+	expect_error("[{\"use\":\"log\",\"path\":\"/tmp/x\"}]", "/middleware/0/path: only with \"sink\": \"file\"");
+	expect_error("[{\"use\":\"log\",\"chain\":true}]", "/middleware/0/chain: only with \"sink\": \"file\"");
+	expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"/tmp/x\",\"chain\":1}]",
+		     "/middleware/0/chain: must be true or false");
+	expect_error("[{\"use\":\"log\",\"params\":\"yes\"}]", "/middleware/0/params: must be true or false");
+	expect_error("[{\"use\":\"log\",\"result\":null}]", "/middleware/0/result: must be true or false");
+	expect_error("[{\"use\":\"log\",\"notifications\":0}]", "/middleware/0/notifications: must be true or false");
+	expect_error("[{\"use\":\"log\",\"facility\":\"user\"}]", "/middleware/0/facility: only with \"sink\": \"syslog\"");
+	expect_error("[{\"use\":\"log\",\"sink\":\"syslog\",\"facility\":\"local9\"}]", "/middleware/0/facility: must be one of");
+	expect_error("[{\"use\":\"log\",\"methods\":[]}]", "/middleware/0/methods: must be a non-empty array");
+	expect_error("[{\"use\":\"log\",\"methods\":\"tools/call\"}]", "/middleware/0/methods: must be");
+	expect_error("[{\"use\":\"log\",\"methods\":[\"ping\",2]}]", "/middleware/0/methods/1: must be a non-empty string");
+	expect_error("[{\"use\":\"log\",\"redact\":[]}]", "/middleware/0/redact: must be an object");
+	expect_error("[{\"use\":\"log\",\"redact\":{\"key\":[]}}]", "/middleware/0/redact/key: unknown option");
+	expect_error("[{\"use\":\"log\",\"redact\":{\"keys\":\"password\"}}]", "/middleware/0/redact/keys: must be an array");
+	expect_error("[{\"use\":\"log\",\"redact\":{\"keys\":[\"a\",\"\"]}}]", "/middleware/0/redact/keys/1: must be a non-empty string");
+	expect_error("[{\"use\":\"log\",\"redact\":{\"patterns\":[\"ok\",\"(unclosed\"]}}]",
+		     "/middleware/0/redact/patterns/1: does not compile at offset");
+	expect_error("[{\"use\":\"log\",\"redact\":{\"patterns\":[\"x*\"]}}]",
+		     "/middleware/0/redact/patterns/0: matches the empty string");
+	expect_error("[{\"use\":\"log\",\"redact\":{\"patterns\":[\"x\"],\"replacement\":1}}]",
+		     "/middleware/0/redact/replacement: must be a string");
+}
+
+/* Several errors in one entry are all reported. */
+static void test_options_all_errors_reported(void **state)
+{
+	(void)state;
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = build("[{\"use\":\"log\",\"sink\":\"file\",\"params\":1,"
+				    "\"redact\":{\"patterns\":[\"(\"]},\"zzz\":0}]", &e);
+	assert_null(pl);
+	assert_true(has_error(&e, "/middleware/0/path: missing"));
+	assert_true(has_error(&e, "/middleware/0/params: must be"));
+	assert_true(has_error(&e, "/middleware/0/redact/patterns/0"));
+	assert_true(has_error(&e, "/middleware/0/zzz: unknown option"));
+	cfg_errors_release(&e);
+}
+
+/* start fails (and says why) when the file cannot be opened. */
+static void test_start_fails_on_bad_path(void **state)
+{
+	(void)state;
+	struct cfg_errors e = { 0 };
+	char text[512];
+	snprintf(text, sizeof text, "[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s/no/such/dir/a.jsonl\"}]", dir);
+	struct pipeline *pl = build(text, &e);
+	assert_non_null(pl);
+	char cap[128];
+	tpath(cap, sizeof cap, "stderr-badpath.txt");
+	capture_begin(cap);
+	int rc = pipeline_start(pl);
+	capture_end();
+	assert_int_equal(rc, -1);
+	char *err = slurp(cap);
+	assert_non_null(strstr(err, "cannot open audit file"));
+	free(err);
+	pipeline_unref(pl);
+}
+
+/* ---- lines ---- */
+
+/* A request/response pair gives one line with every field. */
+static void test_line_fields(void **state)
+{
+	(void)state;
+	char p[128];
+	tpath(p, sizeof p, "fields.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	struct stat st;
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	exchange(pl, REQ_ECHO, RESP_OK, "echo");
+	char *s = slurp(p);
+	assert_int_equal(count_lines(s), 1);
+	json_t *l = line_at(s, 0);
+	const char *t = json_string_value(json_object_get(l, "time"));
+	assert_non_null(t);
+	assert_int_equal(strlen(t), 24);   /* 2025-01-31T12:34:56.789Z */
+	assert_true(t[4] == '-' && t[10] == 'T' && t[19] == '.' && t[23] == 'Z');
+	assert_string_equal(json_string_value(json_object_get(l, "from")), "client");
+	assert_string_equal(json_string_value(json_object_get(l, "client")), "tester");
+	assert_string_equal(json_string_value(json_object_get(l, "backend")), "fx");
+	assert_string_equal(json_string_value(json_object_get(l, "method")), "tools/call");
+	assert_string_equal(json_string_value(json_object_get(l, "name")), "echo");
+	assert_int_equal(json_integer_value(json_object_get(l, "id")), 7);
+	assert_string_equal(json_string_value(json_object_get(l, "outcome")), "ok");
+	json_int_t us = json_integer_value(json_object_get(l, "duration_us"));
+	assert_true(us >= 10000 && us < 5000000);
+	assert_int_equal(json_integer_value(json_object_get(l, "bytes_in")), 123);
+	assert_int_equal(json_integer_value(json_object_get(l, "bytes_out")), 456);
+	/* bodies only when asked; no code for a success; no chain fields */
+	assert_null(json_object_get(l, "params"));
+	assert_null(json_object_get(l, "result"));
+	assert_null(json_object_get(l, "code"));
+	assert_null(json_object_get(l, "prev"));
+	assert_null(json_object_get(l, "hash"));
+	json_decref(l);
+	free(s);
+	pipeline_unref(pl);
+}
+
+/* Outcomes: JSON-RPC error (code, message cut short), tool error. */
+static void test_outcomes(void **state)
+{
+	(void)state;
+	char p[128], resp[1024], longmsg[600];
+	tpath(p, sizeof p, "outcomes.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	exchange(pl, REQ_ECHO, "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32602,\"message\":\"Unknown tool: x\"}}", "x");
+	exchange(pl, REQ_ECHO, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[],\"isError\":true}}", "echo");
+	memset(longmsg, 'm', sizeof longmsg - 1);
+	longmsg[sizeof longmsg - 1] = '\0';
+	snprintf(resp, sizeof resp, "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32000,\"message\":\"%s\"}}", longmsg);
+	exchange(pl, REQ_ECHO, resp, "echo");
+	char *s = slurp(p);
+	assert_int_equal(count_lines(s), 3);
+	json_t *a = line_at(s, 0), *b = line_at(s, 1), *c = line_at(s, 2);
+	assert_string_equal(json_string_value(json_object_get(a, "outcome")), "error");
+	assert_int_equal(json_integer_value(json_object_get(a, "code")), -32602);
+	assert_string_equal(json_string_value(json_object_get(a, "message")), "Unknown tool: x");
+	assert_string_equal(json_string_value(json_object_get(b, "outcome")), "tool_error");
+	assert_null(json_object_get(b, "code"));
+	assert_int_equal(json_integer_value(json_object_get(c, "code")), -32000);
+	assert_true(json_string_length(json_object_get(c, "message")) < 300);
+	json_decref(a);
+	json_decref(b);
+	json_decref(c);
+	free(s);
+	pipeline_unref(pl);
+}
+
+/* "params" and "result" add the bodies; params are a snapshot. */
+static void test_params_and_result(void **state)
+{
+	(void)state;
+	char p[128];
+	tpath(p, sizeof p, "bodies.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
+				       "\"params\":true,\"result\":true}]", p);
+	struct xch x;
+	send_request(&x, pl, REQ_ECHO, "echo");
+	/* a later module changes the request in place: the log keeps what it saw */
+	json_object_set_new(json_object_get(json_object_get(x.got, "params"), "arguments"),
+			    "x", json_integer(99));
+	send_response(&x, RESP_OK);
+	end_exchange(&x);
+	exchange(pl, REQ_ECHO, "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-1,\"message\":\"m\",\"data\":{\"d\":1}}}", "echo");
+	char *s = slurp(p);
+	json_t *a = line_at(s, 0), *b = line_at(s, 1);
+	json_t *want = json_pack("{s:s,s:{s:i}}", "name", "echo", "arguments", "x", 1);
+	assert_true(json_equal(json_object_get(a, "params"), want));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(
+		json_object_get(json_object_get(a, "result"), "content"), 0), "text")), "hi");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(
+		json_object_get(b, "error"), "data"), "d")), 1);
+	json_decref(want);
+	json_decref(a);
+	json_decref(b);
+	free(s);
+	pipeline_unref(pl);
+}
+
+/* "methods" limits what is logged. */
+static void test_methods_filter(void **state)
+{
+	(void)state;
+	char p[128];
+	tpath(p, sizeof p, "methods.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
+				       "\"methods\":[\"tools/*\"]}]", p);
+	exchange(pl, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", NULL);
+	exchange(pl, REQ_ECHO, RESP_OK, "echo");
+	exchange(pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}", "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"tools\":[]}}", NULL);
+	char *s = slurp(p);
+	assert_int_equal(count_lines(s), 2);
+	assert_null(strstr(s, "\"ping\""));
+	free(s);
+	pipeline_unref(pl);
+}
+
+/* Notifications are logged only when asked. */
+static void test_notifications(void **state)
+{
+	(void)state;
+	char p1[128], p2[128];
+	tpath(p1, sizeof p1, "notes-off.jsonl");
+	tpath(p2, sizeof p2, "notes-on.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"},"
+				       "{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
+				       "\"notifications\":true,\"params\":true}]", p1, p2);
+	send_notification(pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\",\"params\":{\"a\":1}}");
+	char *s1 = slurp(p1), *s2 = slurp(p2);
+	assert_int_equal(count_lines(s1), 0);
+	assert_int_equal(count_lines(s2), 1);
+	json_t *l = line_at(s2, 0);
+	assert_string_equal(json_string_value(json_object_get(l, "kind")), "notification");
+	assert_string_equal(json_string_value(json_object_get(l, "method")), "notifications/roots/list_changed");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(l, "params"), "a")), 1);
+	json_decref(l);
+	free(s1);
+	free(s2);
+	pipeline_unref(pl);
+}
+
+/* An exchange freed without a response is logged as cancelled. */
+static void test_cancelled(void **state)
+{
+	(void)state;
+	char p[128];
+	tpath(p, sizeof p, "cancelled.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	struct xch x, y;
+	send_request(&x, pl, REQ_ECHO, "slow");
+	send_request(&y, pl, REQ_ECHO, "other");
+	/* the client cancels x: the notification passes, the chain frees x */
+	send_notification(pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":3}}");
+	end_exchange(&x);
+	char *s = slurp(p);
+	assert_int_equal(count_lines(s), 0);   /* written once the loop comes round */
+	free(s);
+	ev_run(EV_DEFAULT, EVRUN_NOWAIT);
+	s = slurp(p);
+	assert_int_equal(count_lines(s), 1);
+	json_t *l = line_at(s, 0);
+	assert_string_equal(json_string_value(json_object_get(l, "outcome")), "cancelled");
+	assert_string_equal(json_string_value(json_object_get(l, "name")), "slow");
+	assert_int_equal(json_integer_value(json_object_get(l, "bytes_out")), 0);
+	json_decref(l);
+	free(s);
+	/* y still open: finishes normally */
+	send_response(&y, RESP_OK);
+	end_exchange(&y);
+	s = slurp(p);
+	assert_int_equal(count_lines(s), 2);
+	free(s);
+	pipeline_unref(pl);
+}
+
+/* An exchange left behind (no cancellation seen) is written at the end. */
+static void test_abandoned_written_at_destroy(void **state)
+{
+	(void)state;
+	char p[128];
+	tpath(p, sizeof p, "abandoned.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	struct xch x;
+	send_request(&x, pl, REQ_ECHO, "gone");
+	end_exchange(&x);
+	pipeline_unref(pl);
+	char *s = slurp(p);
+	assert_int_equal(count_lines(s), 1);
+	assert_non_null(strstr(s, "\"outcome\":\"cancelled\""));
+	free(s);
+}
+
+/* The stderr sink writes the same line to fd 2. */
+static void test_stderr_sink(void **state)
+{
+	(void)state;
+	char cap[128];
+	tpath(cap, sizeof cap, "stderr-sink.txt");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\"}]");
+	capture_begin(cap);
+	exchange(pl, REQ_ECHO, RESP_OK, "echo");
+	capture_end();
+	char *s = slurp(cap);
+	assert_int_equal(count_lines(s), 1);
+	json_t *l = line_at(s, 0);
+	assert_string_equal(json_string_value(json_object_get(l, "outcome")), "ok");
+	json_decref(l);
+	free(s);
+	pipeline_unref(pl);
+}
+
+/* ---- redaction ---- */
+
+#define SECRET_KEY "sk-ABCDEFGHIJKLMNOPQRSTUVWXYZ0123"
+
+/* A request and a response full of secrets in hard places. */
+static const char REQ_SECRET[] =
+	"{\"jsonrpc\":\"2.0\",\"id\":\"" SECRET_KEY "\",\"method\":\"tools/call\","
+	"\"params\":{\"name\":\"login\",\"arguments\":{"
+	"\"user\":\"bob\",\"Password\":\"hunter2-pw\","
+	"\"deep\":[{\"a\":{\"b\":[1,{\"token\":{\"nested\":\"tok-value-1\"}}]}}],"
+	"\"note\":\"use " SECRET_KEY " please\","
+	"\"" SECRET_KEY "\":\"key as a member name\"}}}";
+static const char RESP_SECRET[] =
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"text\","
+	"\"text\":\"{\\\"password\\\":\\\"hunter2-pw\\\",\\\"ok\\\":true}\"},"
+	"{\"type\":\"text\",\"text\":\"your key is " SECRET_KEY "\"}],"
+	"\"structuredContent\":{\"session\":{\"TOKEN\":\"tok-value-2\"}}}}";
+
+/* Asserts that TEXT shows none of the secrets, and the replacement. */
+static void assert_clean(const char *text, const char *with)
+{
+	assert_non_null(text);
+	assert_true(strlen(text) > 0);
+	assert_null(strstr(text, "hunter2-pw"));
+	assert_null(strstr(text, "tok-value-1"));
+	assert_null(strstr(text, "tok-value-2"));
+	assert_null(strstr(text, "sk-ABCDEF"));
+	assert_non_null(strstr(text, with));
+	assert_non_null(strstr(text, "bob"));   /* not everything went */
+}
+
+#define REDACT "\"redact\":{\"keys\":[\"password\",\"token\"],\"patterns\":[\"sk-[A-Za-z0-9]{20,}\"]}"
+
+/* No secret reaches the file, the chained file or stderr. */
+static void test_redaction_every_sink(void **state)
+{
+	(void)state;
+	char p1[128], p2[128], cap[128], rep[512];
+	tpath(p1, sizeof p1, "redact-plain.jsonl");
+	tpath(p2, sizeof p2, "redact-chain.jsonl");
+	tpath(cap, sizeof cap, "redact-stderr.txt");
+	struct pipeline *pl = start_ok(
+		"[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"params\":true,\"result\":true," REDACT "},"
+		"{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true,\"params\":true,\"result\":true," REDACT "},"
+		"{\"use\":\"log\",\"params\":true,\"result\":true,\"notifications\":true," REDACT "}]", p1, p2);
+	capture_begin(cap);
+	exchange(pl, REQ_SECRET, RESP_SECRET, "login " SECRET_KEY);
+	exchange(pl, REQ_ECHO, "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-1,"
+		 "\"message\":\"bad key " SECRET_KEY "\",\"data\":{\"password\":\"hunter2-pw\"}}}", "echo");
+	send_notification(pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+			  "\"params\":{\"data\":{\"token\":\"tok-value-1\"}}}");
+	capture_end();
+	char *a = slurp(p1), *b = slurp(p2), *c = slurp(cap);
+	assert_clean(a, "[REDACTED]");
+	assert_clean(b, "[REDACTED]");
+	assert_clean(c, "[REDACTED]");
+	assert_int_equal(count_lines(a), 2);
+	assert_int_equal(count_lines(c), 3);
+	/* the redacted text is what the chain hashes: it verifies */
+	assert_int_equal(verify(p2, rep, sizeof rep), 0);
+	/* keys match whatever the case; the text document was rewritten */
+	json_t *l = line_at(a, 0);
+	json_t *args = json_object_get(json_object_get(l, "params"), "arguments");
+	assert_string_equal(json_string_value(json_object_get(args, "Password")), "[REDACTED]");
+	assert_string_equal(json_string_value(json_object_get(args, "note")), "use [REDACTED] please");
+	assert_non_null(json_object_get(args, "[REDACTED]"));
+	assert_string_equal(json_string_value(json_object_get(l, "id")), "[REDACTED]");
+	assert_string_equal(json_string_value(json_object_get(l, "name")), "login [REDACTED]");
+	json_decref(l);
+	free(a);
+	free(b);
+	free(c);
+	pipeline_unref(pl);
+}
+
+/* A custom replacement; bodies not asked for are never written. */
+static void test_redaction_replacement(void **state)
+{
+	(void)state;
+	char p[128];
+	tpath(p, sizeof p, "redact-repl.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"params\":true,"
+				       "\"redact\":{\"keys\":[\"password\",\"token\"],\"patterns\":[\"sk-[A-Za-z0-9]{20,}\"],"
+				       "\"replacement\":\"<hidden>\"}}]", p);
+	exchange(pl, REQ_SECRET, RESP_SECRET, "login");
+	char *s = slurp(p);
+	assert_clean(s, "<hidden>");
+	assert_null(strstr(s, "\"result\""));
+	free(s);
+	pipeline_unref(pl);
+}
+
+/* ---- the hash chain ---- */
+
+/* Writes N exchanges to the chained file PATH (one pipeline's life). */
+static void write_chained(const char *path, int n)
+{
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", path);
+	for (int i = 0; i < n; i++)
+		exchange(pl, REQ_ECHO, RESP_OK, "echo");
+	pipeline_unref(pl);
+}
+
+/* Lines carry prev/hash; the chain survives a restart. */
+static void test_chain_survives_restart(void **state)
+{
+	(void)state;
+	char p[128], rep[512];
+	tpath(p, sizeof p, "chain-restart.jsonl");
+	write_chained(p, 2);
+	write_chained(p, 2);
+	char *s = slurp(p);
+	assert_int_equal(count_lines(s), 4);
+	json_t *l0 = line_at(s, 0), *l1 = line_at(s, 1), *l2 = line_at(s, 2);
+	assert_string_equal(json_string_value(json_object_get(l0, "prev")),
+			    "0000000000000000000000000000000000000000000000000000000000000000");
+	assert_string_equal(json_string_value(json_object_get(l2, "prev")),
+			    json_string_value(json_object_get(l1, "hash")));
+	json_decref(l0);
+	json_decref(l1);
+	json_decref(l2);
+	free(s);
+	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	assert_non_null(strstr(rep, "4 lines, hash chain intact"));
+}
+
+/* Copies the file SRC to DST with line I replaced by the text WITH
+ * (NULL: removed) or swapped with line I + 1 (SWAP). */
+static void doctor(const char *src, const char *dst, size_t i, const char *with, bool swap)
+{
+	char *s = slurp(src);
+	FILE *f = fopen(dst, "wb");
+	size_t n = count_lines(s);
+	for (size_t k = 0; k < n; k++) {
+		size_t src_k = swap && k == i ? i + 1 : swap && k == i + 1 ? i : k;
+		const char *p = line_ptr(s, src_k);
+		size_t len = (size_t)(strchr(p, '\n') - p);
+		if (!swap && k == i) {
+			if (with)
+				fprintf(f, "%s\n", with);
+			continue;
+		}
+		fwrite(p, 1, len + 1, f);
+	}
+	fclose(f);
+	free(s);
+}
+
+/* audit_verify: intact, edited, removed, reordered, truncated, garbage. */
+static void test_verify_detects_damage(void **state)
+{
+	(void)state;
+	char p[128], q[128], rep[1024];
+	tpath(p, sizeof p, "chain-verify.jsonl");
+	tpath(q, sizeof q, "chain-damaged.jsonl");
+	write_chained(p, 4);
+	assert_int_equal(verify(p, rep, sizeof rep), 0);
+
+	/* edited: one character of line 2 changed */
+	char *s = slurp(p);
+	char *l2 = (char *)line_ptr(s, 1);
+	char *at = strstr(l2, "\"echo\"");
+	at[1] = 'E';
+	spit(q, s);
+	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	assert_non_null(strstr(rep, "chain-damaged.jsonl:2: "));
+	assert_non_null(strstr(rep, "changed"));
+
+	/* the last line edited is caught too */
+	free(s);
+	s = slurp(p);
+	at = strstr((char *)line_ptr(s, 3), "\"ok\"");
+	memcpy(at, "\"no\"", 4);
+	spit(q, s);
+	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	assert_non_null(strstr(rep, ":4: "));
+	free(s);
+
+	/* removed: line 2 gone, line 3 (now 2) no longer follows line 1 */
+	doctor(p, q, 1, NULL, false);
+	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	assert_non_null(strstr(rep, ":2: \"prev\" is not the hash of line 1"));
+
+	/* reordered: lines 2 and 3 swapped */
+	doctor(p, q, 1, NULL, true);
+	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	assert_non_null(strstr(rep, ":2: "));
+
+	/* truncated in the middle of the last line */
+	s = slurp(p);
+	s[strlen(s) - 20] = '\0';
+	spit(q, s);
+	free(s);
+	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	assert_non_null(strstr(rep, ":4: incomplete"));
+
+	/* a line that is not a chained record */
+	doctor(p, q, 2, "{\"time\":\"x\"}", false);
+	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	assert_non_null(strstr(rep, ":3: not a chained audit record"));
+}
+
+/* audit_verify on a missing file and on an empty one. */
+static void test_verify_unreadable_and_empty(void **state)
+{
+	(void)state;
+	char p[128], rep[512];
+	tpath(p, sizeof p, "does-not-exist.jsonl");
+	assert_int_equal(verify(p, rep, sizeof rep), -1);
+	assert_non_null(strstr(rep, "cannot read"));
+	tpath(p, sizeof p, "empty.jsonl");
+	spit(p, "");
+	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	assert_non_null(strstr(rep, "empty"));
+}
+
+/* A chained file whose last line is broken is not continued. */
+static void test_chain_refuses_broken_tail(void **state)
+{
+	(void)state;
+	char p[128], text[512], cap[128];
+	tpath(p, sizeof p, "chain-broken-tail.jsonl");
+	tpath(cap, sizeof cap, "stderr-broken-tail.txt");
+	spit(p, "{\"time\":\"not chained\"}\n");
+	snprintf(text, sizeof text, "[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p);
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = build(text, &e);
+	assert_non_null(pl);
+	capture_begin(cap);
+	int rc = pipeline_start(pl);
+	capture_end();
+	assert_int_equal(rc, -1);
+	char *err = slurp(cap);
+	assert_non_null(strstr(err, "cannot continue the hash chain"));
+	free(err);
+	pipeline_unref(pl);
+}
+
+/* SIGHUP after a rotation: a new 0600 file that continues the chain. */
+static void test_reopen_after_rotation(void **state)
+{
+	(void)state;
+	char p[128], old[128], rep[1024];
+	tpath(p, sizeof p, "rotate.jsonl");
+	tpath(old, sizeof old, "rotate.jsonl.1");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p);
+	exchange(pl, REQ_ECHO, RESP_OK, "echo");
+	assert_int_equal(mw_log_reopen_all(), 0);   /* nothing moved: same file */
+	exchange(pl, REQ_ECHO, RESP_OK, "echo");
+	assert_int_equal(rename(p, old), 0);
+	assert_int_equal(mw_log_reopen_all(), 0);
+	exchange(pl, REQ_ECHO, RESP_OK, "echo");
+	pipeline_unref(pl);
+	char *a = slurp(old), *b = slurp(p);
+	assert_int_equal(count_lines(a), 2);
+	assert_int_equal(count_lines(b), 1);
+	struct stat st;
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	json_t *last = line_at(a, 1), *first = line_at(b, 0);
+	assert_string_equal(json_string_value(json_object_get(first, "prev")),
+			    json_string_value(json_object_get(last, "hash")));
+	json_decref(last);
+	json_decref(first);
+	free(a);
+	free(b);
+	assert_int_equal(verify(old, rep, sizeof rep), 0);
+	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	assert_non_null(strstr(rep, "continues a chain"));
+}
+
+/* Two modules on one file share it, so the chain does not fork. */
+static void test_shared_file(void **state)
+{
+	(void)state;
+	char p[128], rep[512], cap[128];
+	tpath(p, sizeof p, "shared.jsonl");
+	tpath(cap, sizeof cap, "stderr-shared.txt");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true},"
+				       "{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p, p);
+	exchange(pl, REQ_ECHO, RESP_OK, "echo");
+	exchange(pl, REQ_ECHO, RESP_OK, "echo");
+	char *s = slurp(p);
+	assert_int_equal(count_lines(s), 4);
+	free(s);
+	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	/* a module that wants the same file without a chain is refused */
+	char text[512];
+	snprintf(text, sizeof text, "[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	struct cfg_errors e = { 0 };
+	struct pipeline *other = build(text, &e);
+	assert_non_null(other);
+	capture_begin(cap);
+	int rc = pipeline_start(other);
+	capture_end();
+	assert_int_equal(rc, -1);
+	pipeline_unref(other);
+	pipeline_unref(pl);
+}
+
+/* Creates the temporary directory. */
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(dir, sizeof dir, "/tmp/test_mw_log.XXXXXX");
+	return mkdtemp(dir) ? 0 : -1;
+}
+
+/* Removes the temporary directory and its files. */
+static int teardown(void **state)
+{
+	(void)state;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	char p[512];
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+		unlink(p);
+	}
+	if (d)
+		closedir(d);
+	rmdir(dir);
+	return 0;
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_options_valid),
+		cmocka_unit_test(test_options_errors),
+		cmocka_unit_test(test_options_all_errors_reported),
+		cmocka_unit_test(test_start_fails_on_bad_path),
+		cmocka_unit_test(test_line_fields),
+		cmocka_unit_test(test_outcomes),
+		cmocka_unit_test(test_params_and_result),
+		cmocka_unit_test(test_methods_filter),
+		cmocka_unit_test(test_notifications),
+		cmocka_unit_test(test_cancelled),
+		cmocka_unit_test(test_abandoned_written_at_destroy),
+		cmocka_unit_test(test_stderr_sink),
+		cmocka_unit_test(test_redaction_every_sink),
+		cmocka_unit_test(test_redaction_replacement),
+		cmocka_unit_test(test_chain_survives_restart),
+		cmocka_unit_test(test_verify_detects_damage),
+		cmocka_unit_test(test_verify_unreadable_and_empty),
+		cmocka_unit_test(test_chain_refuses_broken_tail),
+		cmocka_unit_test(test_reopen_after_rotation),
+		cmocka_unit_test(test_shared_file),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,724 @@
+/*
+ * test_mw_policy.c - unit tests for src/middleware/policy.c and the glob
+ * helper (src/middleware/glob.c).
+ *
+ * Most tests walk messages through a pipeline built from JSON, as the
+ * chain would; the "ask" tests run the real chain between fake peers, so
+ * that the question to the client and its answer travel for real.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <ev.h>
+
+#include "chain.h"
+#include "config.h"
+#include "glob_match.h"
+#include "log.h"
+#include "middleware.h"
+#include "peer.h"
+#include "rpc.h"
+
+/* ---- helpers ---- */
+
+/* Parses test JSON. */
+static json_t *J(const char *s)
+{
+	json_error_t e;
+	json_t *v = json_loads(s, JSON_DECODE_ANY, &e);
+	if (!v)
+		fail_msg("bad test JSON %s: %s", s, e.text);
+	return v;
+}
+
+/* Builds a pipeline from the module array TEXT; errors go to ERRS. */
+static struct pipeline *build(const char *text, struct cfg_errors *errs)
+{
+	json_t *arr = J(text);
+	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", errs);
+	json_decref(arr);
+	return pl;
+}
+
+/* Builds a pipeline that must be valid. */
+static struct pipeline *build_ok(const char *text)
+{
+	struct cfg_errors errs = { 0 };
+	struct pipeline *pl = build(text, &errs);
+	for (size_t i = 0; i < errs.count; i++)
+		print_error("unexpected: %s\n", errs.lines[i]);
+	assert_int_equal(errs.count, 0);
+	assert_non_null(pl);
+	cfg_errors_release(&errs);
+	return pl;
+}
+
+/* Asserts TEXT fails to build with an error line containing WANT. */
+static void expect_error(const char *text, const char *want)
+{
+	struct cfg_errors errs = { 0 };
+	struct pipeline *pl = build(text, &errs);
+	bool found = false;
+	for (size_t i = 0; i < errs.count; i++)
+		found |= strstr(errs.lines[i], want) != NULL;
+	if (!found) {
+		for (size_t i = 0; i < errs.count; i++)
+			print_error("got: %s\n", errs.lines[i]);
+		fail_msg("no error containing \"%s\" for %s", want, text);
+	}
+	assert_null(pl);
+	cfg_errors_release(&errs);
+}
+
+/* A walk of one message, as the chain runs it. */
+struct run {
+	struct mw_walk w;        /* must be first */
+	struct mw_ctx ctx;
+	int done_calls;
+	enum mw_verdict verdict;
+	json_t *out;             /* owned: what done received */
+};
+
+static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+{
+	struct run *r = (struct run *)w;
+	r->done_calls++;
+	r->verdict = v;
+	json_decref(r->out);
+	r->out = msg;
+}
+
+/* Walks the client request METHOD/PARAMS (stolen) from CLIENT through PL. */
+static json_t *request(struct run *r, struct pipeline *pl, const char *client,
+		       const char *method, json_t *params)
+{
+	memset(r, 0, sizeof *r);
+	r->ctx.dir = MW_TO_BACKEND;
+	r->ctx.kind = RPC_REQUEST;
+	r->ctx.method = method;
+	r->ctx.client = client;
+	r->w.stage[0] = pl;
+	r->w.ctx = &r->ctx;
+	r->w.done = on_done;
+	r->w.msg = rpc_request(9, method, params);
+	mw_walk_forward(&r->w);
+	assert_int_equal(r->done_calls, 1);
+	return r->out;
+}
+
+/* Walks the response with RESULT (stolen) back to the client. */
+static json_t *respond(struct run *r, json_t *result)
+{
+	assert_int_equal(r->verdict, MW_PASS);
+	r->ctx.kind = RPC_RESPONSE;
+	r->w.msg = rpc_result(json_object_get(r->out, "id"), result);
+	mw_walk_back(&r->w);
+	assert_int_equal(r->done_calls, 2);
+	return r->out;
+}
+
+/* Frees what the run holds. */
+static void run_release(struct run *r)
+{
+	json_decref(r->out);
+	json_decref(r->ctx.scratch);
+	memset(r, 0, sizeof *r);
+}
+
+/* Verdict of a tools/call of TOOL by CLIENT through PL. */
+static enum mw_verdict call_verdict(struct pipeline *pl, const char *client, const char *tool)
+{
+	struct run r;
+	request(&r, pl, client, "tools/call", json_pack("{s:s,s:{}}", "name", tool, "arguments"));
+	enum mw_verdict v = r.verdict;
+	run_release(&r);
+	return v;
+}
+
+/* The text of the first content item of a tool result response. */
+static const char *result_text(json_t *resp)
+{
+	json_t *c = json_array_get(json_object_get(json_object_get(resp, "result"), "content"), 0);
+	return json_string_value(json_object_get(c, "text"));
+}
+
+/* The names (field FIELD) in the array KEY of a list result, space separated. */
+static void names_of(json_t *resp, const char *key, const char *field, char *out, size_t n)
+{
+	json_t *e;
+	size_t i, l = 0;
+	out[0] = '\0';
+	json_array_foreach(json_object_get(json_object_get(resp, "result"), key), i, e) {
+		const char *v = json_string_value(json_object_get(e, field));
+		l += (size_t)snprintf(out + l, n - l, "%s%s", i ? " " : "", v ? v : "-");
+	}
+}
+
+/* ---- glob ---- */
+
+static void test_glob_match(void **state)
+{
+	(void)state;
+	assert_true(glob_match("*", ""));
+	assert_true(glob_match("*", "anything/at all"));
+	assert_true(glob_match("read_*", "read_"));
+	assert_true(glob_match("read_*", "read_file"));
+	assert_false(glob_match("read_*", "xread_file"));
+	assert_false(glob_match("read_*", "read"));
+	assert_true(glob_match("*_file", "write_file"));
+	assert_false(glob_match("*_file", "write_files"));
+	assert_true(glob_match("a*b*c", "axxbyybzc"));
+	assert_true(glob_match("*a*b", "xaxxab"));
+	assert_false(glob_match("*a*b", "xaxxa"));
+	assert_true(glob_match("a**b", "ab"));
+	assert_true(glob_match("a?c", "abc"));
+	assert_true(glob_match("a?c", "a\xc3\xa9" "c"));  /* ? is one UTF-8 character */
+	assert_false(glob_match("a?c", "ac"));
+	assert_false(glob_match("a?", "a"));
+	assert_true(glob_match("[a-c]x", "bx"));
+	assert_false(glob_match("[a-c]x", "dx"));
+	assert_true(glob_match("[!a-c]x", "dx"));
+	assert_false(glob_match("[^a-c]x", "ax"));
+	assert_true(glob_match("[]]", "]"));
+	assert_true(glob_match("[a-]", "-"));
+	assert_true(glob_match("\\*", "*"));
+	assert_false(glob_match("\\*", "x"));
+	assert_true(glob_match("file:///tmp/*", "file:///tmp/a/b.txt"));
+	assert_false(glob_match("exact", "exactly"));
+	assert_false(glob_match("exact", "exac"));
+	assert_true(glob_match("", ""));
+	assert_false(glob_match(NULL, "x"));
+	assert_false(glob_match("x", NULL));
+	/* long inputs: no exponential blow-up */
+	char s[4001];
+	memset(s, 'a', 4000);
+	s[4000] = '\0';
+	assert_false(glob_match("*a*a*a*a*a*b", s));
+	assert_true(glob_match("*a*a*a*a*a*", s));
+}
+
+static void test_glob_check(void **state)
+{
+	(void)state;
+	assert_null(glob_check("read_*"));
+	assert_null(glob_check("[abc]?\\*"));
+	assert_string_equal(glob_check(""), "empty pattern");
+	assert_string_equal(glob_check("a["), "unterminated [...]");
+	assert_string_equal(glob_check("[]"), "unterminated [...]");
+	assert_string_equal(glob_check("a\\"), "trailing backslash");
+}
+
+/* ---- options ---- */
+
+static void test_option_errors(void **state)
+{
+	(void)state;
+	expect_error("[{\"use\":\"policy\"}]", "t.json: /middleware/0/rules: missing or not an array");
+	expect_error("[{\"use\":\"policy\",\"rules\":{}}]", "/middleware/0/rules: missing");
+	expect_error("[{\"use\":\"policy\",\"rules\":[],\"bogus\":1}]", "/middleware/0/bogus: unknown option");
+	expect_error("[{\"use\":\"policy\",\"rules\":[5]}]", "/middleware/0/rules/0: a rule is an object");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{}]}]", "/middleware/0/rules/0: a rule needs");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"clients\":[\"a\"]}]}]", "/rules/0: a rule needs");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"alow\":[]}]}]",
+		     "/middleware/0/rules/0/alow: unknown option");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"a\",1]}]}]",
+		     "/middleware/0/rules/0/deny/1: must be a string");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"a[\"]}]}]",
+		     "/middleware/0/rules/0/deny/0: unterminated [...]");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"allow\":[\"\"]}]}]",
+		     "/rules/0/allow/0: empty pattern");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"ask\":{}}]}]",
+		     "/rules/0/ask: must be a pattern or an array of patterns");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"ask\":\"x\\\\\"}]}]", "/rules/0/ask: trailing backslash");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"clients\":[]}]}]",
+		     "/rules/0/clients: empty");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"clients\":[7]}]}]",
+		     "/rules/0/clients/0: must be a string");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"on\":\"tool\"}]}]",
+		     "/rules/0/on: must be \"tools\", \"prompts\", \"resources\"");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"on\":[\"tools\",3]}]}]",
+		     "/rules/0/on: must be");
+	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"on\":[]}]}]", "/rules/0/on: empty");
+	expect_error("[{\"use\":\"policy\",\"rules\":[],\"askMessage\":3}]", "/askMessage: must be a non-empty string");
+	expect_error("[{\"use\":\"policy\",\"rules\":[],\"askMessage\":\"\"}]", "/askMessage: must be");
+
+	/* every problem is reported, not just the first */
+	struct cfg_errors errs = { 0 };
+	assert_null(build("[{\"use\":\"policy\",\"rules\":[{\"deny\":1},{\"x\":1,\"allow\":[\"[\"]}],\"y\":2}]", &errs));
+	assert_int_equal(errs.count, 4);
+	cfg_errors_release(&errs);
+
+	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\"},"
+		"{\"allow\":[],\"ask\":[\"b\"],\"clients\":\"c*\",\"on\":[\"tools\",\"prompts\",\"resources\"]}],"
+		"\"askMessage\":\"ok {name}?\"}]");
+	assert_int_equal(pipeline_size(pl), 1);
+	pipeline_unref(pl);
+	pl = build_ok("[{\"use\":\"policy\",\"rules\":[]}]");
+	pipeline_unref(pl);
+}
+
+/* ---- deciding ---- */
+
+static void test_deny_refuses_call(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\",\"write_file\"]}]}]");
+	struct run r;
+	json_t *out = request(&r, pl, "cli", "tools/call",
+			      json_pack("{s:s,s:{s:i}}", "name", "delete_all", "arguments", "x", 1));
+	assert_int_equal(r.verdict, MW_REPLY);
+	assert_int_equal(json_integer_value(json_object_get(out, "id")), 9);
+	json_t *res = json_object_get(out, "result");
+	assert_non_null(res);
+	assert_null(json_object_get(out, "error"));
+	assert_true(json_is_true(json_object_get(res, "isError")));
+	assert_non_null(strstr(result_text(out), "\"delete_all\" is not allowed"));
+	assert_non_null(strstr(result_text(out), "policy"));
+	run_release(&r);
+
+	/* an allowed call goes on untouched */
+	out = request(&r, pl, "cli", "tools/call", json_pack("{s:s,s:{s:i}}", "name", "read_file", "arguments", "x", 1));
+	assert_int_equal(r.verdict, MW_PASS);
+	json_t *want = rpc_request(9, "tools/call", json_pack("{s:s,s:{s:i}}", "name", "read_file", "arguments", "x", 1));
+	assert_true(json_equal(out, want));
+	json_decref(want);
+	run_release(&r);
+	assert_int_equal(call_verdict(pl, NULL, "write_file"), MW_REPLY);
+	assert_int_equal(call_verdict(pl, NULL, "write_file2"), MW_PASS);
+	assert_int_equal(call_verdict(pl, NULL, "delete_"), MW_REPLY);
+	/* a call without a name is the backend's problem */
+	request(&r, pl, NULL, "tools/call", json_object());
+	assert_int_equal(r.verdict, MW_PASS);
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+static void test_deny_wins(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":["
+		"{\"allow\":[\"*\"]},{\"ask\":[\"delete_x\"]},{\"deny\":[\"delete_*\"]}]}]");
+	assert_int_equal(call_verdict(pl, "c", "delete_x"), MW_REPLY);
+	assert_int_equal(call_verdict(pl, "c", "delete_y"), MW_REPLY);
+	assert_int_equal(call_verdict(pl, "c", "read"), MW_PASS);
+	pipeline_unref(pl);
+}
+
+static void test_allow_list(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":["
+		"{\"allow\":[\"read_*\",\"list_?ir\"]},{\"allow\":\"stat\"}]}]");
+	assert_int_equal(call_verdict(pl, "c", "read_file"), MW_PASS);
+	assert_int_equal(call_verdict(pl, "c", "list_dir"), MW_PASS);
+	assert_int_equal(call_verdict(pl, "c", "stat"), MW_PASS);     /* lists add up */
+	assert_int_equal(call_verdict(pl, "c", "write_file"), MW_REPLY);
+	assert_int_equal(call_verdict(pl, "c", "list_dirs"), MW_REPLY);
+	pipeline_unref(pl);
+
+	/* an empty allow list allows nothing; an ask pattern counts as allowed */
+	pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"allow\":[]},{\"ask\":\"move_file\"}]}]");
+	assert_int_equal(call_verdict(pl, "c", "read_file"), MW_REPLY);
+	struct run r;
+	/* outside the chain there is no client to ask: refused, and it says why */
+	json_t *out = request(&r, pl, "c", "tools/call", json_pack("{s:s}", "name", "move_file"));
+	assert_int_equal(r.verdict, MW_REPLY);
+	assert_non_null(strstr(result_text(out), "elicitation unavailable"));
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+static void test_client_limited(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":["
+		"{\"allow\":[\"read_*\"],\"clients\":[\"claude-*\",\"cursor\"]},"
+		"{\"deny\":[\"shell\"],\"clients\":\"untrusted\"}]}]");
+	assert_int_equal(call_verdict(pl, "claude-code", "read_file"), MW_PASS);
+	assert_int_equal(call_verdict(pl, "claude-code", "write_file"), MW_REPLY);
+	assert_int_equal(call_verdict(pl, "cursor", "write_file"), MW_REPLY);
+	assert_int_equal(call_verdict(pl, "cursor2", "write_file"), MW_PASS);
+	assert_int_equal(call_verdict(pl, "untrusted", "write_file"), MW_PASS);
+	assert_int_equal(call_verdict(pl, "untrusted", "shell"), MW_REPLY);
+	assert_int_equal(call_verdict(pl, "claude-code", "shell"), MW_REPLY);  /* not allowed */
+	/* a client without an identity matches no client-limited rule */
+	assert_int_equal(call_verdict(pl, NULL, "write_file"), MW_PASS);
+	assert_int_equal(call_verdict(pl, NULL, "shell"), MW_PASS);
+	pipeline_unref(pl);
+}
+
+/* Walks METHOD with PARAMS (stolen) and returns the verdict, checking the error code. */
+static enum mw_verdict other_verdict(struct pipeline *pl, const char *method, json_t *params)
+{
+	struct run r;
+	json_t *out = request(&r, pl, "c", method, params);
+	enum mw_verdict v = r.verdict;
+	if (v == MW_REPLY) {
+		json_t *err = json_object_get(out, "error");
+		assert_non_null(err);
+		assert_int_equal(json_integer_value(json_object_get(err, "code")), RPC_INVALID_PARAMS);
+		assert_non_null(strstr(json_string_value(json_object_get(err, "message")), "not allowed"));
+		assert_int_equal(json_integer_value(json_object_get(out, "id")), 9);
+	}
+	run_release(&r);
+	return v;
+}
+
+static void test_prompts_and_resources(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":["
+		"{\"deny\":[\"secret*\"]},"
+		"{\"deny\":[\"admin_*\"],\"on\":\"prompts\"},"
+		"{\"deny\":[\"file:///etc/*\"],\"on\":[\"resources\"]}]}]");
+	/* rules are about tools unless "on" says otherwise */
+	assert_int_equal(other_verdict(pl, "prompts/get", json_pack("{s:s}", "name", "secret_p")), MW_PASS);
+	assert_int_equal(other_verdict(pl, "prompts/get", json_pack("{s:s}", "name", "admin_x")), MW_REPLY);
+	assert_int_equal(other_verdict(pl, "prompts/get", json_pack("{s:s}", "name", "greet")), MW_PASS);
+	assert_int_equal(other_verdict(pl, "resources/read", json_pack("{s:s}", "uri", "file:///etc/passwd")), MW_REPLY);
+	assert_int_equal(other_verdict(pl, "resources/read", json_pack("{s:s}", "uri", "file:///tmp/x")), MW_PASS);
+	assert_int_equal(other_verdict(pl, "resources/subscribe", json_pack("{s:s}", "uri", "file:///etc/x")), MW_REPLY);
+	assert_int_equal(other_verdict(pl, "resources/unsubscribe", json_pack("{s:s}", "uri", "file:///etc/x")), MW_PASS);
+	assert_int_equal(other_verdict(pl, "completion/complete",
+		json_pack("{s:{s:s,s:s}}", "ref", "type", "ref/prompt", "name", "admin_x")), MW_REPLY);
+	assert_int_equal(other_verdict(pl, "completion/complete",
+		json_pack("{s:{s:s,s:s}}", "ref", "type", "ref/resource", "uri", "file:///etc/{x}")), MW_REPLY);
+	assert_int_equal(other_verdict(pl, "completion/complete",
+		json_pack("{s:{s:s,s:s}}", "ref", "type", "ref/prompt", "name", "greet")), MW_PASS);
+	assert_int_equal(call_verdict(pl, "c", "secret_tool"), MW_REPLY);
+	assert_int_equal(call_verdict(pl, "c", "admin_x"), MW_PASS);
+	pipeline_unref(pl);
+}
+
+/* ---- lists ---- */
+
+static void test_list_filtering(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":["
+		"{\"deny\":[\"delete_*\"]},{\"ask\":[\"move\"]},"
+		"{\"allow\":[\"greet\"],\"on\":\"prompts\"},"
+		"{\"deny\":[\"fixture://b\",\"fixture://item/*\"],\"on\":\"resources\"},"
+		"{\"deny\":[\"read\"],\"clients\":[\"bad\"]}]}]");
+	struct run r;
+	char names[256];
+	request(&r, pl, "good", "tools/list", NULL);
+	json_t *out = respond(&r, J("{\"tools\":[{\"name\":\"delete_a\"},{\"name\":\"read\"},"
+		"{\"name\":\"move\"},{\"description\":\"nameless\"},{\"name\":\"delete_b\"},"
+		"{\"name\":\"write\"}],\"nextCursor\":\"c2\"}"));
+	names_of(out, "tools", "name", names, sizeof names);
+	assert_string_equal(names, "read move - write");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(out, "result"), "nextCursor")), "c2");
+	run_release(&r);
+
+	/* per client */
+	request(&r, pl, "bad", "tools/list", NULL);
+	out = respond(&r, J("{\"tools\":[{\"name\":\"read\"},{\"name\":\"write\"}]}"));
+	names_of(out, "tools", "name", names, sizeof names);
+	assert_string_equal(names, "write");
+	run_release(&r);
+
+	/* nothing denied: the very same array stays */
+	request(&r, pl, "good", "tools/list", NULL);
+	json_t *res = J("{\"tools\":[{\"name\":\"read\"},{\"name\":\"write\"}]}");
+	json_t *arr = json_object_get(res, "tools");
+	out = respond(&r, res);
+	assert_ptr_equal(json_object_get(json_object_get(out, "result"), "tools"), arr);
+	run_release(&r);
+
+	request(&r, pl, "good", "prompts/list", NULL);
+	out = respond(&r, J("{\"prompts\":[{\"name\":\"greet\"},{\"name\":\"other\"}]}"));
+	names_of(out, "prompts", "name", names, sizeof names);
+	assert_string_equal(names, "greet");
+	run_release(&r);
+
+	request(&r, pl, "good", "resources/list", NULL);
+	out = respond(&r, J("{\"resources\":[{\"uri\":\"fixture://a\"},{\"uri\":\"fixture://b\"}]}"));
+	names_of(out, "resources", "uri", names, sizeof names);
+	assert_string_equal(names, "fixture://a");
+	run_release(&r);
+
+	request(&r, pl, "good", "resources/templates/list", NULL);
+	out = respond(&r, J("{\"resourceTemplates\":[{\"uriTemplate\":\"fixture://item/{id}\"},"
+			    "{\"uriTemplate\":\"other://{x}\"}]}"));
+	names_of(out, "resourceTemplates", "uriTemplate", names, sizeof names);
+	assert_string_equal(names, "other://{x}");
+	run_release(&r);
+
+	/* an error response or an odd result passes */
+	request(&r, pl, "good", "tools/list", NULL);
+	r.ctx.kind = RPC_RESPONSE;
+	r.w.msg = rpc_error(json_object_get(r.out, "id"), -32603, "boom", NULL);
+	mw_walk_back(&r.w);
+	assert_non_null(json_object_get(r.out, "error"));
+	run_release(&r);
+	request(&r, pl, "good", "tools/list", NULL);
+	out = respond(&r, J("{\"tools\":7}"));
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(out, "result"), "tools")), 7);
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* Messages the policy has no say about pass untouched. */
+static void test_untouched(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"allow\":[]},"
+		"{\"allow\":[],\"on\":[\"prompts\",\"resources\"]}]}]");
+	struct run r;
+	/* a backend's request to the client */
+	memset(&r, 0, sizeof r);
+	r.ctx = (struct mw_ctx){ .dir = MW_TO_CLIENT, .kind = RPC_REQUEST, .method = "tools/call" };
+	r.w = (struct mw_walk){ .stage = { pl, NULL }, .ctx = &r.ctx, .done = on_done,
+				.msg = rpc_request(1, "tools/call", json_pack("{s:s}", "name", "x")) };
+	mw_walk_forward(&r.w);
+	assert_int_equal(r.verdict, MW_PASS);
+	json_t *resp = respond(&r, J("{\"tools\":[{\"name\":\"x\"}]}"));
+	assert_int_equal(json_array_size(json_object_get(json_object_get(resp, "result"), "tools")), 1);
+	run_release(&r);
+	/* a notification */
+	memset(&r, 0, sizeof r);
+	r.ctx = (struct mw_ctx){ .dir = MW_TO_BACKEND, .kind = RPC_NOTIFICATION,
+				 .method = "notifications/initialized" };
+	r.w = (struct mw_walk){ .stage = { pl, NULL }, .ctx = &r.ctx, .done = on_done,
+				.msg = rpc_notification("notifications/initialized", NULL) };
+	mw_walk_forward(&r.w);
+	assert_int_equal(r.verdict, MW_PASS);
+	run_release(&r);
+	/* other methods */
+	request(&r, pl, "c", "ping", NULL);
+	assert_int_equal(r.verdict, MW_PASS);
+	run_release(&r);
+	request(&r, pl, "c", "logging/setLevel", json_pack("{s:s}", "level", "info"));
+	assert_int_equal(r.verdict, MW_PASS);
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* ---- ask, through the real chain between fake peers ---- */
+
+struct fake {
+	struct peer peer;   /* must be first */
+	json_t *got;        /* every message sent to the peer, copied */
+};
+
+static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
+{
+	struct fake *f = (struct fake *)p;
+	(void)ex;
+	json_array_append_new(f->got, json_deep_copy(msg));
+	return 0;
+}
+
+static const struct peer_ops fake_ops = { .send = fake_send };
+static struct fake client, backend;
+
+/* Prepares and registers a ready fake peer. */
+static void fake_init(struct fake *f, enum peer_role role, const char *name)
+{
+	memset(f, 0, sizeof *f);
+	peer_init(&f->peer, &fake_ops, role, name);
+	f->got = json_array();
+	f->peer.ready = true;
+	chain_add_peer(&f->peer);
+}
+
+/* Unregisters and frees a fake peer. */
+static void fake_release(struct fake *f)
+{
+	chain_remove_peer(&f->peer);
+	peer_release(&f->peer);
+	json_decref(f->got);
+	f->got = NULL;
+}
+
+/* The last message F got, or NULL. */
+static json_t *last(const struct fake *f)
+{
+	size_t n = json_array_size(f->got);
+	return n ? json_array_get(f->got, n - 1) : NULL;
+}
+
+static int chain_setup(void **state)
+{
+	(void)state;
+	ev_default_loop(0);
+	fake_init(&backend, PEER_BACKEND, "be");
+	fake_init(&client, PEER_CLIENT, "client");
+	client.peer.principal = "claude-code";
+	return 0;
+}
+
+static int chain_teardown(void **state)
+{
+	(void)state;
+	chain_set_pipeline(NULL);
+	fake_release(&client);
+	fake_release(&backend);
+	chain_release();
+	assert_int_equal(chain_open_exchanges(), 0);
+	return 0;
+}
+
+/* Installs the ask policy as the global pipeline. */
+static void use_ask_policy(const char *extra)
+{
+	char text[512];
+	snprintf(text, sizeof text, "[{\"use\":\"policy\",\"rules\":[{\"ask\":[\"move_*\"]},"
+		 "{\"deny\":[\"rm\"]}]%s}]", extra);
+	struct pipeline *pl = build_ok(text);
+	chain_set_pipeline(pl);
+	pipeline_unref(pl);
+}
+
+/* Sends the client's call of move_file; returns the question the client got. */
+static json_t *call_and_get_question(void)
+{
+	chain_receive(&client.peer, J("{\"jsonrpc\":\"2.0\",\"id\":\"c1\",\"method\":\"tools/call\","
+		"\"params\":{\"name\":\"move_file\",\"arguments\":{\"from\":\"a\",\"to\":\"b\"}}}"));
+	json_t *q = last(&client);
+	assert_non_null(q);
+	assert_string_equal(json_string_value(json_object_get(q, "method")), "elicitation/create");
+	assert_true(json_is_integer(json_object_get(q, "id")));
+	assert_int_equal(json_array_size(backend.got), 0);   /* held while the user decides */
+	return q;
+}
+
+/* The client answers question Q with RESULT (a JSON object text). */
+static void answer(json_t *q, const char *result)
+{
+	char text[512];
+	snprintf(text, sizeof text, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT ",%s}",
+		 json_integer_value(json_object_get(q, "id")), result);
+	chain_receive(&client.peer, J(text));
+}
+
+static void test_ask_accept(void **state)
+{
+	(void)state;
+	use_ask_policy("");
+	json_t *q = call_and_get_question();
+	json_t *params = json_object_get(q, "params");
+	const char *text = json_string_value(json_object_get(params, "message"));
+	assert_non_null(strstr(text, "claude-code"));
+	assert_non_null(strstr(text, "\"move_file\""));
+	assert_non_null(strstr(text, "{\"from\":\"a\",\"to\":\"b\"}"));
+	json_t *schema = json_object_get(params, "requestedSchema");
+	assert_string_equal(json_string_value(json_object_get(schema, "type")), "object");
+	assert_true(json_is_object(json_object_get(schema, "properties")));
+
+	answer(q, "\"result\":{\"action\":\"accept\",\"content\":{}}");
+	json_t *fwd = last(&backend);
+	assert_non_null(fwd);
+	assert_string_equal(json_string_value(json_object_get(fwd, "method")), "tools/call");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(fwd, "params"), "name")), "move_file");
+	/* the backend's answer reaches the client under its own id */
+	char resp[200];
+	snprintf(resp, sizeof resp, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
+		 ",\"result\":{\"content\":[]}}", json_integer_value(json_object_get(fwd, "id")));
+	chain_receive(&backend.peer, J(resp));
+	assert_string_equal(json_string_value(json_object_get(last(&client), "id")), "c1");
+	assert_non_null(json_object_get(last(&client), "result"));
+}
+
+/* Answers the question with RESULT and returns the text of the refusal. */
+static const char *refused_with(const char *result)
+{
+	json_t *q = call_and_get_question();
+	answer(q, result);
+	assert_int_equal(json_array_size(backend.got), 0);
+	json_t *r = last(&client);
+	assert_string_equal(json_string_value(json_object_get(r, "id")), "c1");
+	assert_true(json_is_true(json_object_get(json_object_get(r, "result"), "isError")));
+	return result_text(r);
+}
+
+static void test_ask_decline_cancel(void **state)
+{
+	(void)state;
+	use_ask_policy(",\"askMessage\":\"May {client} use {kind} {name}?\"");
+	const char *t = refused_with("\"result\":{\"action\":\"decline\"}");
+	assert_non_null(strstr(t, "declined"));
+	assert_non_null(strstr(t, "\"move_file\""));
+	assert_non_null(strstr(t, "not called"));
+	t = refused_with("\"result\":{\"action\":\"cancel\"}");
+	assert_non_null(strstr(t, "cancelled"));
+	t = refused_with("\"result\":{}");
+	assert_non_null(strstr(t, "no valid answer"));
+	/* the custom question */
+	json_t *q = json_array_get(client.got, 0);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(q, "params"), "message")),
+			    "May claude-code use tool move_file?");
+}
+
+static void test_ask_no_elicitation(void **state)
+{
+	(void)state;
+	use_ask_policy("");
+	const char *t = refused_with("\"error\":{\"code\":-32601,\"message\":\"Method not found\"}");
+	assert_non_null(strstr(t, "elicitation unavailable"));
+	assert_non_null(strstr(t, "Method not found"));
+	assert_non_null(strstr(t, "-32601"));
+	/* denied names are refused before anyone is asked */
+	size_t n = json_array_size(client.got);
+	chain_receive(&client.peer, J("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+		"\"params\":{\"name\":\"rm\"}}"));
+	assert_int_equal(json_array_size(client.got), n + 1);
+	assert_true(json_is_true(json_object_get(json_object_get(last(&client), "result"), "isError")));
+}
+
+/* The client goes away while the user is asked: nothing leaks or hangs. */
+static void test_ask_client_gone(void **state)
+{
+	(void)state;
+	use_ask_policy("");
+	call_and_get_question();
+	chain_peer_gone(&client.peer, "closed");
+	assert_int_equal(json_array_size(backend.got), 0);
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/* The client cancels its call while the user is asked. */
+static void test_ask_cancelled(void **state)
+{
+	(void)state;
+	use_ask_policy("");
+	json_t *q = call_and_get_question();
+	chain_receive(&client.peer, J("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+		"\"params\":{\"requestId\":\"c1\"}}"));
+	size_t n = json_array_size(client.got);
+	answer(q, "\"result\":{\"action\":\"accept\"}");
+	assert_int_equal(json_array_size(backend.got), 0);   /* abandoned: never sent */
+	assert_int_equal(json_array_size(client.got), n);    /* and never answered */
+}
+
+int main(void)
+{
+	log_set_level(LOG_ERROR);
+#define C(name) cmocka_unit_test_setup_teardown(name, chain_setup, chain_teardown)
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_glob_match),
+		cmocka_unit_test(test_glob_check),
+		cmocka_unit_test(test_option_errors),
+		cmocka_unit_test(test_deny_refuses_call),
+		cmocka_unit_test(test_deny_wins),
+		cmocka_unit_test(test_allow_list),
+		cmocka_unit_test(test_client_limited),
+		cmocka_unit_test(test_prompts_and_resources),
+		cmocka_unit_test(test_list_filtering),
+		cmocka_unit_test(test_untouched),
+		C(test_ask_accept),
+		C(test_ask_decline_cancel),
+		C(test_ask_no_elicitation),
+		C(test_ask_client_gone),
+		C(test_ask_cancelled),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,556 @@
+/*
+ * test_mw_rewrite.c - unit tests for src/middleware/rewrite.c: options,
+ * renaming both ways, hiding, fixed and default arguments, schema edits,
+ * PCRE2 result patterns and the result size cap. Messages are walked
+ * through a pipeline built from JSON, as the chain would walk them.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "config.h"
+#include "log.h"
+#include "middleware.h"
+#include "rpc.h"
+
+/* ---- helpers ---- */
+
+/* Parses test JSON. */
+static json_t *J(const char *s)
+{
+	json_error_t e;
+	json_t *v = json_loads(s, JSON_DECODE_ANY, &e);
+	if (!v)
+		fail_msg("bad test JSON %s: %s", s, e.text);
+	return v;
+}
+
+/* Builds a pipeline from the module array TEXT; errors go to ERRS. */
+static struct pipeline *build(const char *text, struct cfg_errors *errs)
+{
+	json_t *arr = J(text);
+	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", errs);
+	json_decref(arr);
+	return pl;
+}
+
+/* Builds and starts a pipeline that must be valid. */
+static struct pipeline *build_ok(const char *text)
+{
+	struct cfg_errors errs = { 0 };
+	struct pipeline *pl = build(text, &errs);
+	for (size_t i = 0; i < errs.count; i++)
+		print_error("unexpected: %s\n", errs.lines[i]);
+	assert_int_equal(errs.count, 0);
+	assert_non_null(pl);
+	assert_int_equal(pipeline_start(pl), 0);
+	cfg_errors_release(&errs);
+	return pl;
+}
+
+/* Asserts TEXT fails to build with an error line containing WANT. */
+static void expect_error(const char *text, const char *want)
+{
+	struct cfg_errors errs = { 0 };
+	struct pipeline *pl = build(text, &errs);
+	bool found = false;
+	for (size_t i = 0; i < errs.count; i++)
+		found |= strstr(errs.lines[i], want) != NULL;
+	if (!found) {
+		for (size_t i = 0; i < errs.count; i++)
+			print_error("got: %s\n", errs.lines[i]);
+		fail_msg("no error containing \"%s\" for %s", want, text);
+	}
+	assert_null(pl);
+	cfg_errors_release(&errs);
+}
+
+/* Wraps module options OPTS (text of an object's members) as a rewrite pipeline. */
+static void expect_rewrite_error(const char *opts, const char *want)
+{
+	char text[1024];
+	snprintf(text, sizeof text, "[{\"use\":\"rewrite\",%s}]", opts);
+	expect_error(text, want);
+}
+
+/* A walk of one message, as the chain runs it. */
+struct run {
+	struct mw_walk w;        /* must be first */
+	struct mw_ctx ctx;
+	int done_calls;
+	enum mw_verdict verdict;
+	json_t *out;             /* owned: what done received */
+	const char *seen_name;   /* ctx->name a module behind ours saw */
+};
+
+static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+{
+	struct run *r = (struct run *)w;
+	r->done_calls++;
+	r->verdict = v;
+	json_decref(r->out);
+	r->out = msg;
+}
+
+/* Walks the client request METHOD/PARAMS (stolen) through PL. */
+static json_t *request(struct run *r, struct pipeline *pl, const char *method, json_t *params)
+{
+	memset(r, 0, sizeof *r);
+	r->ctx.dir = MW_TO_BACKEND;
+	r->ctx.kind = RPC_REQUEST;
+	r->ctx.method = method;
+	r->w.stage[0] = pl;
+	r->w.ctx = &r->ctx;
+	r->w.done = on_done;
+	r->w.msg = rpc_request(9, method, params);
+	if (strcmp(method, "tools/call") == 0)
+		r->ctx.name = json_string_value(json_object_get(params, "name"));
+	mw_walk_forward(&r->w);
+	assert_int_equal(r->done_calls, 1);
+	r->seen_name = r->ctx.name;
+	return r->out;
+}
+
+/* Walks the response MSG (stolen) back; WIRE is its size as received. */
+static json_t *respond_msg(struct run *r, json_t *msg, size_t wire)
+{
+	assert_int_equal(r->verdict, MW_PASS);
+	r->ctx.kind = RPC_RESPONSE;
+	r->ctx.response_bytes = wire;
+	r->w.msg = msg;
+	mw_walk_back(&r->w);
+	assert_int_equal(r->done_calls, 2);
+	return r->out;
+}
+
+/* Walks a response with RESULT (stolen) back. */
+static json_t *respond(struct run *r, json_t *result)
+{
+	return respond_msg(r, rpc_result(json_object_get(r->out, "id"), result), 0);
+}
+
+/* Frees what the run holds. */
+static void run_release(struct run *r)
+{
+	json_decref(r->out);
+	json_decref(r->ctx.scratch);
+	memset(r, 0, sizeof *r);
+}
+
+/* Member PATH (dot-separated object keys) of V, or NULL. */
+static json_t *at(json_t *v, const char *path)
+{
+	char buf[256], *save = NULL;
+	snprintf(buf, sizeof buf, "%s", path);
+	for (char *k = strtok_r(buf, ".", &save); k && v; k = strtok_r(NULL, ".", &save))
+		v = json_is_array(v) ? json_array_get(v, strtoul(k, NULL, 10)) : json_object_get(v, k);
+	return v;
+}
+
+/* String at PATH of V. */
+static const char *str_at(json_t *v, const char *path)
+{
+	return json_string_value(at(v, path));
+}
+
+/* Asserts V at PATH equals the JSON text WANT. */
+static void expect_json(json_t *v, const char *path, const char *want)
+{
+	json_t *w = J(want);
+	json_t *got = at(v, path);
+	if (!json_equal(got, w)) {
+		char *g = json_dumps(got, JSON_ENCODE_ANY | JSON_SORT_KEYS);
+		fail_msg("%s is %s, want %s", path, g ? g : "(nothing)", want);
+	}
+	json_decref(w);
+}
+
+/* ---- options ---- */
+
+static void test_option_errors(void **state)
+{
+	(void)state;
+	expect_error("[{\"use\":\"rewrite\",\"tool\":{}}]", "t.json: /middleware/0/tool: unknown option");
+	expect_rewrite_error("\"tools\":[]", "/middleware/0/tools: must be an object");
+	expect_rewrite_error("\"tools\":{\"a\":1}", "/middleware/0/tools/a: must be an object");
+	expect_rewrite_error("\"tools\":{\"a\":{\"renam\":\"b\"}}", "/middleware/0/tools/a/renam: unknown option");
+	expect_rewrite_error("\"tools\":{\"a/b~c\":{\"x\":1}}", "/tools/a~1b~0c/x: unknown option");
+	expect_rewrite_error("\"tools\":{\"a\":{\"rename\":\"\"}}", "/tools/a/rename: must be a non-empty string");
+	expect_rewrite_error("\"tools\":{\"a\":{\"rename\":3}}", "/tools/a/rename: must be");
+	expect_rewrite_error("\"tools\":{\"a\":{\"title\":\"\"}}", "/tools/a/title: must be a non-empty string");
+	expect_rewrite_error("\"tools\":{\"a\":{\"description\":null}}", "/tools/a/description: must be a string");
+	expect_rewrite_error("\"tools\":{\"a\":{\"hide\":1}}", "/tools/a/hide: must be true or false");
+	expect_rewrite_error("\"tools\":{\"a\":{\"fixed\":[1]}}", "/tools/a/fixed: must be an object");
+	expect_rewrite_error("\"tools\":{\"a\":{\"defaults\":\"x\"}}", "/tools/a/defaults: must be an object");
+	expect_rewrite_error("\"tools\":{\"a\":{\"fixed\":{\"k\":1},\"defaults\":{\"k\":2}}}",
+			     "/tools/a/defaults/k: is also a fixed argument");
+	expect_rewrite_error("\"tools\":{\"a\":{\"rename\":\"a\"}}", "/tools/a/rename: is the tool's own name");
+	expect_rewrite_error("\"tools\":{\"a\":{\"rename\":\"b\"},\"b\":{\"title\":\"B\"}}",
+			     "/tools/a/rename: \"b\" is another tool's name");
+	expect_rewrite_error("\"tools\":{\"a\":{\"rename\":\"c\"},\"b\":{\"rename\":\"c\"}}",
+			     "/tools/b/rename: \"c\" is also the new name of another tool");
+	expect_rewrite_error("\"results\":{}", "/middleware/0/results: must be an array");
+	expect_rewrite_error("\"results\":[1]", "/results/0: must be an object");
+	expect_rewrite_error("\"results\":[{\"replace\":\"x\"}]", "/results/0/pattern: must be a non-empty string");
+	expect_rewrite_error("\"results\":[{\"pattern\":\"(a\"}]", "/results/0/pattern: does not compile at offset 2");
+	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"with\":\"b\"}]", "/results/0/with: unknown option");
+	expect_rewrite_error("\"results\":[{\"pattern\":\"x*\"}]", "/results/0/pattern: matches the empty string");
+	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"replace\":7}]", "/results/0/replace: must be a string");
+	expect_rewrite_error("\"results\":[{\"pattern\":\"(a)\",\"replace\":\"$2\"}]",
+			     "/results/0/replace: \"$2\" names no group of the pattern");
+	expect_rewrite_error("\"results\":[{\"pattern\":\"(?<n>a)\",\"replace\":\"${m}\"}]",
+			     "/results/0/replace: \"$m\" names no group");
+	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"replace\":\"US$ 5\"}]",
+			     "/results/0/replace: a lone \"$\"");
+	expect_rewrite_error("\"results\":[{\"pattern\":\"(a)\",\"replace\":\"${1\"}]",
+			     "/results/0/replace: \"${\" without its \"}\"");
+	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"tools\":[\"[\"]}]",
+			     "/results/0/tools/0: unterminated");
+	expect_rewrite_error("\"maxResultBytes\":0", "/middleware/0/maxResultBytes: must be a positive integer");
+	expect_rewrite_error("\"maxResultBytes\":\"10\"", "/maxResultBytes: must be a positive integer");
+	expect_rewrite_error("\"maxResultBytes\":1.5", "/maxResultBytes: must be a positive integer");
+
+	/* every problem is reported */
+	struct cfg_errors errs = { 0 };
+	assert_null(build("[{\"use\":\"rewrite\",\"tools\":{\"a\":{\"hide\":0,\"rename\":1}},"
+			  "\"results\":[{\"pattern\":\"(\"}],\"maxResultBytes\":-1}]", &errs));
+	assert_int_equal(errs.count, 4);
+	cfg_errors_release(&errs);
+
+	/* valid: replacement references, renames that swap, an empty module */
+	struct pipeline *pl = build_ok("[{\"use\":\"rewrite\","
+		"\"tools\":{\"a\":{\"rename\":\"b\"},\"b\":{\"rename\":\"a\"},\"c\":{\"rename\":\"d\",\"hide\":true},"
+		"\"e\":{}},"
+		"\"results\":[{\"pattern\":\"(?<user>\\\\w+)@(\\\\w+)\",\"replace\":\"$1 ${2} $user ${user} $$ $0\"},"
+		"{\"pattern\":\"x\"}],\"maxResultBytes\":1}]");
+	pipeline_unref(pl);
+	pl = build_ok("[{\"use\":\"rewrite\"}]");
+	pipeline_unref(pl);
+}
+
+/* ---- tools/list and tools/call ---- */
+
+static const char list_result[] =
+	"{\"tools\":["
+	"{\"name\":\"read_file\",\"description\":\"Read a file\",\"annotations\":{\"title\":\"Read\"},"
+	" \"inputSchema\":{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+	"  \"encoding\":{\"type\":\"string\"},\"limit\":{\"type\":\"integer\"}},"
+	"  \"required\":[\"path\",\"encoding\",\"limit\"]}},"
+	"{\"name\":\"fs_read\",\"description\":\"the backend's own tool of that name\"},"
+	"{\"name\":\"debug\"},"
+	"{\"name\":\"write_file\",\"inputSchema\":{\"type\":\"object\",\"properties\":{\"mode\":{}},"
+	"  \"required\":[\"mode\"]}},"
+	"{\"name\":\"other\"}],\"nextCursor\":\"n\"}";
+
+static const char tools_module[] =
+	"[{\"use\":\"rewrite\",\"tools\":{"
+	"\"read_file\":{\"rename\":\"fs_read\",\"title\":\"Read a file\",\"description\":\"Reads.\","
+	"  \"fixed\":{\"encoding\":\"utf8\"},\"defaults\":{\"limit\":100}},"
+	"\"debug\":{\"hide\":true},"
+	"\"write_file\":{\"fixed\":{\"mode\":\"0600\"}}}}]";
+
+static void test_list_rewritten(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok(tools_module);
+	struct run r;
+	request(&r, pl, "tools/list", NULL);
+	json_t *out = respond(&r, J(list_result));
+	json_t *tools = at(out, "result.tools");
+	/* hidden, and shadowed by the rename: left out */
+	assert_int_equal(json_array_size(tools), 3);
+	assert_string_equal(str_at(tools, "0.name"), "fs_read");
+	assert_string_equal(str_at(tools, "0.title"), "Read a file");
+	assert_string_equal(str_at(tools, "0.annotations.title"), "Read a file");
+	assert_string_equal(str_at(tools, "0.description"), "Reads.");
+	/* fixed: gone from the schema; defaults: optional, and shown */
+	expect_json(tools, "0.inputSchema",
+		    "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+		    "\"limit\":{\"type\":\"integer\",\"default\":100}},\"required\":[\"path\"]}");
+	/* an empty "required" goes */
+	expect_json(tools, "1", "{\"name\":\"write_file\",\"inputSchema\":{\"type\":\"object\",\"properties\":{}}}");
+	expect_json(tools, "2", "{\"name\":\"other\"}");
+	assert_string_equal(str_at(out, "result.nextCursor"), "n");
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+static void test_call_renamed(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok(tools_module);
+	struct run r;
+	/* the new name goes to the backend under the real one */
+	json_t *out = request(&r, pl, "tools/call", json_pack("{s:s,s:{s:s}}", "name", "fs_read",
+							      "arguments", "path", "/x"));
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_string_equal(str_at(out, "params.name"), "read_file");
+	assert_string_equal(r.seen_name, "read_file");   /* modules behind see the real name */
+	expect_json(out, "params.arguments", "{\"path\":\"/x\",\"encoding\":\"utf8\",\"limit\":100}");
+	respond(&r, J("{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}"));
+	assert_string_equal(r.ctx.name, "fs_read");      /* and those before, the client's */
+	run_release(&r);
+
+	/* the old name, and a hidden tool, are unknown */
+	const char *unknown[] = { "read_file", "debug" };
+	for (int i = 0; i < 2; i++) {
+		out = request(&r, pl, "tools/call", json_pack("{s:s}", "name", unknown[i]));
+		assert_int_equal(r.verdict, MW_REPLY);
+		assert_int_equal(json_integer_value(at(out, "error.code")), RPC_INVALID_PARAMS);
+		assert_non_null(strstr(str_at(out, "error.message"), "Unknown tool"));
+		assert_non_null(strstr(str_at(out, "error.message"), unknown[i]));
+		assert_int_equal(json_integer_value(at(out, "id")), 9);
+		run_release(&r);
+	}
+	/* tools without an entry pass untouched */
+	out = request(&r, pl, "tools/call", json_pack("{s:s,s:{s:i}}", "name", "other", "arguments", "a", 1));
+	assert_int_equal(r.verdict, MW_PASS);
+	expect_json(out, "params", "{\"name\":\"other\",\"arguments\":{\"a\":1}}");
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+static void test_fixed_and_defaults(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok(tools_module);
+	struct run r;
+	/* fixed overrides, defaults only fill gaps */
+	json_t *out = request(&r, pl, "tools/call", J("{\"name\":\"fs_read\",\"arguments\":"
+		"{\"path\":\"p\",\"encoding\":\"latin1\",\"limit\":5}}"));
+	expect_json(out, "params.arguments", "{\"path\":\"p\",\"encoding\":\"utf8\",\"limit\":5}");
+	run_release(&r);
+	/* no arguments, or arguments that are not an object */
+	out = request(&r, pl, "tools/call", J("{\"name\":\"fs_read\"}"));
+	expect_json(out, "params.arguments", "{\"encoding\":\"utf8\",\"limit\":100}");
+	run_release(&r);
+	out = request(&r, pl, "tools/call", J("{\"name\":\"write_file\",\"arguments\":[1],\"_meta\":{\"k\":1}}"));
+	expect_json(out, "params", "{\"name\":\"write_file\",\"arguments\":{\"mode\":\"0600\"},\"_meta\":{\"k\":1}}");
+	/* what reaches the backend is a copy: the module's options stay as they were */
+	json_object_set_new(at(out, "params.arguments"), "mode", json_string("0777"));
+	run_release(&r);
+	out = request(&r, pl, "tools/call", J("{\"name\":\"write_file\"}"));
+	expect_json(out, "params.arguments", "{\"mode\":\"0600\"}");
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* Renames that swap two names route each to the other. */
+static void test_swap(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"rewrite\",\"tools\":{\"a\":{\"rename\":\"b\"},"
+				       "\"b\":{\"rename\":\"a\"}}}]");
+	struct run r;
+	json_t *out = request(&r, pl, "tools/call", J("{\"name\":\"a\"}"));
+	assert_string_equal(str_at(out, "params.name"), "b");
+	run_release(&r);
+	request(&r, pl, "tools/list", NULL);
+	out = respond(&r, J("{\"tools\":[{\"name\":\"a\"},{\"name\":\"b\"}]}"));
+	expect_json(out, "result.tools", "[{\"name\":\"b\"},{\"name\":\"a\"}]");
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* ---- results: patterns ---- */
+
+static const char redact_module[] =
+	"[{\"use\":\"rewrite\",\"results\":["
+	"{\"pattern\":\"[\\\\w.+-]+@[\\\\w-]+(\\\\.[\\\\w-]+)+\",\"replace\":\"[email]\"},"
+	"{\"pattern\":\"(key|token)=(\\\\w+)\",\"replace\":\"$1=***\"},"
+	"{\"pattern\":\"internal\",\"tools\":[\"read_*\"]}]}]";
+
+/* Calls TOOL and walks back the result RESULT (JSON text). */
+static json_t *call_with_result(struct run *r, struct pipeline *pl, const char *tool,
+				const char *result, size_t wire)
+{
+	request(r, pl, "tools/call", json_pack("{s:s}", "name", tool));
+	return respond_msg(r, rpc_result(json_object_get(r->out, "id"), J(result)), wire);
+}
+
+static void test_patterns(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok(redact_module);
+	struct run r;
+	json_t *out = call_with_result(&r, pl, "read_file",
+		"{\"content\":[{\"type\":\"text\",\"text\":\"mail ann.lee@example.co.uk or b@x.org; key=abc123 internal\"},"
+		"{\"type\":\"image\",\"data\":\"a@b.cd\",\"mimeType\":\"image/png\"},"
+		"{\"type\":\"resource\",\"resource\":{\"uri\":\"u@v.wx\",\"text\":\"token=zz é@ü.de\"}}],"
+		"\"structuredContent\":{\"who\":[\"c@d.ef\",{\"deep\":\"key=1\"}],\"n\":3,\"text\":\"internal\"},"
+		"\"type\":\"a@b.cd\"}", 0);
+	assert_string_equal(str_at(out, "result.content.0.text"),
+			    "mail [email] or [email]; key=*** [redacted]");
+	assert_string_equal(str_at(out, "result.content.1.data"), "a@b.cd");       /* not text */
+	assert_string_equal(str_at(out, "result.content.2.resource.uri"), "u@v.wx");
+	assert_string_equal(str_at(out, "result.content.2.resource.text"), "token=*** [email]");
+	expect_json(out, "result.structuredContent",
+		    "{\"who\":[\"[email]\",{\"deep\":\"key=***\"}],\"n\":3,\"text\":\"[redacted]\"}");
+	assert_string_equal(str_at(out, "result.type"), "a@b.cd");                 /* not content */
+	run_release(&r);
+
+	/* a rule limited to some tools; untouched strings stay the same objects */
+	request(&r, pl, "tools/call", json_pack("{s:s}", "name", "other"));
+	json_t *res = J("{\"content\":[{\"type\":\"text\",\"text\":\"internal only\"}]}");
+	json_t *text = at(res, "content.0.text");
+	out = respond(&r, res);
+	assert_ptr_equal(at(out, "result.content.0.text"), text);
+	assert_string_equal(json_string_value(text), "internal only");
+	run_release(&r);
+
+	/* error messages are redacted too */
+	request(&r, pl, "tools/call", json_pack("{s:s}", "name", "x"));
+	out = respond_msg(&r, rpc_error(json_object_get(r.out, "id"), -32000, "no access for z@z.zz", NULL), 0);
+	assert_string_equal(str_at(out, "error.message"), "no access for [email]");
+	run_release(&r);
+
+	/* other methods are not touched */
+	request(&r, pl, "resources/read", json_pack("{s:s}", "uri", "x"));
+	out = respond(&r, J("{\"contents\":[{\"uri\":\"x\",\"text\":\"a@b.cd\"}]}"));
+	assert_string_equal(str_at(out, "result.contents.0.text"), "a@b.cd");
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* A pattern that runs away is stopped, and the text withheld, not leaked. */
+static void test_pattern_failure_withholds(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"rewrite\",\"results\":[{\"pattern\":\"^(\\\\w+\\\\s?)+$\"}]}]");
+	char text[200], result[400];
+	memset(text, 'a', 60);
+	strcpy(text + 60, "!");
+	snprintf(result, sizeof result, "{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
+	struct run r;
+	log_set_level(LOG_ERROR);
+	json_t *out = call_with_result(&r, pl, "t", result, 0);
+	assert_non_null(strstr(str_at(out, "result.content.0.text"), "withheld"));
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* ---- results: size cap ---- */
+
+static void test_size_cap(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"rewrite\",\"maxResultBytes\":10}]");
+	struct run r;
+	/* under the cap: untouched */
+	json_t *out = call_with_result(&r, pl, "t",
+		"{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}", 0);
+	expect_json(out, "result.content", "[{\"type\":\"text\",\"text\":\"0123456789\"}]");
+	run_release(&r);
+	/* over it: cut, later items dropped, and a marker says so */
+	out = call_with_result(&r, pl, "t",
+		"{\"content\":[{\"type\":\"text\",\"text\":\"0123\"},{\"type\":\"text\",\"text\":\"456789abcdef\"},"
+		"{\"type\":\"text\",\"text\":\"ghij\"}],\"isError\":false}", 0);
+	json_t *c = at(out, "result.content");
+	assert_int_equal(json_array_size(c), 3);
+	assert_string_equal(str_at(c, "0.text"), "0123");
+	assert_string_equal(str_at(c, "1.text"), "456789");
+	assert_string_equal(str_at(c, "2.type"), "text");
+	assert_non_null(strstr(str_at(c, "2.text"), "truncated: 10 of 20 bytes kept"));
+	assert_non_null(strstr(str_at(c, "2.text"), "limit is 10"));
+	assert_true(json_is_false(at(out, "result.isError")));
+	run_release(&r);
+	/* cuts never split a UTF-8 character; binary items are dropped, not cut */
+	out = call_with_result(&r, pl, "t",
+		"{\"content\":[{\"type\":\"image\",\"data\":\"QUJDREVGR0hJSktM\",\"mimeType\":\"image/png\"},"
+		"{\"type\":\"text\",\"text\":\"abcdefghi\\u00e9\\u00e9\"}]}", 0);
+	c = at(out, "result.content");
+	assert_int_equal(json_array_size(c), 2);
+	assert_string_equal(str_at(c, "0.text"), "abcdefghi");
+	assert_non_null(strstr(str_at(c, "1.text"), "truncated: 9 of 29 bytes"));
+	run_release(&r);
+	/* structured content that does not fit goes, and the marker says so */
+	out = call_with_result(&r, pl, "t",
+		"{\"content\":[{\"type\":\"text\",\"text\":\"short\"}],\"structuredContent\":{\"a\":\"bbbbbbbbbbbb\"}}", 0);
+	assert_null(at(out, "result.structuredContent"));
+	assert_string_equal(str_at(out, "result.content.0.text"), "short");
+	assert_non_null(strstr(str_at(out, "result.content.1.text"), "structured content removed"));
+	run_release(&r);
+	/* a response whose wire size is within the cap is not even measured */
+	out = call_with_result(&r, pl, "t",
+		"{\"content\":[{\"type\":\"text\",\"text\":\"0123456789abc\"}]}", 10);
+	assert_string_equal(str_at(out, "result.content.0.text"), "0123456789abc");
+	run_release(&r);
+	out = call_with_result(&r, pl, "t",
+		"{\"content\":[{\"type\":\"text\",\"text\":\"0123456789abc\"}]}", 11);
+	assert_string_equal(str_at(out, "result.content.0.text"), "0123456789");
+	run_release(&r);
+	/* errors and results without content */
+	out = call_with_result(&r, pl, "t", "{\"structuredContent\":{\"a\":\"bbbbbbbbbbbb\"}}", 0);
+	assert_null(at(out, "result.structuredContent"));
+	assert_non_null(strstr(str_at(out, "result.content.0.text"), "truncated"));
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* Redaction runs before the cap, which counts what the client gets. */
+static void test_patterns_then_cap(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"rewrite\",\"maxResultBytes\":12,"
+				       "\"results\":[{\"pattern\":\"s3cr3t\",\"replace\":\"[a longer marker]\"}]}]");
+	struct run r;
+	/* the wire size was small, but the replacement made it grow past the cap */
+	json_t *out = call_with_result(&r, pl, "t",
+		"{\"content\":[{\"type\":\"text\",\"text\":\"s3cr3t\"}]}", 40);
+	assert_string_equal(str_at(out, "result.content.0.text"), "[a longer ma");
+	assert_non_null(strstr(str_at(out, "result.content.1.text"), "truncated"));
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* Messages the module does not care about pass untouched. */
+static void test_untouched(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok(tools_module);
+	struct run r;
+	/* a backend's request to the client */
+	memset(&r, 0, sizeof r);
+	r.ctx = (struct mw_ctx){ .dir = MW_TO_CLIENT, .kind = RPC_REQUEST, .method = "tools/call" };
+	r.w = (struct mw_walk){ .stage = { pl, NULL }, .ctx = &r.ctx, .done = on_done,
+				.msg = rpc_request(1, "tools/call", json_pack("{s:s}", "name", "fs_read")) };
+	mw_walk_forward(&r.w);
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_string_equal(str_at(r.out, "params.name"), "fs_read");
+	json_t *out = respond(&r, J("{\"tools\":[{\"name\":\"debug\"}]}"));
+	assert_int_equal(json_array_size(at(out, "result.tools")), 1);
+	run_release(&r);
+	out = request(&r, pl, "prompts/get", json_pack("{s:s}", "name", "fs_read"));
+	assert_string_equal(str_at(out, "params.name"), "fs_read");
+	run_release(&r);
+	request(&r, pl, "tools/list", NULL);
+	out = respond_msg(&r, rpc_error(json_object_get(r.out, "id"), -1, "x", NULL), 0);
+	assert_non_null(json_object_get(out, "error"));
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+int main(void)
+{
+	log_set_level(LOG_ERROR);
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_option_errors),
+		cmocka_unit_test(test_list_rewritten),
+		cmocka_unit_test(test_call_renamed),
+		cmocka_unit_test(test_fixed_and_defaults),
+		cmocka_unit_test(test_swap),
+		cmocka_unit_test(test_patterns),
+		cmocka_unit_test(test_pattern_failure_withholds),
+		cmocka_unit_test(test_size_cap),
+		cmocka_unit_test(test_patterns_then_cap),
+		cmocka_unit_test(test_untouched),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

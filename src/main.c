@@ -22,6 +22,7 @@
 #include "config.h"
 #include "front.h"
 #include "log.h"
+#include "mw_log.h"
 #include "router.h"
 #include "mcpc_version.h"
 #include "session.h"
@@ -43,6 +44,7 @@ struct app {
 static const char usage[] =
 	"usage: mcp-chain --config FILE [--log-level LEVEL] [--log-file FILE]\n"
 	"       mcp-chain check FILE\n"
+	"       mcp-chain audit verify FILE\n"
 	"       mcp-chain --version | --help\n"
 	"\n"
 	"Runs an MCP server on stdio that forwards to the backend(s) in FILE\n"
@@ -55,7 +57,9 @@ static const char usage[] =
 	"  -V, --version          print the version\n"
 	"  -h, --help             print this help\n"
 	"\n"
-	"check FILE validates a configuration and exits 0 (valid) or 1.\n";
+	"check FILE validates a configuration and exits 0 (valid) or 1.\n"
+	"audit verify FILE checks a \"chain\": true audit log; exits 0 (intact),\n"
+	"1 (names the first broken line) or 2 (unreadable).\n";
 
 /* Prints every configuration error. */
 static void print_errors(struct cfg_errors *errs)
@@ -165,7 +169,8 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	(void)loop;
 	(void)revents;
 	if (w->signum == SIGHUP) {
-		log_info("SIGHUP ignored: this version does not reload its configuration");
+		/* reopen audit files (logrotate); configuration reload is not built yet */
+		mw_log_reopen_all();
 		return;
 	}
 	begin_stop(a, w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -316,6 +321,14 @@ int main(int argc, char **argv)
 		case 'h': fputs(usage, stdout); return 0;
 		default: fputs(usage, stderr); return 2;
 		}
+	}
+	if (optind < argc && strcmp(argv[optind], "audit") == 0) {
+		if (optind + 2 >= argc || strcmp(argv[optind + 1], "verify") != 0) {
+			fputs("usage: mcp-chain audit verify FILE\n", stderr);
+			return 2;
+		}
+		int rc = audit_verify(argv[optind + 2], stdout);
+		return rc < 0 ? 2 : rc;  /* 0 intact, 1 broken, 2 unreadable */
 	}
 	if (optind < argc && strcmp(argv[optind], "check") == 0) {
 		const char *file = optind + 1 < argc ? argv[optind + 1] : config;

@@ -81,6 +81,14 @@ struct mw_module_ops {
 	enum mw_verdict (*on_response)(struct mw_module *m, struct mw_ctx *ctx,
 				       json_t **msg);
 	/*
+	 * Optional: the request this module passed on ends without a response
+	 * coming back (cancelled by the requester, or its requester went
+	 * away). Called once, in reverse order, for each module the request
+	 * reached, so per-exchange state can be released; ctx->scratch is
+	 * still there. *MSG-free: there is no message.
+	 */
+	void (*on_abandon)(struct mw_module *m, struct mw_ctx *ctx);
+	/*
 	 * Optional: goes live (opens files, starts processes). create() only
 	 * validates and allocates, so "mcp-chain check" has no side effects.
 	 * Returns 0 or -1 (logged).
@@ -188,6 +196,9 @@ struct mw_walk {
  * passes to done).
  */
 void mw_walk_forward(struct mw_walk *w);
+
+/* Tells the first W->reached modules, reversed, that no response will come. */
+void mw_walk_abandon(struct mw_walk *w);
 
 /* Walks a response back through the first W->reached modules, reversed. */
 void mw_walk_back(struct mw_walk *w);

@@ -86,6 +86,7 @@ struct exchange {
 	bool walking;            /* inside the request pipeline */
 	bool abandoned;          /* cancelled or requester gone while walking */
 	bool routed;             /* the responder is chosen */
+	bool responded;          /* a response started back through the modules */
 	char *method;            /* owned copy */
 	char *name;              /* owned: tool/prompt name or resource URI */
 	struct mw_ctx ctx;

@@ -176,6 +176,8 @@ void chain_exchange_free(struct exchange *ex)
 {
 	unsigned char key[RPC_KEY_MAX];
 	ev_timer_stop(EV_DEFAULT, &ex->timer);
+	if (!ex->responded && ex->walk.reached > 0)
+		mw_walk_abandon(&ex->walk);
 	if (ex->in_sent)
 		hmap_del(&ex->to->sent, &ex->to_id, sizeof ex->to_id);
 	if (ex->in_received) {
@@ -404,6 +406,7 @@ static void response_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 static void deliver_response(struct exchange *ex, json_t *msg)
 {
 	ex->ctx.kind = RPC_RESPONSE;
+	ex->responded = true;
 	ex->walk.msg = msg;
 	ex->walk.done = response_walked;
 	ex->walking = true;

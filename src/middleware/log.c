@@ -7,15 +7,9 @@
  * exchange's scratch; bodies are copied only when "params" or "result"
  * ask for them, and a line is serialized once, when it is written.
  *
- * Cancelled exchanges: the chain frees an exchange that its requester
- * cancelled (or left behind by going away) without walking a response
- * back. The module holds a second reference to each record it puts in a
- * scratch; once that count is back to one, the exchange is gone without
- * a response and the record is written with outcome "cancelled": just
- * after a notifications/cancelled went by (from an ev_prepare, once the
- * chain has freed the exchange), else within a second from a timer that
- * runs only while records are pending, or at the latest when the module
- * is destroyed.
+ * Cancelled exchanges: an exchange that its requester cancelled (or
+ * left behind by going away) ends without a response; the chain calls
+ * on_abandon and the record is written with outcome "cancelled".
  */
 #include "mw_log.h"
 
@@ -33,7 +27,6 @@
 #include "rpc.h"
 
 #define MESSAGE_MAX 256   /* bytes of an error message kept in a line */
-#define SWEEP_EVERY 1.0   /* seconds between checks for ended exchanges */
 
 enum sink_kind { SINK_STDERR, SINK_FILE, SINK_SYSLOG };
 
@@ -47,9 +40,6 @@ struct log_mod {
 	struct log_redact *redact;  /* NULL: nothing to redact */
 	struct log_sink *file;      /* once started */
 	char key[32];               /* this module's member in a scratch */
-	struct hmap pending;        /* records of open exchanges, by address */
-	ev_prepare after_cancel;
-	ev_timer sweeper;
 };
 
 static const char *const log_keys[] = {
@@ -321,90 +311,14 @@ static void write_notification(struct log_mod *lm, const struct mw_ctx *ctx, jso
 
 /* ---- open exchanges ---- */
 
-/* Runs the sweep timer exactly while records are pending. */
-static void sweeper_update(struct log_mod *lm)
-{
-	bool want = lm->pending.count > 0;
-	if (want == (bool)ev_is_active(&lm->sweeper))
-		return;
-	if (want) {
-		ev_timer_set(&lm->sweeper, SWEEP_EVERY, SWEEP_EVERY);
-		ev_timer_start(EV_DEFAULT, &lm->sweeper);
-		ev_unref(EV_DEFAULT);   /* never what keeps the loop running */
-	} else {
-		ev_ref(EV_DEFAULT);
-		ev_timer_stop(EV_DEFAULT, &lm->sweeper);
-	}
-}
-
-/* Records gathered by a sweep. */
-struct gone {
-	json_t **recs;
-	size_t n, cap;
-	bool all;
-};
-
-/* Gathers a record whose exchange is gone (or any, at the end). */
-static void gather(void *value, void *arg)
-{
-	struct gone *g = arg;
-	json_t *rec = value;
-	if (!g->all && rec->refcount > 1)   /* its exchange still holds it */
-		return;
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? 2 * g->cap : 8;
-		json_t **v = realloc(g->recs, cap * sizeof *v);
-		if (!v)
-			return;
-		g->recs = v;
-		g->cap = cap;
-	}
-	g->recs[g->n++] = rec;
-}
-
-/* Writes "cancelled" lines for exchanges gone without a response. */
-static void sweep(struct log_mod *lm, bool all)
-{
-	struct gone g = { .all = all };
-	hmap_each(&lm->pending, gather, &g);
-	for (size_t i = 0; i < g.n; i++) {
-		hmap_del(&lm->pending, &g.recs[i], sizeof g.recs[i]);
-		write_cancelled(lm, g.recs[i]);
-		json_decref(g.recs[i]);
-	}
-	free(g.recs);
-	sweeper_update(lm);
-}
-
-/* The loop is about to wait: a cancelled exchange has been freed by now. */
-static void on_after_cancel(struct ev_loop *loop, ev_prepare *w, int revents)
-{
-	struct log_mod *lm = w->data;
-	(void)revents;
-	ev_ref(loop);
-	ev_prepare_stop(loop, w);
-	sweep(lm, false);
-}
-
-/* Periodic check while records are pending. */
-static void on_sweeper(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)revents;
-	sweep(w->data, false);
-}
-
-/* Records a request in its exchange's scratch and in the pending set. */
+/* Records a request in its exchange's scratch (which owns the record). */
 static void track(struct log_mod *lm, struct mw_ctx *ctx, json_t *msg)
 {
 	json_t *scratch = mw_scratch(ctx);
 	json_t *rec = json_object();
 	json_t *id = json_object_get(msg, "id");
 	json_t *params = json_object_get(msg, "params");
-	if (!scratch || !rec || json_object_set(scratch, lm->key, rec) < 0 ||
-	    hmap_put(&lm->pending, &rec, sizeof rec, rec) < 0) {
-		json_object_del(scratch, lm->key);
-		json_decref(rec);
+	if (!scratch || !rec || json_object_set_new(scratch, lm->key, rec) < 0) {
 		log_error("log: out of memory: an exchange is not logged");
 		return;
 	}
@@ -419,7 +333,6 @@ static void track(struct log_mod *lm, struct mw_ctx *ctx, json_t *msg)
 	json_object_set_new(rec, "bytes_in", json_integer((json_int_t)ctx->request_bytes));
 	if (lm->params && params)   /* a snapshot: later modules may change it */
 		json_object_set_new(rec, "params", json_deep_copy(params));
-	sweeper_update(lm);
 }
 
 /* ---- hooks ---- */
@@ -435,11 +348,6 @@ static enum mw_verdict log_on_message(struct mw_module *m, struct mw_ctx *ctx, j
 			track(lm, ctx, *msg);
 		return MW_PASS;
 	}
-	if (lm->pending.count > 0 && !ev_is_active(&lm->after_cancel) &&
-	    strcmp(ctx->method, "notifications/cancelled") == 0) {
-		ev_prepare_start(EV_DEFAULT, &lm->after_cancel);
-		ev_unref(EV_DEFAULT);
-	}
 	if (lm->notifications && wanted(lm, ctx->method))
 		write_notification(lm, ctx, *msg);
 	return MW_PASS;
@@ -450,15 +358,24 @@ static enum mw_verdict log_on_response(struct mw_module *m, struct mw_ctx *ctx, 
 {
 	struct log_mod *lm = (struct log_mod *)m;
 	json_t *rec = json_object_get(ctx->scratch, lm->key);
-	if (!rec || !hmap_del(&lm->pending, &rec, sizeof rec))
+	if (!rec)
 		return MW_PASS;
 	json_t *line = line_new(rec, ctx);
 	set_outcome(line, *msg);
 	complete(lm, line, rec, ctx->response_bytes, *msg);
-	json_object_del(ctx->scratch, lm->key);   /* rec lives on in our reference */
-	json_decref(rec);
-	sweeper_update(lm);
+	json_object_del(ctx->scratch, lm->key);
 	return MW_PASS;
+}
+
+/* The exchange ended without a response (cancelled, or its client left). */
+static void log_on_abandon(struct mw_module *m, struct mw_ctx *ctx)
+{
+	struct log_mod *lm = (struct log_mod *)m;
+	json_t *rec = json_object_get(ctx->scratch, lm->key);
+	if (!rec)
+		return;
+	write_cancelled(lm, rec);
+	json_object_del(ctx->scratch, lm->key);
 }
 
 /* Opens the file or names the syslog identity. */
@@ -477,12 +394,6 @@ static int log_start(struct mw_module *m)
 static void log_destroy(struct mw_module *m)
 {
 	struct log_mod *lm = (struct log_mod *)m;
-	sweep(lm, true);
-	if (ev_is_active(&lm->after_cancel)) {
-		ev_ref(EV_DEFAULT);
-		ev_prepare_stop(EV_DEFAULT, &lm->after_cancel);
-	}
-	hmap_release(&lm->pending);
 	log_sink_release(lm->file);
 	log_redact_free(lm->redact);
 	for (char **g = lm->methods; g && *g; g++)
@@ -496,6 +407,7 @@ static const struct mw_module_ops log_ops = {
 	.name = "log",
 	.on_message = log_on_message,
 	.on_response = log_on_response,
+	.on_abandon = log_on_abandon,
 	.start = log_start,
 	.destroy = log_destroy,
 };
@@ -511,9 +423,6 @@ struct mw_module *mw_log_create(json_t *opts, struct mw_build *b)
 		return NULL;
 	}
 	lm->base.ops = &log_ops;
-	ev_prepare_init(&lm->after_cancel, on_after_cancel);
-	ev_timer_init(&lm->sweeper, on_sweeper, SWEEP_EVERY, SWEEP_EVERY);
-	lm->after_cancel.data = lm->sweeper.data = lm;
 	snprintf(lm->key, sizeof lm->key, "log#%u", ++serial);
 	mw_check_keys(b, opts, log_keys);
 	parse_sink(lm, opts, b);

@@ -234,6 +234,16 @@ void mw_walk_forward(struct mw_walk *w)
 	finish(w, MW_PASS);
 }
 
+/* Tells the modules a request passed that it ended without a response. */
+void mw_walk_abandon(struct mw_walk *w)
+{
+	while (w->reached > 0) {
+		struct mw_module *m = walk_mod(w, --w->reached);
+		if (m->ops->on_abandon)
+			m->ops->on_abandon(m, w->ctx);
+	}
+}
+
 /* Backward steps over the modules the request went through. */
 void mw_walk_back(struct mw_walk *w)
 {

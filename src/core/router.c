@@ -188,6 +188,8 @@ static void expose_item(enum list_kind k, size_t i, json_t *item)
 		log_info("%s: %s \"%s\" exposed as \"%s\" (client-safe name)",
 			 R.v[i].entry->name, k == LIST_TOOLS ? "tool" : "prompt", orig, name);
 	add_mapping(k, name, i, orig);
+	if (!R.v[i].peer->ready)
+		return;  /* its names stay reserved while it is down */
 	json_t *copy = json_copy(item);
 	json_object_set_new(copy, "name", json_string(name));
 	json_array_append_new(R.view[k], copy);
@@ -202,8 +204,6 @@ static void rebuild(enum list_kind k)
 	for (size_t i = 0; i < R.n; i++) {
 		size_t j;
 		json_t *item;
-		if (!R.v[i].peer->ready)
-			continue;
 		json_array_foreach(R.v[i].items[k], j, item)
 			expose_item(k, i, item);
 	}
@@ -264,10 +264,37 @@ static void fetch_list(struct slot *s, enum list_kind k, const char *cursor)
 	}
 }
 
+/* Keeps a backend's resource templates, for routing URIs never listed. */
+static void on_templates(struct exchange *ex, json_t *msg, void *arg)
+{
+	struct slot *s = arg;
+	json_t *result = json_object_get(msg, "result");
+	json_t *items = json_object_get(result, "resourceTemplates");
+	size_t idx = (size_t)(s - R.v), i;
+	json_t *it;
+	(void)ex;
+	json_array_foreach(items, i, it) {
+		const char *tpl = json_string_value(json_object_get(it, "uriTemplate"));
+		if (tpl)
+			json_array_append_new(R.templates, json_pack("[s,I]", tpl, (json_int_t)idx));
+	}
+	const char *next = json_string_value(json_object_get(result, "nextCursor"));
+	if (next && *next && s->peer->ready)
+		chain_call_via(s->peer, "resources/templates/list",
+			       json_pack("{s:s}", "cursor", next), s->peer->pl, on_templates, s);
+}
+
 /* Refreshes every list a backend has. */
 static void refresh(struct slot *s, bool tell)
 {
 	json_t *caps = caps_of(s);
+	for (size_t i = json_array_size(R.templates); i-- > 0;)  /* forget its old ones */
+		if ((size_t)json_integer_value(json_array_get(json_array_get(R.templates, i), 1)) ==
+		    (size_t)(s - R.v))
+			json_array_remove(R.templates, i);
+	if (json_object_get(caps, "resources"))
+		chain_call_via(s->peer, "resources/templates/list", json_object(),
+			       s->peer->pl, on_templates, s);
 	for (int k = 0; k < LIST_KINDS; k++) {
 		if (!json_object_get(caps, list_cap[k]) || s->paging[k])
 			continue;
@@ -609,7 +636,9 @@ static void agg_resources(json_t *msg, const char *method, const char *key)
 	struct page_req *pr = calloc(1, sizeof *pr);
 	char inner[600] = "";
 	pr->id = json_incref(id);
-	pr->method = method;
+	/* static strings: the request (and its method string) is freed on return */
+	pr->method = strcmp(method, "resources/list") == 0 ? "resources/list" :
+		     "resources/templates/list";
 	pr->key = key;
 	if (cursor) {
 		if (read_cursor(cursor, &pr->slot, inner, sizeof inner) < 0) {

@@ -691,7 +691,14 @@ int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
 	}
 	a->cb = cb;
 	a->arg = arg;
-	return chain_call(client, method, params, on_ask_response, a);
+	if (chain_call(client, method, params, on_ask_response, a) < 0) {
+		free(a);
+		json_t *err = rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory");
+		cb(err, arg);  /* exactly once, as promised */
+		json_decref(err);
+		return -1;
+	}
+	return 0;
 }
 
 /* Ends an open request with an error and cancels it downstream. */

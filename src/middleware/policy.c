@@ -250,7 +250,8 @@ static void answer_refusal(json_t *resp, const struct subject *s, char *out, siz
 			 k, s->name, s->is_call ? "; it was not called" : "");
 	else
 		snprintf(out, cap, "Refused: the user did not confirm the use of the %s "
-			 "\"%.300s\" (%s)%s.", k, s->name, action ? "cancelled" : "no valid answer",
+			 "\"%.300s\" (%s)%s.", k, s->name,
+			 action && strcmp(action, "cancel") == 0 ? "cancelled" : "no valid answer",
 			 s->is_call ? "; it was not called" : "");
 }
 
@@ -292,10 +293,14 @@ static enum mw_verdict ask_user(struct policy *p, struct mw_ctx *ctx, json_t **m
 		return MW_REPLY;
 	}
 	a->subj = *s;
-	mw_ask_client(ctx, "elicitation/create", ask_params(p, ctx, *msg, s), ask_done, a);
-	if (a->answered) {
-		enum mw_verdict v = settle(a, a->answer, msg);
-		json_decref(a->answer);
+	int rc = mw_ask_client(ctx, "elicitation/create", ask_params(p, ctx, *msg, s),
+			       ask_done, a);
+	if (a->answered || rc < 0) {
+		/* answered at once, or (out of memory) never will be */
+		json_t *answer = a->answered ? a->answer :
+			rpc_error(NULL, RPC_INTERNAL_ERROR, "cannot send the question", NULL);
+		enum mw_verdict v = settle(a, answer, msg);
+		json_decref(answer);
 		free(a);
 		return v;
 	}

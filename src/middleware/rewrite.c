@@ -24,22 +24,13 @@
  */
 #include "mw_rewrite.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <ctype.h>
-#include <pcre2.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "glob_match.h"
-#include "log.h"
+#include "rewrite_int.h"
 #include "rpc.h"
-
-/* Bounds the backtracking one pattern may do on one string. */
-#define MATCH_LIMIT 10000000u
-#define DEFAULT_REPLACE "[redacted]"
-#define WITHHELD "[mcp-chain: text withheld: a redaction pattern failed on it]"
 
 /* What to change about one of the backend's tools. */
 struct tool_rw {
@@ -50,23 +41,11 @@ struct tool_rw {
 	json_t *fixed, *defaults;   /* objects (owned) or NULL */
 };
 
-/* A pattern to replace in tool results. */
-struct result_rule {
-	pcre2_code *re;
-	pcre2_match_data *md;
-	char *replace;
-	bool has_tools;
-	struct glob_list tools;     /* backend tool names it applies to */
-};
-
 struct rewrite {
 	struct mw_module base;      /* must be first */
 	struct tool_rw *tools;
 	size_t ntools;
-	struct result_rule *rules;
-	size_t nrules;
-	pcre2_match_context *mctx;  /* NULL without rules */
-	size_t max_result;          /* bytes; 0: no cap */
+	struct rw_results results;  /* patterns and cap (rewrite_result.c) */
 };
 
 /* String member KEY of object O, or NULL. */
@@ -248,16 +227,23 @@ static enum mw_verdict rewrite_on_response(struct mw_module *m, struct mw_ctx *c
 		struct tool_rw *t = real ? by_real(rw, real) : NULL;
 		if (t && t->rename && ctx->name == t->name)
 			ctx->name = t->rename;   /* modules before us see the client's name */
-		if (rw->nrules || rw->max_result)
-			call_result(rw, real, *msg, ctx->response_bytes);
+		if (rw_results_active(&rw->results))
+			rw_results_apply(&rw->results, real, *msg, ctx->response_bytes);
 	}
 	return MW_PASS;
+}
+
+/* Compiles the patterns for speed once the module goes live. */
+static int rewrite_start(struct mw_module *m)
+{
+	rw_results_start(&((struct rewrite *)m)->results);
+	return 0;
 }
 
 /* ---- options ---- */
 
 /* Writes KEY + "/" + NAME escaped as a JSON pointer token into OUT. */
-static void key_join(char *out, size_t n, const char *key, const char *name)
+void rw_key_join(char *out, size_t n, const char *key, const char *name)
 {
 	size_t l = (size_t)snprintf(out, n, "%s/", key);
 	for (; *name && l + 3 < n; name++) {
@@ -272,8 +258,8 @@ static void key_join(char *out, size_t n, const char *key, const char *name)
 }
 
 /* Reports members of OBJ at KEY not in KEYS (NULL-terminated). */
-static void check_keys_at(struct mw_build *b, const char *key, json_t *obj,
-			  const char *const *keys)
+void rw_check_keys(struct mw_build *b, const char *key, json_t *obj,
+		   const char *const *keys)
 {
 	const char *k;
 	json_t *v;
@@ -283,21 +269,21 @@ static void check_keys_at(struct mw_build *b, const char *key, json_t *obj,
 			i++;
 		if (!keys[i]) {
 			char bad[400];
-			key_join(bad, sizeof bad, key, k);
+			rw_key_join(bad, sizeof bad, key, k);
 			mw_error(b, bad, "unknown option");
 		}
 	}
 }
 
 /* Copies the string option NAME of OBJ into *OUT; EMPTY_OK allows "". */
-static void parse_str(struct mw_build *b, const char *key, json_t *obj,
-		      const char *name, bool empty_ok, char **out)
+void rw_parse_str(struct mw_build *b, const char *key, json_t *obj,
+		  const char *name, bool empty_ok, char **out)
 {
 	json_t *v = json_object_get(obj, name);
 	char k[400];
 	if (!v)
 		return;
-	key_join(k, sizeof k, key, name);
+	rw_key_join(k, sizeof k, key, name);
 	if (!json_is_string(v) || (!empty_ok && json_string_length(v) == 0)) {
 		mw_error(b, k, "must be a %sstring", empty_ok ? "" : "non-empty ");
 		return;
@@ -313,7 +299,7 @@ static void parse_obj(struct mw_build *b, const char *key, json_t *obj,
 	char k[400];
 	if (!v)
 		return;
-	key_join(k, sizeof k, key, name);
+	rw_key_join(k, sizeof k, key, name);
 	if (!json_is_object(v)) {
 		mw_error(b, k, "must be an object of argument names and values");
 		return;
@@ -329,27 +315,27 @@ static void parse_tool(struct mw_build *b, const char *name, json_t *v, struct t
 	char key[300], k[400], k2[500];
 	const char *arg;
 	json_t *x;
-	key_join(key, sizeof key, "/tools", name);
+	rw_key_join(key, sizeof key, "/tools", name);
 	t->name = strdup(name);
 	if (!json_is_object(v)) {
 		mw_error(b, key, "must be an object (rename, title, description, hide, fixed, defaults)");
 		return;
 	}
-	check_keys_at(b, key, v, keys);
-	parse_str(b, key, v, "rename", false, &t->rename);
-	parse_str(b, key, v, "title", false, &t->title);
-	parse_str(b, key, v, "description", true, &t->description);
+	rw_check_keys(b, key, v, keys);
+	rw_parse_str(b, key, v, "rename", false, &t->rename);
+	rw_parse_str(b, key, v, "title", false, &t->title);
+	rw_parse_str(b, key, v, "description", true, &t->description);
 	parse_obj(b, key, v, "fixed", &t->fixed);
 	parse_obj(b, key, v, "defaults", &t->defaults);
 	x = json_object_get(v, "hide");
-	key_join(k, sizeof k, key, "hide");
+	rw_key_join(k, sizeof k, key, "hide");
 	if (x && !json_is_boolean(x))
 		mw_error(b, k, "must be true or false");
 	t->hide = json_is_true(x);
 	json_object_foreach(t->defaults, arg, x) {
 		if (t->fixed && json_object_get(t->fixed, arg)) {
-			key_join(k, sizeof k, key, "defaults");
-			key_join(k2, sizeof k2, k, arg);
+			rw_key_join(k, sizeof k, key, "defaults");
+			rw_key_join(k2, sizeof k2, k, arg);
 			mw_error(b, k2, "is also a fixed argument: fixed wins, drop one");
 		}
 	}
@@ -361,8 +347,8 @@ static void check_renames(struct mw_build *b, const struct rewrite *rw)
 	for (size_t i = 0; i < rw->ntools; i++) {
 		const struct tool_rw *t = &rw->tools[i];
 		char tk[300], key[400];
-		key_join(tk, sizeof tk, "/tools", t->name);
-		key_join(key, sizeof key, tk, "rename");
+		rw_key_join(tk, sizeof tk, "/tools", t->name);
+		rw_key_join(key, sizeof key, tk, "rename");
 		if (!t->rename)
 			continue;
 		const struct tool_rw *o = by_real(rw, t->rename);
@@ -410,15 +396,8 @@ static void rewrite_destroy(struct mw_module *m)
 		json_decref(t->fixed);
 		json_decref(t->defaults);
 	}
-	for (size_t i = 0; i < rw->nrules; i++) {
-		pcre2_match_data_free(rw->rules[i].md);
-		pcre2_code_free(rw->rules[i].re);
-		free(rw->rules[i].replace);
-		glob_list_release(&rw->rules[i].tools);
-	}
-	pcre2_match_context_free(rw->mctx);
+	rw_results_release(&rw->results);
 	free(rw->tools);
-	free(rw->rules);
 	free(rw);
 }
 
@@ -443,8 +422,7 @@ struct mw_module *mw_rewrite_create(json_t *opts, struct mw_build *b)
 	rw->base.ops = &rewrite_ops;
 	mw_check_keys(b, opts, keys);
 	parse_tools(b, json_object_get(opts, "tools"), rw);
-	parse_results(b, json_object_get(opts, "results"), rw);
-	parse_cap(b, json_object_get(opts, "maxResultBytes"), rw);
+	rw_results_parse(b, opts, &rw->results);
 	if (b->nerr > before) {
 		rewrite_destroy(&rw->base);
 		return NULL;

@@ -86,6 +86,7 @@ struct run {
 	json_t *out;             /* owned: what done received */
 };
 
+/* The walk is over: keep what the owner would get. */
 static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 {
 	struct run *r = (struct run *)w;
@@ -163,6 +164,7 @@ static void names_of(json_t *resp, const char *key, const char *field, char *out
 
 /* ---- glob ---- */
 
+/* Globs: stars, ?, classes, escapes, UTF-8, long inputs. */
 static void test_glob_match(void **state)
 {
 	(void)state;
@@ -204,6 +206,7 @@ static void test_glob_match(void **state)
 	assert_true(glob_match("*a*a*a*a*a*", s));
 }
 
+/* Pattern syntax errors are named. */
 static void test_glob_check(void **state)
 {
 	(void)state;
@@ -217,6 +220,7 @@ static void test_glob_check(void **state)
 
 /* ---- options ---- */
 
+/* Every bad option is reported at its path; good ones build. */
 static void test_option_errors(void **state)
 {
 	(void)state;
@@ -266,6 +270,7 @@ static void test_option_errors(void **state)
 
 /* ---- deciding ---- */
 
+/* A denied tool is refused with an isError tool result; others pass untouched. */
 static void test_deny_refuses_call(void **state)
 {
 	(void)state;
@@ -300,6 +305,7 @@ static void test_deny_refuses_call(void **state)
 	pipeline_unref(pl);
 }
 
+/* Deny wins over allow and ask, whatever the rule order. */
 static void test_deny_wins(void **state)
 {
 	(void)state;
@@ -311,6 +317,7 @@ static void test_deny_wins(void **state)
 	pipeline_unref(pl);
 }
 
+/* With allow lists only allowed (or ask) names pass; lists add up. */
 static void test_allow_list(void **state)
 {
 	(void)state;
@@ -335,6 +342,7 @@ static void test_allow_list(void **state)
 	pipeline_unref(pl);
 }
 
+/* Rules limited to clients apply to those clients only. */
 static void test_client_limited(void **state)
 {
 	(void)state;
@@ -371,6 +379,7 @@ static enum mw_verdict other_verdict(struct pipeline *pl, const char *method, js
 	return v;
 }
 
+/* Prompts and resources: refused with a JSON-RPC error, per "on". */
 static void test_prompts_and_resources(void **state)
 {
 	(void)state;
@@ -399,6 +408,7 @@ static void test_prompts_and_resources(void **state)
 
 /* ---- lists ---- */
 
+/* Denied names leave every kind of list; the rest stays as it was. */
 static void test_list_filtering(void **state)
 {
 	(void)state;
@@ -509,6 +519,7 @@ struct fake {
 	json_t *got;        /* every message sent to the peer, copied */
 };
 
+/* Records a copy of what the chain sends the peer. */
 static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
 {
 	struct fake *f = (struct fake *)p;
@@ -546,6 +557,7 @@ static json_t *last(const struct fake *f)
 	return n ? json_array_get(f->got, n - 1) : NULL;
 }
 
+/* A ready backend and a client named claude-code. */
 static int chain_setup(void **state)
 {
 	(void)state;
@@ -556,6 +568,7 @@ static int chain_setup(void **state)
 	return 0;
 }
 
+/* Everything freed, no exchange left open. */
 static int chain_teardown(void **state)
 {
 	(void)state;
@@ -600,6 +613,7 @@ static void answer(json_t *q, const char *result)
 	chain_receive(&client.peer, J(text));
 }
 
+/* The user accepts: the held call goes on to the backend. */
 static void test_ask_accept(void **state)
 {
 	(void)state;
@@ -640,6 +654,7 @@ static const char *refused_with(const char *result)
 	return result_text(r);
 }
 
+/* Decline, cancel and a bad answer refuse; the question can be customised. */
 static void test_ask_decline_cancel(void **state)
 {
 	(void)state;
@@ -652,12 +667,15 @@ static void test_ask_decline_cancel(void **state)
 	assert_non_null(strstr(t, "cancelled"));
 	t = refused_with("\"result\":{}");
 	assert_non_null(strstr(t, "no valid answer"));
+	t = refused_with("\"result\":{\"action\":\"maybe\"}");
+	assert_non_null(strstr(t, "no valid answer"));
 	/* the custom question */
 	json_t *q = json_array_get(client.got, 0);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(q, "params"), "message")),
 			    "May claude-code use tool move_file?");
 }
 
+/* A client without elicitation: refused, saying why. */
 static void test_ask_no_elicitation(void **state)
 {
 	(void)state;
@@ -699,6 +717,7 @@ static void test_ask_cancelled(void **state)
 	assert_int_equal(json_array_size(client.got), n);    /* and never answered */
 }
 
+/* Runs the tests. */
 int main(void)
 {
 	log_set_level(LOG_ERROR);

@@ -90,6 +90,7 @@ struct run {
 	const char *seen_name;   /* ctx->name a module behind ours saw */
 };
 
+/* The walk is over: keep what the owner would get. */
 static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 {
 	struct run *r = (struct run *)w;
@@ -174,6 +175,7 @@ static void expect_json(json_t *v, const char *path, const char *want)
 
 /* ---- options ---- */
 
+/* Every bad option is reported at its path; good ones build. */
 static void test_option_errors(void **state)
 {
 	(void)state;
@@ -256,6 +258,7 @@ static const char tools_module[] =
 	"\"debug\":{\"hide\":true},"
 	"\"write_file\":{\"fixed\":{\"mode\":\"0600\"}}}}]";
 
+/* tools/list: renamed, retitled, described, hidden, schemas edited. */
 static void test_list_rewritten(void **state)
 {
 	(void)state;
@@ -282,6 +285,7 @@ static void test_list_rewritten(void **state)
 	pipeline_unref(pl);
 }
 
+/* tools/call: new name routed to the real one; old and hidden names unknown. */
 static void test_call_renamed(void **state)
 {
 	(void)state;
@@ -317,6 +321,7 @@ static void test_call_renamed(void **state)
 	pipeline_unref(pl);
 }
 
+/* Fixed arguments override, defaults fill gaps, in copies. */
 static void test_fixed_and_defaults(void **state)
 {
 	(void)state;
@@ -375,6 +380,7 @@ static json_t *call_with_result(struct run *r, struct pipeline *pl, const char *
 	return respond_msg(r, rpc_result(json_object_get(r->out, "id"), J(result)), wire);
 }
 
+/* Patterns replace in text, resource text, structured content and errors. */
 static void test_patterns(void **state)
 {
 	(void)state;
@@ -438,6 +444,7 @@ static void test_pattern_failure_withholds(void **state)
 
 /* ---- results: size cap ---- */
 
+/* Results over the cap are cut, with a marker. */
 static void test_size_cap(void **state)
 {
 	(void)state;
@@ -537,6 +544,7 @@ static void test_untouched(void **state)
 	pipeline_unref(pl);
 }
 
+/* Runs the tests. */
 int main(void)
 {
 	log_set_level(LOG_ERROR);

@@ -92,6 +92,13 @@ const struct cfg *backend_top(const struct backend *b);
 /* The cached initialize result (borrowed), or NULL before the first. */
 json_t *backend_init_result(const struct backend *b);
 
+/* Reload: the backend's entry in the new configuration TOP (both
+ * borrowed; same launch settings). */
+void backend_set_cfg(struct backend *b, const struct cfg *top, const struct cfg_server *cfg);
+
+/* Reload: B will initialize with the same client parameters as FROM. */
+void backend_adopt_init_params(struct backend *b, const struct backend *from);
+
 /* Frees a backend; its transport must be down. */
 void backend_free(struct backend *b);
 

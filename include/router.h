@@ -57,6 +57,17 @@ bool router_backend_notification(struct peer *backend, json_t *msg, const char *
  * forward bytes as they came. */
 bool router_transparent(void);
 
+/* Reload: takes a backend out; NEW options; a kept backend's new entry. */
+void router_remove_backend(struct peer *backend);
+void router_reconfigure(const struct cfg *cfg);
+void router_update_backend(struct peer *backend, const struct cfg_server *entry);
+
+/* Tells clients to list tools, prompts and resources again. */
+void router_lists_changed(void);
+
+/* Number of backends in use. */
+size_t router_backends(void);
+
 /* Installs the function that describes backends for the status resource. */
 void router_set_status(json_t *(*status_fn)(void *arg), void *arg);
 

@@ -32,7 +32,11 @@ enum phase { RUNNING, DRAINING, STOPPING };
 
 struct app {
 	struct cfg *cfg;
-	struct backend **backends;
+	struct cfg **old;          /* configurations replaced by a reload: kept,
+				    * since backends being stopped point into them */
+	size_t nold;
+	const char *level_flag;    /* --log-level or $MCP_CHAIN_LOG, if given */
+	struct backend **backends; /* including those a reload stopped */
 	size_t nbackends;
 	struct stdio_front *front;
 	enum phase phase;
@@ -162,6 +166,146 @@ static void on_front_closed(struct stdio_front *f, const char *reason, void *arg
 	ev_timer_start(EV_DEFAULT, &a->deadline);
 }
 
+/* True when two optional strings are equal. */
+static bool same_str(const char *x, const char *y)
+{
+	return (!x && !y) || (x && y && strcmp(x, y) == 0);
+}
+
+/* True when two NULL-terminated string vectors are equal. */
+static bool same_strv(char *const *x, char *const *y)
+{
+	size_t i = 0;
+	for (; x && y && x[i] && y[i]; i++)
+		if (strcmp(x[i], y[i]) != 0)
+			return false;
+	return (!x || !x[i]) && (!y || !y[i]);
+}
+
+/* True when an entry would start the same process or connection. */
+static bool same_launch(const struct cfg_server *x, const struct cfg_server *y)
+{
+	return x->transport == y->transport && same_str(x->command, y->command) &&
+	       same_str(x->url, y->url) && same_str(x->cwd, y->cwd) &&
+	       same_strv(x->argv, y->argv) && same_strv(x->env, y->env) &&
+	       same_strv(x->headers, y->headers);
+}
+
+/* The enabled entry named NAME in C, or NULL. */
+static struct cfg_server *entry_named(struct cfg *c, const char *name)
+{
+	for (size_t i = 0; i < c->nservers; i++)
+		if (c->servers[i].enabled && strcmp(c->servers[i].name, name) == 0)
+			return &c->servers[i];
+	return NULL;
+}
+
+/* Starts every pipeline of N; returns 0 or -1. */
+static int start_pipelines(struct cfg *n)
+{
+	if (pipeline_start(n->pipeline) < 0)
+		return -1;
+	for (size_t i = 0; i < n->nservers; i++)
+		if (n->servers[i].enabled && pipeline_start(n->servers[i].pipeline) < 0)
+			return -1;
+	return 0;
+}
+
+/* Loads the configuration again; returns it, or NULL (logged) to keep ours. */
+static struct cfg *load_for_reload(struct app *a)
+{
+	struct cfg_errors errs = { 0 };
+	struct cfg *n = cfg_load(a->cfg->path, &errs);
+	for (size_t i = 0; i < errs.count; i++)
+		log_error("reload: %s", errs.lines[i]);
+	cfg_errors_release(&errs);
+	if (!n)
+		return NULL;
+	size_t enabled = 0;
+	for (size_t i = 0; i < n->nservers; i++)
+		enabled += n->servers[i].enabled;
+	if ((enabled > 1) != (router_backends() > 1)) {
+		log_error("reload: going between one backend and several changes what the client "
+			  "was told at initialize; restart mcp-chain for that");
+		cfg_free(n);
+		return NULL;
+	}
+	if (start_pipelines(n) < 0) {
+		log_error("reload: a middleware module could not start");
+		cfg_free(n);
+		return NULL;
+	}
+	return n;
+}
+
+static struct backend *add_backend(struct app *a, struct cfg *c, struct cfg_server *s);
+
+/* Keeps, replaces or stops each running backend for configuration N. */
+static void reconcile_backends(struct app *a, struct cfg *n)
+{
+	size_t before = a->nbackends;
+	bool *kept = calloc(n->nservers + 1, sizeof *kept);
+	struct backend *donor = NULL;
+	for (size_t i = 0; i < before; i++) {
+		struct backend *b = a->backends[i];
+		if (backend_state(b) == BACKEND_GONE || backend_state(b) == BACKEND_STOPPING)
+			continue;
+		donor = donor ? donor : b;
+		struct cfg_server *e = entry_named(n, backend_peer(b)->name);
+		if (e && same_launch(backend_cfg(b), e)) {
+			backend_set_cfg(b, n, e);
+			backend_peer(b)->pl = e->pipeline;
+			backend_peer(b)->timeout = e->timeout;
+			router_update_backend(backend_peer(b), e);
+			if (kept)
+				kept[e - n->servers] = true;
+			continue;
+		}
+		log_info("reload: %s %s", backend_peer(b)->name, e ? "changed: replacing it" : "removed");
+		router_remove_backend(backend_peer(b));
+		backend_stop(b, n->grace);
+	}
+	for (size_t i = 0; i < n->nservers; i++) {
+		if (!n->servers[i].enabled || (kept && kept[i]))
+			continue;
+		struct backend *b = add_backend(a, n, &n->servers[i]);
+		if (!b)
+			continue;
+		if (donor)
+			backend_adopt_init_params(b, donor);
+		log_info("reload: starting %s", n->servers[i].name);
+		backend_start(b);
+	}
+	free(kept);
+}
+
+/* SIGHUP: apply the configuration file again, or keep the running one. */
+static void reload(struct app *a)
+{
+	if (a->phase != RUNNING)
+		return;
+	log_info("reload: reading %s", a->cfg->path);
+	struct cfg *n = load_for_reload(a);
+	struct cfg **old = n ? realloc(a->old, (a->nold + 1) * sizeof *old) : NULL;
+	if (!old) {
+		if (n)
+			cfg_free(n);
+		log_error("reload: keeping the running configuration");
+		return;
+	}
+	a->old = old;
+	a->old[a->nold++] = a->cfg;
+	chain_set_pipeline(n->pipeline);  /* requests in flight keep the old one */
+	router_reconfigure(n);
+	reconcile_backends(a, n);
+	router_reconfigure(n);  /* names with the kept backends' new prefixes */
+	router_lists_changed();
+	a->cfg = n;
+	if (!a->level_flag)
+		log_set_level(n->has_log_level ? n->log_level : LOG_INFO);
+	log_info("reload: done (%zu backends)", router_backends());
+}
+
 /* SIGTERM / SIGINT. */
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
@@ -169,8 +313,8 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 	(void)loop;
 	(void)revents;
 	if (w->signum == SIGHUP) {
-		/* reopen audit files (logrotate); configuration reload is not built yet */
-		mw_log_reopen_all();
+		mw_log_reopen_all();  /* logrotate */
+		reload(a);
 		return;
 	}
 	begin_stop(a, w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -242,10 +386,28 @@ static int set_log_level(const char *flag, const struct cfg *c)
 	return 0;
 }
 
-/* Runs the proxy until shutdown. */
-static int run(struct cfg *cfg)
+/* Creates a backend for entry S of C and registers it (not started). */
+static struct backend *add_backend(struct app *a, struct cfg *c, struct cfg_server *s)
 {
-	struct app a = { .cfg = cfg };
+	struct backend **v = realloc(a->backends, (a->nbackends + 1) * sizeof *v);
+	if (!v)
+		return NULL;
+	a->backends = v;
+	struct backend *b = backend_new(c, s, on_backend_event, a);
+	if (!b)
+		return NULL;
+	a->backends[a->nbackends++] = b;
+	backend_peer(b)->pl = s->pipeline;
+	backend_peer(b)->timeout = s->timeout;
+	router_add_backend(backend_peer(b), s);
+	return b;
+}
+
+/* Runs the proxy until shutdown. */
+static int run(struct cfg **cfgp, const char *level_flag)
+{
+	struct cfg *cfg = *cfgp;
+	struct app a = { .cfg = cfg, .level_flag = level_flag };
 	struct ev_loop *loop = EV_DEFAULT;
 	writer_setup();
 	watch_signals(&a);
@@ -254,20 +416,13 @@ static int run(struct cfg *cfg)
 	chain_set_pipeline(cfg->pipeline);
 	router_setup(cfg);
 	router_set_status(describe_backends, &a);
-	a.backends = calloc(cfg->nservers + 1, sizeof *a.backends);
-	for (size_t i = 0; a.backends && i < cfg->nservers; i++) {
+	for (size_t i = 0; i < cfg->nservers; i++) {
 		struct cfg_server *s = &cfg->servers[i];
 		if (!s->enabled)
 			continue;
 		if (pipeline_start(s->pipeline) < 0)
 			return 1;
-		struct backend *b = backend_new(cfg, s, on_backend_event, &a);
-		if (!b)
-			continue;
-		a.backends[a.nbackends++] = b;
-		backend_peer(b)->pl = s->pipeline;
-		backend_peer(b)->timeout = s->timeout;
-		router_add_backend(backend_peer(b), s);
+		add_backend(&a, cfg, s);
 	}
 	for (size_t i = 0; i < a.nbackends; i++)  /* all start at once */
 		backend_start(a.backends[i]);
@@ -288,6 +443,10 @@ static int run(struct cfg *cfg)
 		backend_free(a.backends[i]);
 	free(a.backends);
 	chain_release();
+	for (size_t i = 0; i < a.nold; i++)
+		cfg_free(a.old[i]);
+	free(a.old);
+	*cfgp = a.cfg;  /* the one in force at the end, for the caller to free */
 	ev_signal_stop(loop, &a.sigterm);
 	ev_signal_stop(loop, &a.sigint);
 	ev_signal_stop(loop, &a.sighup);
@@ -356,7 +515,8 @@ int main(int argc, char **argv)
 		cfg_free(cfg);
 		return 2;
 	}
-	int rc = run(cfg);
+	const char *lf = level ? level : getenv("MCP_CHAIN_LOG");
+	int rc = run(&cfg, lf);
 	cfg_free(cfg);
 	return rc;
 }

@@ -32,6 +32,8 @@ struct slot {
 	struct peer *peer;
 	const struct cfg_server *entry;
 	const char *prefix;
+	size_t index;                /* in R.v */
+	bool removed;                /* taken out by a reload: ignored */
 	json_t *items[LIST_KINDS];   /* owned: its tools and prompts, its names */
 	json_t *paging[LIST_KINDS];  /* owned: a refresh being gathered */
 	bool changed[LIST_KINDS];    /* tell clients when the refresh ends */
@@ -57,7 +59,7 @@ struct agg_init {
 
 static struct {
 	const struct cfg *cfg;
-	struct slot *v;
+	struct slot **v;       /* each slot allocated once, never moved */
 	size_t n;
 	bool multi;
 	bool client_initialized;
@@ -87,9 +89,18 @@ static void fetch_list(struct slot *s, enum list_kind k, const char *cursor);
 static struct slot *slot_of(struct peer *p)
 {
 	for (size_t i = 0; i < R.n; i++)
-		if (R.v[i].peer == p)
-			return &R.v[i];
+		if (R.v[i]->peer == p && !R.v[i]->removed)
+			return R.v[i];
 	return NULL;
+}
+
+/* The first backend not removed by a reload (there is always one). */
+static struct slot *first_active(void)
+{
+	for (size_t i = 0; i < R.n; i++)
+		if (!R.v[i]->removed)
+			return R.v[i];
+	return R.v[0];
 }
 
 /* A backend's initialize result capabilities (borrowed). */
@@ -103,7 +114,7 @@ static json_t *caps_of(struct slot *s)
 /* Sends a notification of the aggregate's own to every client. */
 static void notify_clients(const char *method)
 {
-	chain_notify(R.multi ? &R.agg : R.v[0].peer, NULL, rpc_notification(method, NULL));
+	chain_notify(R.multi ? &R.agg : first_active()->peer, NULL, rpc_notification(method, NULL));
 }
 
 /* ---------- names ---------- */
@@ -175,20 +186,20 @@ static void expose_item(enum list_kind k, size_t i, json_t *item)
 	char name[NAME_MAX_LEN + 1], plain[1024];
 	if (!orig)
 		return;
-	expose(name, R.v[i].prefix, orig, NULL);
+	expose(name, R.v[i]->prefix, orig, NULL);
 	for (unsigned n = 0; hmap_get(&R.map[k], name, strlen(name)); n++) {
 		char salt[300];
-		snprintf(salt, sizeof salt, "%s/%u", R.v[i].entry->name, n);
-		expose(name, R.v[i].prefix, orig, salt);
+		snprintf(salt, sizeof salt, "%s/%u", R.v[i]->entry->name, n);
+		expose(name, R.v[i]->prefix, orig, salt);
 		log_warn("%s %s of %s collides with another name; exposed as %s",
-			 list_key[k], orig, R.v[i].entry->name, name);
+			 list_key[k], orig, R.v[i]->entry->name, name);
 	}
-	snprintf(plain, sizeof plain, "%s%s%s", R.v[i].prefix, R.cfg->separator, orig);
+	snprintf(plain, sizeof plain, "%s%s%s", R.v[i]->prefix, R.cfg->separator, orig);
 	if (strcmp(plain, name) != 0)
 		log_info("%s: %s \"%s\" exposed as \"%s\" (client-safe name)",
-			 R.v[i].entry->name, k == LIST_TOOLS ? "tool" : "prompt", orig, name);
+			 R.v[i]->entry->name, k == LIST_TOOLS ? "tool" : "prompt", orig, name);
 	add_mapping(k, name, i, orig);
-	if (!R.v[i].peer->ready)
+	if (!R.v[i]->peer->ready)
 		return;  /* its names stay reserved while it is down */
 	json_t *copy = json_copy(item);
 	json_object_set_new(copy, "name", json_string(name));
@@ -204,7 +215,9 @@ static void rebuild(enum list_kind k)
 	for (size_t i = 0; i < R.n; i++) {
 		size_t j;
 		json_t *item;
-		json_array_foreach(R.v[i].items[k], j, item)
+		if (R.v[i]->removed)
+			continue;
+		json_array_foreach(R.v[i]->items[k], j, item)
 			expose_item(k, i, item);
 	}
 }
@@ -270,7 +283,7 @@ static void on_templates(struct exchange *ex, json_t *msg, void *arg)
 	struct slot *s = arg;
 	json_t *result = json_object_get(msg, "result");
 	json_t *items = json_object_get(result, "resourceTemplates");
-	size_t idx = (size_t)(s - R.v), i;
+	size_t idx = s->index, i;
 	json_t *it;
 	(void)ex;
 	json_array_foreach(items, i, it) {
@@ -290,7 +303,7 @@ static void refresh(struct slot *s, bool tell)
 	json_t *caps = caps_of(s);
 	for (size_t i = json_array_size(R.templates); i-- > 0;)  /* forget its old ones */
 		if ((size_t)json_integer_value(json_array_get(json_array_get(R.templates, i), 1)) ==
-		    (size_t)(s - R.v))
+		    s->index)
 			json_array_remove(R.templates, i);
 	if (json_object_get(caps, "resources"))
 		chain_call_via(s->peer, "resources/templates/list", json_object(),
@@ -308,7 +321,7 @@ static bool fetching(void)
 {
 	for (size_t i = 0; i < R.n; i++)
 		for (int k = 0; k < LIST_KINDS; k++)
-			if (R.v[i].paging[k])
+			if (R.v[i]->paging[k])
 				return true;
 	return false;
 }
@@ -338,20 +351,22 @@ static json_t *merged_result(void)
 	char *instr = NULL;
 	size_t ilen = 0;
 	for (size_t i = 0; i < R.n; i++) {
-		json_t *c = caps_of(&R.v[i]);
+		if (R.v[i]->removed)
+			continue;
+		json_t *c = caps_of(R.v[i]);
 		json_t *copy = json_deep_copy(c);
 		merge_caps(caps, copy);
 		json_decref(copy);
-		const char *t = json_string_value(json_object_get(R.v[i].peer->init_result, "instructions"));
+		const char *t = json_string_value(json_object_get(R.v[i]->peer->init_result, "instructions"));
 		if (!t)
 			continue;
-		size_t add = strlen(t) + strlen(R.v[i].entry->name) + 16;
+		size_t add = strlen(t) + strlen(R.v[i]->entry->name) + 16;
 		char *p = realloc(instr, ilen + add);
 		if (!p)
 			continue;
 		instr = p;
 		ilen += (size_t)snprintf(instr + ilen, add, "%s## %s\n%s", ilen ? "\n\n" : "",
-					 R.v[i].entry->name, t);
+					 R.v[i]->entry->name, t);
 	}
 	/* we tell clients when a backend's lists change or it restarts */
 	for (int k = 0; k < LIST_KINDS; k++)
@@ -382,7 +397,7 @@ static void check_init_done(void)
 	ev_timer_stop(EV_DEFAULT, &in->bound);
 	size_t ready = 0;
 	for (size_t i = 0; i < R.n; i++)
-		ready += R.v[i].peer->ready;
+		ready += R.v[i]->peer->ready;
 	json_t *resp = rpc_result(json_null(), merged_result());
 	log_info("aggregate: initialized with %zu of %zu backends ready", ready, R.n);
 	R.agg.ready = true;
@@ -412,21 +427,21 @@ static void on_bound(struct ev_loop *loop, ev_timer *w, int revents)
 		 R.cfg->init_timeout);
 	for (size_t i = 0; i < R.n; i++)
 		for (int k = 0; k < LIST_KINDS; k++)
-			if (R.v[i].paging[k])
-				R.v[i].changed[k] = true;  /* tell the client when it lands */
+			if (R.v[i]->paging[k])
+				R.v[i]->changed[k] = true;  /* tell the client when it lands */
 	R.init->pending = 0;
 	json_t *none = NULL;
 	(void)none;
 	struct agg_init *in = R.init;
 	for (size_t i = 0; i < R.n; i++)
 		for (int k = 0; k < LIST_KINDS; k++)
-			if (R.v[i].paging[k]) {
+			if (R.v[i]->paging[k]) {
 				/* answer now; the refresh finishes later */
 			}
 	R.init = NULL;
 	size_t ready = 0;
 	for (size_t i = 0; i < R.n; i++)
-		ready += R.v[i].peer->ready;
+		ready += R.v[i]->peer->ready;
 	json_t *resp = rpc_result(json_null(), merged_result());
 	log_info("aggregate: initialized with %zu of %zu backends ready", ready, R.n);
 	R.agg.ready = true;
@@ -475,10 +490,10 @@ static int agg_initialize(struct peer *p, json_t *params,
 	ev_timer_start(EV_DEFAULT, &in->bound);
 	R.init = in;
 	for (size_t i = 0; i < R.n; i++) {
-		struct peer *b = R.v[i].peer;
+		struct peer *b = R.v[i]->peer;
 		in->pending++;
-		if (b->ops->initialize(b, params, on_backend_init, &R.v[i]) < 0) {
-			log_warn("%s: not available (%s)", R.v[i].entry->name,
+		if (b->ops->initialize(b, params, on_backend_init, R.v[i]) < 0) {
+			log_warn("%s: not available (%s)", R.v[i]->entry->name,
 				 b->why_down[0] ? b->why_down : "not started");
 			in->pending--;
 		}
@@ -550,7 +565,7 @@ static void next_page(struct page_req *pr, const char *inner);
 static size_t next_resource_slot(size_t i)
 {
 	for (; i < R.n; i++)
-		if (json_object_get(caps_of(&R.v[i]), "resources"))
+		if (!R.v[i]->removed && json_object_get(caps_of(R.v[i]), "resources"))
 			return i;
 	return R.n;
 }
@@ -599,7 +614,7 @@ static void on_resource_page(struct exchange *ex, json_t *msg, void *arg)
 	(void)ex;
 	json_t *items = json_object_get(result, pr->key);
 	if (!json_is_array(items)) {
-		log_warn("%s: %s failed; skipped", R.v[pr->slot].entry->name, pr->method);
+		log_warn("%s: %s failed; skipped", R.v[pr->slot]->entry->name, pr->method);
 		size_t next = next_resource_slot(pr->slot + 1);
 		if (next < R.n) {
 			pr->slot = next;
@@ -618,7 +633,7 @@ static void on_resource_page(struct exchange *ex, json_t *msg, void *arg)
 /* Asks the current slot for the page at INNER. */
 static void next_page(struct page_req *pr, const char *inner)
 {
-	struct slot *s = &R.v[pr->slot];
+	struct slot *s = R.v[pr->slot];
 	json_t *params = inner && *inner ? json_pack("{s:s}", "cursor", inner) : json_object();
 	if (!s->peer->ready ||
 	    chain_call_via(s->peer, pr->method, params, s->peer->pl, on_resource_page, pr) < 0) {
@@ -674,10 +689,10 @@ static void agg_status(json_t *id)
 static void agg_set_level(json_t *msg)
 {
 	for (size_t i = 0; i < R.n; i++) {
-		if (!json_object_get(caps_of(&R.v[i]), "logging"))
+		if (!json_object_get(caps_of(R.v[i]), "logging"))
 			continue;
 		json_t *params = json_deep_copy(json_object_get(msg, "params"));
-		chain_call_via(R.v[i].peer, "logging/setLevel", params, R.v[i].peer->pl, NULL, NULL);
+		chain_call_via(R.v[i]->peer, "logging/setLevel", params, R.v[i]->peer->pl, NULL, NULL);
 	}
 	agg_reply(json_object_get(msg, "id"), rpc_result(json_null(), json_object()));
 }
@@ -746,15 +761,15 @@ static struct slot *owner_of_uri(const char *uri)
 {
 	json_t *o = json_object_get(R.uri_owner, uri);
 	if (o && (size_t)json_integer_value(o) < R.n)
-		return &R.v[json_integer_value(o)];
+		return R.v[json_integer_value(o)];
 	size_t i;
 	json_t *pair;
 	json_array_foreach(R.templates, i, pair) {
 		if (template_match(json_string_value(json_array_get(pair, 0)), uri))
-			return &R.v[json_integer_value(json_array_get(pair, 1))];
+			return R.v[json_integer_value(json_array_get(pair, 1))];
 	}
 	size_t first = next_resource_slot(0);
-	return first < R.n ? &R.v[first] : NULL;
+	return first < R.n ? R.v[first] : NULL;
 }
 
 /* Routes a named call: rewrites the name at KEY of OBJ to the backend's own. */
@@ -770,7 +785,7 @@ static struct peer *route_name(enum list_kind k, json_t *obj, const char *key,
 		return NULL;
 	}
 	json_object_set_new(obj, key, json_string(m->orig));
-	return R.v[m->slot].peer;
+	return R.v[m->slot]->peer;
 }
 
 /* Picks the destination of a client request. */
@@ -787,7 +802,7 @@ struct peer *router_route_request(struct peer *client, json_t *msg, const char *
 		return p;
 	}
 	if (!R.multi)
-		return R.v[0].peer;
+		return first_active()->peer;
 	json_t *params = json_object_get(msg, "params");
 	if (strcmp(method, "tools/call") == 0)
 		return route_name(LIST_TOOLS, params, "name", code, err, errlen);
@@ -818,9 +833,9 @@ struct peer *router_route_request(struct peer *client, json_t *msg, const char *
 	    strcmp(method, "logging/setLevel") == 0)
 		return &R.agg;
 	for (size_t i = 0; i < R.n; i++)  /* anything else: the first ready backend */
-		if (R.v[i].peer->ready)
-			return R.v[i].peer;
-	return R.v[0].peer;
+		if (R.v[i]->peer->ready)
+			return R.v[i]->peer;
+	return first_active()->peer;
 }
 
 /* Sends notifications/initialized to a backend once per run. */
@@ -840,18 +855,18 @@ bool router_client_notification(struct peer *client, json_t *msg, const char *me
 		R.client_initialized = true;
 		if (!R.multi) {
 			if (R.n)
-				R.v[0].sent_initialized = true;
+				first_active()->sent_initialized = true;
 			return false;  /* the client's own, unchanged */
 		}
 		for (size_t i = 0; i < R.n; i++)
-			send_initialized(&R.v[i]);
+			send_initialized(R.v[i]);
 		json_decref(msg);
 		return true;
 	}
 	if (R.multi && strcmp(method, "notifications/roots/list_changed") == 0) {
 		for (size_t i = 0; i < R.n; i++)
-			if (R.v[i].peer->ready)
-				chain_notify(client, R.v[i].peer, json_incref(msg));
+			if (R.v[i]->peer->ready)
+				chain_notify(client, R.v[i]->peer, json_incref(msg));
 		json_decref(msg);
 		return true;
 	}
@@ -939,7 +954,7 @@ struct peer *router_init_target(struct peer *client)
 	(void)client;
 	if (R.n == 0)
 		return chain_first_peer(PEER_BACKEND);
-	return R.multi ? &R.agg : R.v[0].peer;
+	return R.multi ? &R.agg : first_active()->peer;
 }
 
 /* Sets up. */
@@ -954,19 +969,87 @@ void router_setup(const struct cfg *cfg)
 /* Adds a backend. */
 void router_add_backend(struct peer *backend, const struct cfg_server *entry)
 {
-	struct slot *v = realloc(R.v, (R.n + 1) * sizeof *v);
+	struct slot **v = realloc(R.v, (R.n + 1) * sizeof *v);
 	if (!v)
 		return;
 	R.v = v;
-	memset(&R.v[R.n], 0, sizeof *R.v);
-	R.v[R.n].peer = backend;
-	R.v[R.n].entry = entry;
-	R.v[R.n].prefix = entry->prefix ? entry->prefix : entry->name;
+	R.v[R.n] = calloc(1, sizeof **R.v);
+	if (!R.v[R.n])
+		return;
+	R.v[R.n]->index = R.n;
+	R.v[R.n]->peer = backend;
+	R.v[R.n]->entry = entry;
+	R.v[R.n]->prefix = entry->prefix ? entry->prefix : entry->name;
+	R.v[R.n]->was_down = R.client_initialized;  /* added by a reload: tell the client */
 	R.n++;
-	if (R.n == 2) {
+	if (!R.multi && router_backends() >= 2) {
 		R.multi = true;
 		chain_add_peer(&R.agg);
 	}
+}
+
+/* Takes a backend out (a reload removed or replaced it). */
+void router_remove_backend(struct peer *backend)
+{
+	struct slot *s = slot_of(backend);
+	if (!s)
+		return;
+	s->removed = true;
+	for (int k = 0; k < LIST_KINDS; k++) {
+		json_decref(s->items[k]);
+		json_decref(s->paging[k]);
+		s->items[k] = s->paging[k] = NULL;
+		rebuild((enum list_kind)k);
+		if (R.multi && R.client_initialized)
+			notify_clients(list_note[k]);
+	}
+	for (size_t i = json_array_size(R.templates); i-- > 0;)
+		if ((size_t)json_integer_value(json_array_get(json_array_get(R.templates, i), 1)) == s->index)
+			json_array_remove(R.templates, i);
+	const char *uri;
+	json_t *v, *tmp;
+	json_object_foreach_safe(R.uri_owner, tmp, uri, v)
+		if ((size_t)json_integer_value(v) == s->index)
+			json_object_del(R.uri_owner, uri);
+	if (R.multi && R.client_initialized)
+		notify_clients("notifications/resources/list_changed");
+}
+
+/* Takes a new configuration: options, and each kept backend's entry. */
+void router_reconfigure(const struct cfg *cfg)
+{
+	R.cfg = cfg;
+	for (int k = 0; k < LIST_KINDS; k++)
+		rebuild((enum list_kind)k);
+}
+
+/* After a reload: the middleware may show other lists; clients look again. */
+void router_lists_changed(void)
+{
+	if (!R.client_initialized || R.n == 0)
+		return;
+	for (int k = 0; k < LIST_KINDS; k++)
+		notify_clients(list_note[k]);
+	notify_clients("notifications/resources/list_changed");
+}
+
+/* A kept backend's entry in the new configuration. */
+void router_update_backend(struct peer *backend, const struct cfg_server *entry)
+{
+	struct slot *s = slot_of(backend);
+	if (!s)
+		return;
+	s->entry = entry;
+	s->prefix = entry->prefix ? entry->prefix : entry->name;
+}
+
+/* Number of backends not removed. */
+size_t router_backends(void)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < R.n; i++)
+		n += !R.v[i]->removed;
+	return n;
 }
 
 /* Installs the status describer. */
@@ -981,8 +1064,8 @@ void router_release(void)
 {
 	for (size_t i = 0; i < R.n; i++)
 		for (int k = 0; k < LIST_KINDS; k++) {
-			json_decref(R.v[i].items[k]);
-			json_decref(R.v[i].paging[k]);
+			json_decref(R.v[i]->items[k]);
+			json_decref(R.v[i]->paging[k]);
 		}
 	for (int k = 0; k < LIST_KINDS; k++) {
 		hmap_release(&R.map[k]);
@@ -1007,6 +1090,8 @@ void router_release(void)
 	json_decref(R.uri_owner);
 	json_decref(R.templates);
 	json_decref(R.client_params);
+	for (size_t i = 0; i < R.n; i++)
+		free(R.v[i]);
 	free(R.v);
 	memset(&R, 0, sizeof R);
 }

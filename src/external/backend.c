@@ -377,6 +377,22 @@ const struct backend_stats *backend_stats(const struct backend *b) { return &b->
 void *backend_transport(struct backend *b) { return b->t; }
 void backend_set_transport(struct backend *b, void *t) { b->t = t; }
 
+/* Points a kept backend at its entry in a new configuration. */
+void backend_set_cfg(struct backend *b, const struct cfg *top, const struct cfg_server *cfg)
+{
+	b->top = top;
+	b->cfg = cfg;
+	b->peer.name = cfg->name;
+}
+
+/* Copies the client parameters another backend was initialized with. */
+void backend_adopt_init_params(struct backend *b, const struct backend *from)
+{
+	if (!from->init_params || b->init_params)
+		return;
+	b->init_params = json_deep_copy(from->init_params);
+}
+
 /* Frees a backend. */
 void backend_free(struct backend *b)
 {

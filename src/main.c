@@ -21,6 +21,7 @@
 #include "chain.h"
 #include "config.h"
 #include "front.h"
+#include "curl_ev.h"
 #include "log.h"
 #include "mw_log.h"
 #include "router.h"
@@ -442,6 +443,7 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	for (size_t i = 0; i < a.nbackends; i++)
 		backend_free(a.backends[i]);
 	free(a.backends);
+	curl_ev_release();
 	chain_release();
 	for (size_t i = 0; i < a.nold; i++)
 		cfg_free(a.old[i]);

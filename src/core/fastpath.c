@@ -61,6 +61,23 @@ static int splice_send(struct peer *to, const char *line, size_t len,
 	return to->ops->send_raw(to, iov, n, request);
 }
 
+/* Writes V in decimal into BUF (at least 24 bytes); returns the length. */
+static size_t int_text(json_int_t v, char *buf)
+{
+	char tmp[24];
+	size_t n = 0;
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+	do
+		tmp[n++] = (char)('0' + u % 10);
+	while ((u /= 10) > 0);
+	size_t len = 0;
+	if (v < 0)
+		buf[len++] = '-';
+	while (n > 0)
+		buf[len++] = tmp[--n];
+	return len;
+}
+
 /* A json_t for an id or token span (string without escapes, or integer). */
 static json_t *span_value(struct jspan s)
 {
@@ -82,8 +99,8 @@ static bool path_clear(struct peer *from, struct peer *to)
 static size_t from_id_text(struct exchange *ex, char *buf, size_t n, char **heap)
 {
 	*heap = NULL;
-	if (json_is_integer(ex->from_id))
-		return (size_t)snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(ex->from_id));
+	if (json_is_integer(ex->from_id) && n >= 24)
+		return int_text(json_integer_value(ex->from_id), buf);
 	*heap = json_dumps(ex->from_id, JSON_ENCODE_ANY | JSON_COMPACT);
 	return *heap ? strlen(*heap) : 0;
 }
@@ -115,11 +132,11 @@ static bool fast_request(struct peer *from, struct peer *to, const char *line,
 		ex->from_token = span_value(js->token);
 	chain_exchange_assign(ex, to);
 	char idtext[24];
-	int idn = snprintf(idtext, sizeof idtext, "%" JSON_INTEGER_FORMAT, ex->to_id);
+	size_t idn = int_text(ex->to_id, idtext);
 	struct splice sp = { .n = 0 };
-	splice_add(&sp, js->id, idtext, (size_t)idn);
+	splice_add(&sp, js->id, idtext, idn);
 	if (js->token.p && ex->from_token)
-		splice_add(&sp, js->token, idtext, (size_t)idn);
+		splice_add(&sp, js->token, idtext, idn);
 	if (splice_send(to, line, len, &sp, true) < 0)
 		chain_exchange_fail(ex, "cannot send the request");
 	return true;
@@ -178,9 +195,9 @@ static bool fast_cancelled(struct peer *from, const char *line, size_t len, stru
 	if (!ex || ex->walking || !ex->in_sent || !path_clear(from, ex->to))
 		return false;
 	char idtext[24];
-	int idn = snprintf(idtext, sizeof idtext, "%" JSON_INTEGER_FORMAT, ex->to_id);
+	size_t idn = int_text(ex->to_id, idtext);
 	struct splice sp = { .n = 0 };
-	splice_add(&sp, js->request_id, idtext, (size_t)idn);
+	splice_add(&sp, js->request_id, idtext, idn);
 	splice_send(ex->to, line, len, &sp, false);
 	chain_exchange_free(ex);
 	return true;
@@ -218,6 +235,10 @@ bool chain_fast(struct peer *from, const char *line, size_t len)
 	if (!js.method.p)
 		return fast_response(from, line, len, &js);
 	if (js.id.p) {
+		/* initialize and server/discover are the session's own to answer */
+		if (from->role == PEER_CLIENT && (jspan_eq(js.method, "initialize") ||
+						  jspan_eq(js.method, "server/discover")))
+			return false;
 		struct peer *to = from->role == PEER_CLIENT ?
 			chain_route_backend(from) : chain_route_client(from);
 		if (!path_clear(from, to))

@@ -74,10 +74,23 @@ static bool hex4(const char *p, const char *e)
 	return !(v >= 0xD800 && v <= 0xDFFF);
 }
 
+/* Bytes that need a closer look inside a string: controls, '"', '\\', non-ASCII. */
+static bool special(unsigned char c)
+{
+	return c < 0x20 || c == '"' || c == '\\' || c >= 0x80;
+}
+
 /* Scans a string at p ('"'); returns the byte after it or NULL. */
 static const char *string(const char *p, const char *e, bool *escaped)
 {
 	for (p++; p < e;) {
+		while (p + 4 <= e && !special((unsigned char)p[0]) && !special((unsigned char)p[1]) &&
+		       !special((unsigned char)p[2]) && !special((unsigned char)p[3]))
+			p += 4;  /* plain ASCII, the common case, four at a time */
+		while (p < e && !special((unsigned char)*p))
+			p++;
+		if (p >= e)
+			return NULL;
 		unsigned char c = (unsigned char)*p;
 		if (c == '"')
 			return p + 1;

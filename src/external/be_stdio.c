@@ -123,6 +123,8 @@ static bool read_stdout(struct be_stdio *s)
 			drain_lines(s);
 			if (!s->out_open)
 				return false;
+			if ((size_t)n < avail)
+				return true;  /* drained for now: level-triggered, saves a read */
 			continue;
 		}
 		if (n < 0 && errno == EINTR)

@@ -200,8 +200,8 @@ void curl_ev_release(void)
 	if (G.multi) {
 		if (G.count)
 			log_warn("curl: %zu transfer(s) still added at exit", G.count);
+		curl_multi_cleanup(G.multi);  /* may call on_socket and on_timer_change */
 		ev_timer_stop(EV_DEFAULT, &G.timer);
-		curl_multi_cleanup(G.multi);  /* may remove sockets via on_socket */
 		G.multi = NULL;
 		G.count = 0;
 	}

@@ -10,6 +10,12 @@
 #define LINE_SLACK 64          /* room for a field name beyond the data bound */
 #define SHRINK_ABOVE 65536     /* give large buffers back after an event */
 
+/* buf_append, skipping empty appends (an empty buffer has no memory yet). */
+static int append(struct buf *b, const char *s, size_t n)
+{
+	return n ? buf_append(b, s, n) : 0;
+}
+
 /* Prepares a parser. */
 void sse_init(struct sse *p, size_t max)
 {
@@ -44,7 +50,7 @@ static int line_add(struct sse *p, const char *s, size_t k)
 			return 0;
 		k = k < keep - p->line.len ? k : keep - p->line.len;
 	}
-	return buf_append(&p->line, s, k);
+	return append(&p->line, s, k);
 }
 
 /* Forgets the current line. */
@@ -101,7 +107,7 @@ static int add_data(struct sse *p, const char *v, size_t vlen, bool cut)
 		if (p->data.len >= SSE_PREFIX)
 			return 0;
 		vlen = vlen < SSE_PREFIX - p->data.len ? vlen : SSE_PREFIX - p->data.len;
-		return buf_append(&p->data, v, vlen);
+		return append(&p->data, v, vlen);
 	}
 	if (p->data.len == 0 && p->data.cap < p->line.cap) {
 		/* a large single-line event: take the line's buffer, not a copy */
@@ -112,7 +118,7 @@ static int add_data(struct sse *p, const char *v, size_t vlen, bool cut)
 		p->line = t;
 		return buf_append(&p->data, "\n", 1);
 	}
-	if (buf_append(&p->data, v, vlen) < 0)
+	if (append(&p->data, v, vlen) < 0)
 		return -1;
 	return buf_append(&p->data, "\n", 1);
 }

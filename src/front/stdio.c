@@ -130,6 +130,8 @@ static void on_stdin(struct ev_loop *loop, ev_io *w, int revents)
 		if (n > 0) {
 			framer_commit(&f->fr, (size_t)n);
 			drain_lines(f);
+			if ((size_t)n < avail)
+				return;  /* drained; the loop says when more comes (saves a read) */
 			continue;
 		}
 		if (n < 0 && errno == EINTR)

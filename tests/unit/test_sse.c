@@ -32,6 +32,7 @@ struct seen {
 
 static struct sse parser;
 
+/* A fresh parser with a 1 MiB bound for each test. */
 static int setup(void **state)
 {
 	(void)state;
@@ -39,6 +40,7 @@ static int setup(void **state)
 	return 0;
 }
 
+/* Frees it. */
 static int teardown(void **state)
 {
 	(void)state;
@@ -308,6 +310,7 @@ static void test_stop(void **state)
 	assert_int_equal(calls, 1);
 }
 
+/* Runs every test. */
 int main(void)
 {
 	const struct CMUnitTest tests[] = {

@@ -1,0 +1,228 @@
+/*
+ * http_int.h - internals of the HTTP upstream transport, shared by
+ * http_xfer.c (transfers, the inbox, delivery), be_http.c (Streamable
+ * HTTP and the transport operations) and be_sse.c (legacy HTTP+SSE).
+ *
+ * Nothing reaches the chain from inside a libcurl callback: what a
+ * transfer receives is parsed into messages that wait in the transport's
+ * inbox; an ev_prepare watcher (the flush) hands them on at a safe point,
+ * posts messages that were held back, and reports the transport down
+ * after the messages that came before. libcurl's multi calls are made
+ * only from the loop (curl_ev.h).
+ */
+#ifndef MCPC_HTTP_INT_H
+#define MCPC_HTTP_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <curl/curl.h>
+#include <ev.h>
+#include <jansson.h>
+
+#include "backend.h"
+#include "buf.h"
+#include "curl_ev.h"
+#include "sse.h"
+
+#define HTTP_ERRBODY_MAX 65536    /* bytes of an error reply kept */
+
+enum hx_kind {
+	HX_POST,      /* one message POSTed */
+	HX_GET,       /* Streamable HTTP: the stream for server-initiated messages */
+	HX_RESUME,    /* Streamable HTTP: a POST's stream resumed with Last-Event-ID */
+	HX_DELETE,    /* Streamable HTTP: ending the session */
+	HX_STREAM,    /* legacy HTTP+SSE: the event stream */
+};
+
+/* Who a POSTed message is for: the chain, or the transport itself. */
+enum out_kind {
+	OUT_CHAIN,        /* from the chain (send) */
+	OUT_REINIT,       /* our initialize for a new session */
+	OUT_REINIT_DONE,  /* our notifications/initialized after it */
+};
+
+/* A message to POST, serialized once and kept for one retry. */
+struct out {
+	char *body;             /* owned, compact JSON */
+	size_t len;
+	json_t *id;             /* owned: the request's id; NULL unless a request */
+	enum out_kind kind;
+	bool is_init;           /* an initialize request */
+	bool is_initialized;    /* notifications/initialized */
+	bool retried;           /* already sent again after a lost session */
+	unsigned resumes;       /* stream resumptions without progress */
+	long retry;             /* the stream's reconnection delay (ms), or -1 */
+	struct out *next;       /* in the held list */
+};
+
+struct be_http;
+struct hx;
+
+/* Called when a transfer ended (from the loop); the transfer is freed after. */
+typedef void (*hx_done_fn)(struct hx *x, CURLcode rc);
+
+/* One HTTP transfer. */
+struct hx {
+	struct curl_ev_xfer base;   /* first member */
+	struct be_http *s;
+	enum hx_kind kind;
+	hx_done_fn on_done;
+	struct out *msg;            /* owned: what a POST carries, what a resume is for */
+	struct curl_slist *hdrs;    /* owned request headers */
+	char err[CURL_ERROR_SIZE];
+	long status;                /* HTTP status; 0 before (or without) a reply */
+	bool sse;                   /* the reply is text/event-stream */
+	bool got_response;          /* the response to msg arrived */
+	bool dispatched;            /* an event with data arrived */
+	bool oversize;              /* a JSON body passed maxMessageBytes */
+	bool refused;               /* the reply was not of the kind expected */
+	bool paused;                /* its write callback asked libcurl to pause */
+	bool sent_session;          /* carried Mcp-Session-Id */
+	unsigned gen;               /* the session generation it was sent in */
+	char *session;              /* owned: Mcp-Session-Id of the reply */
+	char *start_id;             /* owned: the Last-Event-ID it sent */
+	char why[160];              /* why it was refused */
+	struct buf body;            /* a JSON reply, or the head of an error reply */
+	struct sse parser;
+	ev_timer wait;              /* a delayed start */
+	struct hx *prev, *next;     /* in the transport's list */
+};
+
+/* A message waiting in the inbox. */
+struct in_msg {
+	json_t *msg;                /* owned */
+	size_t bytes;
+	struct in_msg *next;
+};
+
+/* What differs between Streamable HTTP and legacy HTTP+SSE. */
+struct http_mode {
+	/* Starts a POST of O (taken on success); 0 or -1. */
+	int (*post)(struct be_http *s, struct out *o);
+	/* True when messages may be POSTed now (else they are held). */
+	bool (*can_post)(struct be_http *s);
+	/* Looks at a message before delivery; true when it was consumed. */
+	bool (*intercept)(struct be_http *s, json_t *msg);
+	/* An event other than "message" (inside libcurl); 0, or -1 to abort. */
+	int (*named_event)(struct hx *x, const struct sse_event *ev);
+};
+
+extern const struct http_mode http_streamable, http_legacy;
+
+/* The transport state of one backend. */
+struct be_http {
+	struct backend *b;
+	const struct http_mode *mode;
+	const char *name;           /* borrowed: the backend's name */
+	const char *url;            /* borrowed from the config */
+	size_t max;                 /* maxMessageBytes */
+	struct hx *xfers;           /* every transfer, started or waiting */
+	struct in_msg *in_head, **in_tail;
+	struct out *held, **held_tail;
+	ev_prepare flush;
+	ev_idle kick;               /* one loop turn without blocking after a flush */
+	bool paused;                /* the chain asked for flow control */
+	bool stopping;              /* stop() was called */
+	bool down;                  /* down for this run (maybe not reported yet) */
+	bool down_pending;          /* backend_down still to be called */
+	char why[200];
+	/* Streamable HTTP */
+	char *session;              /* owned: Mcp-Session-Id */
+	unsigned gen;               /* bumped with every session change */
+	char *proto;                /* owned: the negotiated protocol version */
+	json_t *init_id;            /* owned: id of the chain's initialize in flight */
+	json_t *init_params;        /* owned: its params, to start a new session */
+	int reinit;                 /* REINIT_* */
+	json_t *reinit_id;          /* owned: id of our own initialize */
+	unsigned reinits;           /* new sessions since a request last succeeded */
+	struct hx *get;             /* the GET stream (maybe waiting to reconnect) */
+	char *get_last_id;          /* owned: its last event id */
+	unsigned get_fails;
+	bool get_off;               /* no GET stream: not offered, or given up */
+	/* legacy HTTP+SSE */
+	char *endpoint;             /* owned: where to POST */
+	struct hx *stream;
+};
+
+enum { REINIT_NONE, REINIT_WAIT, REINIT_NOTIFY };
+
+/* --- http_xfer.c --- */
+
+/* New transport state for B (not started); NULL when out of memory. */
+struct be_http *http_new(struct backend *b);
+
+/* Aborts everything and frees S. */
+void http_free(struct be_http *s);
+
+/* New message from MSG (borrowed); NULL when out of memory. */
+struct out *out_new(json_t *msg, enum out_kind kind);
+void out_free(struct out *o);
+
+/*
+ * New transfer of KIND to URL (borrowed) for S; takes MSG (may be NULL).
+ * Common options and the configured headers are set; add more with
+ * hx_header, then hx_start. NULL (MSG then still the caller's) on failure.
+ */
+struct hx *hx_new(struct be_http *s, enum hx_kind kind, const char *url, struct out *msg,
+		  hx_done_fn on_done);
+
+/* New POST of O (taken; NULL on failure, O then still the caller's). */
+struct hx *hx_new_post(struct be_http *s, const char *url, struct out *o, hx_done_fn on_done);
+
+/* Queues the messages of X's JSON reply body. */
+void hx_push_body(struct hx *x);
+
+/* Adds a request header "NAME: VALUE"; 0 or -1. */
+int hx_header(struct hx *x, const char *name, const char *value);
+
+/* Adds the Streamable HTTP headers (session, protocol version) to X. */
+int hx_session_headers(struct hx *x, bool with_proto);
+
+/*
+ * Starts X after DELAY seconds (0: now). On failure X is freed (with its
+ * message) and -1 returned; with a delay, a later failure ends X through
+ * its done callback.
+ */
+int hx_start(struct hx *x, double delay);
+
+/* Detaches and returns X's message. */
+struct out *hx_take_msg(struct hx *x);
+
+/* Aborts and frees a transfer (not from inside libcurl). */
+void hx_abort(struct hx *x);
+
+/* Aborts every transfer of S. */
+void http_abort_all(struct be_http *s);
+
+/* Queues MSG (stolen) for delivery. */
+void http_push(struct be_http *s, json_t *msg, size_t bytes);
+
+/* Answers O's request with a -32000 (or CODE) error and logs; borrows O. */
+void http_fail(struct be_http *s, const struct out *o, int code, long status,
+	       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Describes why X failed (curl's error, else RC's) into OUT. */
+const char *hx_error(const struct hx *x, CURLcode rc);
+
+/* The message of a JSON-RPC error in X's reply body, or NULL. */
+const char *hx_reply_message(struct hx *x, char *out, size_t outlen);
+
+/* Holds O until the mode can post. */
+void http_hold(struct be_http *s, struct out *o);
+
+/* Makes the flush run at the next safe point. */
+void http_wake(struct be_http *s);
+
+/* The transport is down for WHY: aborts it and reports after the inbox. */
+void http_down(struct be_http *s, const char *why);
+
+/* Frees the held messages. */
+void http_drop_held(struct be_http *s);
+
+/* --- be_http.c / be_sse.c --- */
+
+/* Starts the legacy event stream; 0 or -1 with the reason in the peer. */
+int sse_start(struct be_http *s);
+
+#endif

@@ -140,8 +140,11 @@ static int on_timer_change(CURLM *multi, long timeout_ms, void *userp)
 /* Lazily initializes libcurl and the multi handle. */
 int curl_ev_setup(void)
 {
+	char err[300];
 	if (G.multi)
 		return 0;
+	if (curl_dl_load(err, sizeof err) < 0)
+		return log_fail("curl: %s", err);
 	if (!G.global) {
 		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
 			return log_fail("curl: global initialization failed");

@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include <curl/curl.h>
+#include "curl_dl.h"
 #include <ev.h>
 #include <jansson.h>
 

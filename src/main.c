@@ -264,6 +264,7 @@ static void reconcile_backends(struct app *a, struct cfg *n)
 		}
 		log_info("reload: %s %s", backend_peer(b)->name, e ? "changed: replacing it" : "removed");
 		router_remove_backend(backend_peer(b));
+		backend_peer(b)->pl = NULL;  /* exchanges in flight hold their own reference */
 		backend_stop(b, n->grace);
 	}
 	for (size_t i = 0; i < n->nservers; i++) {
@@ -278,6 +279,18 @@ static void reconcile_backends(struct app *a, struct cfg *n)
 		backend_start(b);
 	}
 	free(kept);
+}
+
+/* Drops an old configuration's pipelines: their modules (an external
+ * filter, open files) end once requests in flight let go of them. */
+static void release_pipelines(struct cfg *c)
+{
+	pipeline_unref(c->pipeline);
+	c->pipeline = NULL;
+	for (size_t i = 0; i < c->nservers; i++) {
+		pipeline_unref(c->servers[i].pipeline);
+		c->servers[i].pipeline = NULL;
+	}
 }
 
 /* SIGHUP: apply the configuration file again, or keep the running one. */
@@ -301,6 +314,7 @@ static void reload(struct app *a)
 	reconcile_backends(a, n);
 	router_reconfigure(n);  /* names with the kept backends' new prefixes */
 	router_lists_changed();
+	release_pipelines(a->old[a->nold - 1]);
 	a->cfg = n;
 	if (!a->level_flag)
 		log_set_level(n->has_log_level ? n->log_level : LOG_INFO);

@@ -221,7 +221,8 @@ void chain_exchange_assign(struct exchange *ex, struct peer *to)
 	ex->to = to;
 	ex->to_id = to->next_id++;
 	ex->ctx.backend = backend_of(ex->from, to);
-	ex->ctx.client = principal_of(ex->from, to);
+	if (!ex->ctx.client)  /* a module (auth) may have set the principal */
+		ex->ctx.client = principal_of(ex->from, to);
 	if (hmap_put(&to->sent, &ex->to_id, sizeof ex->to_id, ex) == 0)
 		ex->in_sent = true;
 	if (to->timeout > 0 && ex->from) {
@@ -313,7 +314,8 @@ static void request_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 	ex->routed = true;
 	ex->to = to;
 	ex->ctx.backend = backend_of(ex->from, to);
-	ex->ctx.client = principal_of(ex->from, to);
+	if (!ex->ctx.client)  /* a module (auth) may have set the principal */
+		ex->ctx.client = principal_of(ex->from, to);
 	if (to->role == PEER_BACKEND && pipeline_size(to->pl) > 0) {
 		/* on to the backend's own modules, which see its own names */
 		ex->pl[1] = pipeline_ref(to->pl);

@@ -902,7 +902,8 @@ void router_backend_ready(struct peer *backend)
 		return;
 	bool restarted = s->was_down;
 	s->was_down = false;
-	s->sent_initialized = false;
+	if (restarted)
+		s->sent_initialized = false;  /* a new run needs its own */
 	if (R.client_initialized)
 		send_initialized(s);
 	if (!R.multi) {

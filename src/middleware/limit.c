@@ -1,0 +1,747 @@
+/*
+ * limit.c - the "limit" middleware module: how much, how fast, how long.
+ *
+ * Each rule picks requests (towards a backend) by method, tool name,
+ * backend and client, and counts them per key: the rule as a whole, or
+ * each name, backend or client on its own. Per key it keeps
+ *   - a concurrency limit: requests in flight are counted from the moment
+ *     they pass until their response (or their end without one, through
+ *     on_abandon); one over the limit waits in a FIFO queue (the walk is
+ *     held, MW_ASYNC) up to "queue" entries and "queueTimeoutMs", beyond
+ *     which it is refused with MW_LIMIT_BUSY;
+ *   - a token bucket ("rate" per second, "burst" deep) on ev_now: a
+ *     request finding it empty is refused at once with MW_LIMIT_RATE;
+ *   - a timeout of its own ("timeoutMs"), started when the request
+ *     passes, that ends it with mw_abort() unless its response came first.
+ * Every rule that matches applies; slots are taken in rule order, so two
+ * requests never wait for each other's slots in a cycle.
+ *
+ * A queued request whose client cancels it keeps its place until it is
+ * let through or its queue time runs out: the chain does not tell the
+ * module holding a walk that it was abandoned; once let through, the
+ * chain ends it and on_abandon gives its slots back at once.
+ */
+#include "mw_limit.h"
+
+#include <ev.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "glob_match.h"
+#include "hmap.h"
+#include "log.h"
+#include "rpc.h"
+
+#define RETRY_ABORT 0.05      /* seconds between attempts to end a request */
+#define SWEEP_AT 1024         /* counters per rule before idle ones are swept */
+
+enum per { PER_RULE, PER_NAME, PER_BACKEND, PER_CLIENT };
+
+struct rec;
+
+/* One key of one rule: slots, queue and bucket. */
+struct counter {
+	char *key;                 /* owned */
+	char *label;               /* owned: for messages, e.g. tool "slow" */
+	unsigned inflight;
+	struct rec *qhead, *qtail;
+	unsigned queued;
+	double tokens, stamp;      /* the bucket, refilled lazily */
+	struct counter *next;      /* in the rule's list */
+};
+
+struct rule {
+	char *path;                /* owned: JSON pointer, for messages */
+	struct glob_list methods, tools, backends, clients;
+	bool has_methods, has_tools, has_backends, has_clients;
+	enum per per;
+	unsigned concurrency;      /* 0: no concurrency limit */
+	unsigned queue;
+	double queue_timeout;      /* seconds */
+	double rate, burst;        /* rate 0: no rate limit */
+	double timeout;            /* seconds; 0: none */
+	struct hmap counters;      /* key -> counter */
+	struct counter *all;       /* the same counters, for sweeping and freeing */
+	size_t ncounters;
+};
+
+struct limit {
+	struct mw_module base;     /* must be first */
+	struct rule *rules;        /* owned, nrules of them */
+	size_t nrules;
+	struct hmap recs;          /* ctx pointer -> rec, for every tracked exchange */
+};
+
+/* One exchange this module tracks. */
+struct rec {
+	struct limit *lm;
+	struct mw_ctx *ctx;        /* the chain's, valid until on_response/on_abandon */
+	struct mw_walk *walk;      /* held while queued */
+	json_t *msg;               /* owned while queued */
+	size_t next;               /* the rule whose slot it takes next */
+	struct counter *waiting;   /* the counter it queues at, or NULL */
+	struct rec *qnext;
+	ev_timer timer;            /* the queue wait, then the request's timeout */
+	double timeout;            /* the shortest timeoutMs of its rules, seconds */
+	double qwait;              /* while queued: that rule's queueTimeoutMs, seconds */
+	bool active;               /* passed on */
+	struct counter *held[];    /* per rule: the slot it holds, or NULL */
+};
+
+enum acq { ACQ_DONE, ACQ_WAIT, ACQ_FULL };
+
+static void on_timer(struct ev_loop *loop, ev_timer *w, int revents);
+
+/* ---- matching and counters ---- */
+
+/* True for the methods that do work, which a rule without "methods" is about:
+ * not the lists, which mcp-chain itself also sends with several backends. */
+static bool does_work(const char *method)
+{
+	static const char *const work[] = {
+		"tools/call", "prompts/get", "resources/read", "completion/complete", NULL,
+	};
+	for (size_t i = 0; work[i]; i++)
+		if (strcmp(method, work[i]) == 0)
+			return true;
+	return false;
+}
+
+/* True when rule R applies to the request in CTX. */
+static bool rule_matches(const struct rule *r, const struct mw_ctx *ctx)
+{
+	if (r->has_methods ? !glob_list_match(&r->methods, ctx->method) :
+	    r->has_tools ? strcmp(ctx->method, "tools/call") != 0 : !does_work(ctx->method))
+		return false;
+	return (!r->has_tools || glob_list_match(&r->tools, ctx->name)) &&
+	       (!r->has_backends || glob_list_match(&r->backends, ctx->backend)) &&
+	       (!r->has_clients || glob_list_match(&r->clients, ctx->client));
+}
+
+/* What CTX's name is: "tool", "prompt", "resource" or "name". */
+static const char *name_kind(const struct mw_ctx *ctx)
+{
+	if (strcmp(ctx->method, "tools/call") == 0)
+		return "tool";
+	if (strcmp(ctx->method, "prompts/get") == 0)
+		return "prompt";
+	return strncmp(ctx->method, "resources/", 10) == 0 ? "resource" : "name";
+}
+
+/* The key CTX is counted under in R, and a label for messages into LABEL. */
+static const char *key_of(const struct rule *r, const struct mw_ctx *ctx,
+			  char *label, size_t n)
+{
+	const char *k = "";
+	switch (r->per) {
+	case PER_RULE:
+		snprintf(label, n, "limit rule %s", r->path);
+		return k;
+	case PER_NAME:
+		k = ctx->name ? ctx->name : ctx->method;
+		snprintf(label, n, "%s \"%s\"", ctx->name ? name_kind(ctx) : "method", k);
+		return k;
+	case PER_BACKEND:
+		k = ctx->backend ? ctx->backend : "";
+		snprintf(label, n, "backend \"%s\"", k);
+		return k;
+	case PER_CLIENT:
+		k = ctx->client ? ctx->client : "";
+		snprintf(label, n, "client \"%s\"", k);
+		return k;
+	}
+	return k;
+}
+
+/* Adds the tokens earned since the bucket was last looked at. */
+static void refill(const struct rule *r, struct counter *c)
+{
+	double now = ev_now(EV_DEFAULT);
+	if (r->rate <= 0)
+		return;
+	c->tokens += (now - c->stamp) * r->rate;
+	if (c->tokens > r->burst)
+		c->tokens = r->burst;
+	c->stamp = now;
+}
+
+/* True when C holds nothing and forgets nothing by going away. */
+static bool counter_idle(const struct rule *r, struct counter *c)
+{
+	refill(r, c);
+	return c->inflight == 0 && !c->qhead && (r->rate <= 0 || c->tokens >= r->burst);
+}
+
+/* Frees C (already out of the map and list). */
+static void counter_free(struct counter *c)
+{
+	free(c->key);
+	free(c->label);
+	free(c);
+}
+
+/* Forgets R's idle counters, so that keys seen once do not pile up. */
+static void sweep(struct rule *r)
+{
+	for (struct counter **pc = &r->all; *pc;) {
+		struct counter *c = *pc;
+		if (!counter_idle(r, c)) {
+			pc = &c->next;
+			continue;
+		}
+		*pc = c->next;
+		hmap_del(&r->counters, c->key, strlen(c->key));
+		counter_free(c);
+		r->ncounters--;
+	}
+}
+
+/* R's counter for CTX, made on first use; NULL when memory ran out. */
+static struct counter *counter_get(struct rule *r, const struct mw_ctx *ctx)
+{
+	char label[300];
+	const char *key = key_of(r, ctx, label, sizeof label);
+	struct counter *c = hmap_get(&r->counters, key, strlen(key));
+	if (c)
+		return c;
+	if (r->ncounters >= SWEEP_AT)
+		sweep(r);
+	c = calloc(1, sizeof *c);
+	if (!c || !(c->key = strdup(key)) || !(c->label = strdup(label)) ||
+	    hmap_put(&r->counters, c->key, strlen(key), c) < 0) {
+		if (c)
+			counter_free(c);
+		return NULL;
+	}
+	c->tokens = r->burst;
+	c->stamp = ev_now(EV_DEFAULT);
+	c->next = r->all;
+	r->all = c;
+	r->ncounters++;
+	return c;
+}
+
+/* ---- refusing ---- */
+
+/* Replaces the request *MSG by an error response; steals DATA. */
+static void make_error(json_t **msg, int code, const char *why, json_t *data)
+{
+	json_t *err = rpc_error(json_object_get(*msg, "id"), code, why, data);
+	json_decref(*msg);
+	*msg = err;
+}
+
+/*
+ * Takes one token from every bucket of the rules CTX matches, or none
+ * when one is empty: then returns false with the reason in WHY and the
+ * wait in *RETRY seconds.
+ */
+static bool take_tokens(struct limit *lm, const struct mw_ctx *ctx, char *why, size_t n,
+			double *retry)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < lm->nrules; i++) {
+			struct rule *r = &lm->rules[i];
+			struct counter *c = r->rate > 0 && rule_matches(r, ctx) ?
+				counter_get(r, ctx) : NULL;
+			if (!c)
+				continue;
+			refill(r, c);
+			if (pass == 1) {
+				c->tokens -= 1.0;
+			} else if (c->tokens < 1.0) {
+				*retry = (1.0 - c->tokens) / r->rate;
+				snprintf(why, n, "rate limit for %s reached (%g per second, "
+					 "burst %g); retry in %.2f s", c->label, r->rate, r->burst,
+					 *retry);
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+/* ---- records ---- */
+
+/* New record for the request in CTX, registered; NULL when out of memory. */
+static struct rec *rec_new(struct limit *lm, struct mw_ctx *ctx)
+{
+	struct rec *r = calloc(1, sizeof *r + lm->nrules * sizeof r->held[0]);
+	if (!r)
+		return NULL;
+	r->lm = lm;
+	r->ctx = ctx;
+	ev_init(&r->timer, on_timer);
+	r->timer.data = r;
+	for (size_t i = 0; i < lm->nrules; i++) {
+		const struct rule *ru = &lm->rules[i];
+		if (ru->timeout > 0 && (r->timeout == 0 || ru->timeout < r->timeout) &&
+		    rule_matches(ru, ctx))
+			r->timeout = ru->timeout;
+	}
+	if (hmap_put(&lm->recs, &ctx, sizeof ctx, r) < 0) {
+		free(r);
+		return NULL;
+	}
+	return r;
+}
+
+/* Unregisters and frees R (its slots already given back). */
+static void rec_free(struct rec *r)
+{
+	ev_timer_stop(EV_DEFAULT, &r->timer);
+	hmap_del(&r->lm->recs, &r->ctx, sizeof r->ctx);
+	json_decref(r->msg);
+	free(r);
+}
+
+/* Appends R to C's queue. */
+static void enqueue(struct counter *c, struct rec *r)
+{
+	r->qnext = NULL;
+	if (c->qtail)
+		c->qtail->qnext = r;
+	else
+		c->qhead = r;
+	c->qtail = r;
+	c->queued++;
+	r->waiting = c;
+}
+
+/* Takes R out of the queue it waits in. */
+static void dequeue(struct rec *r)
+{
+	struct counter *c = r->waiting;
+	struct rec **pp = &c->qhead, *prev = NULL;
+	while (*pp && *pp != r) {
+		prev = *pp;
+		pp = &(*pp)->qnext;
+	}
+	if (!*pp)
+		return;
+	*pp = r->qnext;
+	if (c->qtail == r)
+		c->qtail = prev;
+	c->queued--;
+	r->waiting = NULL;
+	r->qnext = NULL;
+}
+
+/*
+ * Takes R's slots from rule R->next on. Returns ACQ_DONE with all taken,
+ * ACQ_WAIT with R queued, or ACQ_FULL with the reason in WHY.
+ */
+static enum acq acquire(struct rec *r, char *why, size_t n)
+{
+	struct limit *lm = r->lm;
+	for (; r->next < lm->nrules; r->next++) {
+		struct rule *ru = &lm->rules[r->next];
+		if (!ru->concurrency || !rule_matches(ru, r->ctx))
+			continue;
+		struct counter *c = counter_get(ru, r->ctx);
+		if (!c) {
+			snprintf(why, n, "out of memory");
+			return ACQ_FULL;
+		}
+		if (c->inflight < ru->concurrency && !c->qhead) {
+			c->inflight++;
+			r->held[r->next] = c;
+			continue;
+		}
+		if (c->queued < ru->queue) {
+			enqueue(c, r);
+			r->qwait = ru->queue_timeout;
+			ev_timer_set(&r->timer, ru->queue_timeout, 0.);
+			ev_timer_start(EV_DEFAULT, &r->timer);
+			return ACQ_WAIT;
+		}
+		snprintf(why, n, "too many concurrent requests for %s: %u running, %u waiting "
+			 "(concurrency %u, queue %u)", c->label, c->inflight, c->queued,
+			 ru->concurrency, ru->queue);
+		return ACQ_FULL;
+	}
+	return ACQ_DONE;
+}
+
+/* R passes on: its timeout starts. */
+static void activate(struct rec *r)
+{
+	r->active = true;
+	if (r->timeout > 0) {
+		ev_timer_set(&r->timer, r->timeout, 0.);
+		ev_timer_start(EV_DEFAULT, &r->timer);
+	}
+}
+
+static void release(struct rec *r);
+
+/* Ends queued R with an error (CODE, WHY): gives its slots back, resumes. */
+static void refuse_waiter(struct rec *r, int code, const char *why)
+{
+	struct mw_walk *w = r->walk;
+	json_t *msg = r->msg;
+	r->msg = NULL;
+	log_info("limit: request \"%s\" refused: %s", r->ctx->method, why);
+	make_error(&msg, code, why, NULL);
+	release(r);
+	rec_free(r);
+	mw_resume(w, MW_REPLY, msg);
+}
+
+/* Continues R, which just got the slot it waited for. */
+static void continue_waiter(struct rec *r)
+{
+	char why[400];
+	switch (acquire(r, why, sizeof why)) {
+	case ACQ_WAIT:
+		return;
+	case ACQ_FULL:
+		refuse_waiter(r, MW_LIMIT_BUSY, why);
+		return;
+	case ACQ_DONE:
+		break;
+	}
+	struct mw_walk *w = r->walk;
+	json_t *msg = r->msg;
+	r->walk = NULL;
+	r->msg = NULL;
+	activate(r);
+	mw_resume(w, MW_PASS, msg);
+}
+
+/* Lets the requests queued at C through while it has free slots. */
+static void wake(struct rule *ru, struct counter *c)
+{
+	while (c->qhead && c->inflight < ru->concurrency) {
+		struct rec *r = c->qhead;
+		dequeue(r);
+		ev_timer_stop(EV_DEFAULT, &r->timer);
+		c->inflight++;
+		r->held[r->next++] = c;
+		continue_waiter(r);
+	}
+}
+
+/* Gives back every slot R holds, then lets waiters through. */
+static void release(struct rec *r)
+{
+	struct limit *lm = r->lm;
+	for (size_t i = 0; i < lm->nrules; i++)
+		if (r->held[i])
+			r->held[i]->inflight--;
+	for (size_t i = 0; i < lm->nrules; i++) {
+		struct counter *c = r->held[i];
+		r->held[i] = NULL;
+		if (c)
+			wake(&lm->rules[i], c);
+	}
+}
+
+/* The queue wait or the request's own timeout ran out. */
+static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct rec *r = w->data;
+	char why[400];
+	(void)revents;
+	if (!r->active) {
+		snprintf(why, sizeof why, "%s: waited %g s for a free slot without getting one",
+			 r->waiting->label, r->qwait);
+		dequeue(r);
+		refuse_waiter(r, MW_LIMIT_BUSY, why);
+		return;
+	}
+	snprintf(why, sizeof why, "request \"%s\"%s%s%s timed out after %g s (limit)",
+		 r->ctx->method, r->ctx->name ? " (" : "", r->ctx->name ? r->ctx->name : "",
+		 r->ctx->name ? ")" : "", r->timeout);
+	if (mw_abort(r->ctx, RPC_REQUEST_TIMEOUT, why) == 0) {
+		log_warn("limit: %s", why);  /* R is gone: its response came back */
+		return;
+	}
+	ev_timer_set(w, RETRY_ABORT, 0.);   /* still inside a module: try again soon */
+	ev_timer_start(loop, w);
+}
+
+/* ---- hooks ---- */
+
+/* True when some rule applies to CTX. */
+static bool any_match(const struct limit *lm, const struct mw_ctx *ctx)
+{
+	for (size_t i = 0; i < lm->nrules; i++)
+		if (rule_matches(&lm->rules[i], ctx))
+			return true;
+	return false;
+}
+
+/* Refuses the request *MSG now with CODE and WHY; steals DATA. */
+static enum mw_verdict refuse(const struct mw_ctx *ctx, json_t **msg, int code,
+			      const char *why, json_t *data)
+{
+	log_info("limit: request \"%s\" refused: %s", ctx->method, why);
+	make_error(msg, code, why, data);
+	return MW_REPLY;
+}
+
+/* Counts, queues or refuses a request towards a backend. */
+static enum mw_verdict limit_on_message(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
+{
+	struct limit *lm = (struct limit *)m;
+	char why[400];
+	double retry = 0;
+	if (ctx->kind != RPC_REQUEST || ctx->dir != MW_TO_BACKEND || !ctx->method ||
+	    !any_match(lm, ctx))
+		return MW_PASS;
+	if (!take_tokens(lm, ctx, why, sizeof why, &retry))
+		return refuse(ctx, msg, MW_LIMIT_RATE, why, json_pack("{s:I}", "retryAfterMs",
+			(json_int_t)(retry * 1000) + 1));
+	struct rec *r = rec_new(lm, ctx);
+	if (!r)
+		return refuse(ctx, msg, RPC_INTERNAL_ERROR, "limit: out of memory", NULL);
+	switch (acquire(r, why, sizeof why)) {
+	case ACQ_DONE:
+		activate(r);
+		return MW_PASS;
+	case ACQ_WAIT:
+		r->walk = mw_walk_hold(ctx);
+		r->msg = *msg;
+		return MW_ASYNC;
+	case ACQ_FULL:
+		break;
+	}
+	release(r);
+	rec_free(r);
+	return refuse(ctx, msg, MW_LIMIT_BUSY, why, NULL);
+}
+
+/* The exchange in CTX is over: its slots go to the next in line. */
+static void finish(struct limit *lm, struct mw_ctx *ctx)
+{
+	struct rec *r = hmap_get(&lm->recs, &ctx, sizeof ctx);
+	if (!r)
+		return;
+	if (r->waiting)
+		dequeue(r);
+	release(r);
+	rec_free(r);
+}
+
+/* A response came back. */
+static enum mw_verdict limit_on_response(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
+{
+	(void)msg;
+	finish((struct limit *)m, ctx);
+	return MW_PASS;
+}
+
+/* The request ended without a response (cancelled, or its client left). */
+static void limit_on_abandon(struct mw_module *m, struct mw_ctx *ctx)
+{
+	finish((struct limit *)m, ctx);
+}
+
+/* Frees one record left at destruction. */
+static void drop_rec(void *value, void *arg)
+{
+	struct rec *r = value;
+	(void)arg;
+	ev_timer_stop(EV_DEFAULT, &r->timer);
+	json_decref(r->msg);
+	free(r);
+}
+
+/* Frees a rule's contents. */
+static void rule_release(struct rule *r)
+{
+	glob_list_release(&r->methods);
+	glob_list_release(&r->tools);
+	glob_list_release(&r->backends);
+	glob_list_release(&r->clients);
+	while (r->all) {
+		struct counter *c = r->all;
+		r->all = c->next;
+		counter_free(c);
+	}
+	hmap_release(&r->counters);
+	free(r->path);
+}
+
+/* Frees the module. */
+static void limit_destroy(struct mw_module *m)
+{
+	struct limit *lm = (struct limit *)m;
+	hmap_each(&lm->recs, drop_rec, NULL);
+	hmap_release(&lm->recs);
+	for (size_t i = 0; lm->rules && i < lm->nrules; i++)
+		rule_release(&lm->rules[i]);
+	free(lm->rules);
+	free(lm);
+}
+
+static const struct mw_module_ops limit_ops = {
+	.name = "limit",
+	.on_message = limit_on_message,
+	.on_response = limit_on_response,
+	.on_abandon = limit_on_abandon,
+	.destroy = limit_destroy,
+};
+
+/* ---- options ---- */
+
+/* Reports members of OBJ at KEY not in KEYS (NULL-terminated). */
+static void check_keys_at(struct mw_build *b, const char *key, json_t *obj,
+			  const char *const *keys)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(obj, k, v) {
+		size_t i = 0;
+		while (keys[i] && strcmp(keys[i], k) != 0)
+			i++;
+		if (!keys[i]) {
+			char bad[300];
+			snprintf(bad, sizeof bad, "%s/%s", key, k);
+			mw_error(b, bad, "unknown option");
+		}
+	}
+}
+
+/* Parses the pattern list NAME of rule OBJ at KEY into L; true if present. */
+static bool parse_list(struct mw_build *b, const char *key, json_t *obj,
+		       const char *name, struct glob_list *l)
+{
+	char k[300];
+	json_t *v = json_object_get(obj, name);
+	if (!v)
+		return false;
+	snprintf(k, sizeof k, "%s/%s", key, name);
+	if (glob_list_parse(b, k, v, l) == 0 && l->n == 0)
+		mw_error(b, k, "empty: leave \"%s\" out to match every one", name);
+	return true;
+}
+
+/* Reads the integer NAME of OBJ in [MIN, MAX] into *OUT; true if present. */
+static bool parse_uint(struct mw_build *b, const char *key, json_t *obj, const char *name,
+		       unsigned min, unsigned max, unsigned *out)
+{
+	char k[300];
+	json_t *v = json_object_get(obj, name);
+	if (!v)
+		return false;
+	snprintf(k, sizeof k, "%s/%s", key, name);
+	if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
+		mw_error(b, k, "must be a whole number from %u to %u", min, max);
+	else
+		*out = (unsigned)json_integer_value(v);
+	return true;
+}
+
+/* Parses "per" at KEY/per into R. */
+static void parse_per(struct mw_build *b, const char *key, json_t *v, struct rule *r)
+{
+	static const char *const names[] = { "rule", "name", "backend", "client" };
+	char k[300];
+	for (size_t i = 0; v && i < 4; i++) {
+		if (json_is_string(v) && strcmp(json_string_value(v), names[i]) == 0) {
+			r->per = (enum per)i;
+			return;
+		}
+	}
+	snprintf(k, sizeof k, "%s/per", key);
+	if (v)
+		mw_error(b, k, "must be \"rule\", \"name\", \"backend\" or \"client\"");
+}
+
+/* Parses "rate" and "burst" at KEY into R. */
+static void parse_rate(struct mw_build *b, const char *key, json_t *obj, struct rule *r)
+{
+	char k[300];
+	unsigned burst = 0;
+	json_t *v = json_object_get(obj, "rate");
+	bool has_burst = parse_uint(b, key, obj, "burst", 1, 1000000, &burst);
+	snprintf(k, sizeof k, "%s/rate", key);
+	if (v && (!json_is_number(v) || json_number_value(v) <= 0 ||
+		  json_number_value(v) > 1e6))
+		mw_error(b, k, "must be a number of requests per second above 0 (e.g. 0.5, 10)");
+	else if (v)
+		r->rate = json_number_value(v);
+	snprintf(k, sizeof k, "%s/burst", key);
+	if (has_burst && !v)
+		mw_error(b, k, "only with \"rate\"");
+	r->burst = burst ? burst : r->rate <= 1 ? 1 : (double)(unsigned)(r->rate + 0.999999);
+}
+
+/* Parses the concurrency options at KEY into R. */
+static void parse_concurrency(struct mw_build *b, const char *key, json_t *obj, struct rule *r)
+{
+	char k[300];
+	unsigned qt = 60000;
+	bool has_c = parse_uint(b, key, obj, "concurrency", 1, 1000000, &r->concurrency);
+	r->queue = 64;
+	bool has_q = parse_uint(b, key, obj, "queue", 0, 1000000, &r->queue);
+	bool has_qt = parse_uint(b, key, obj, "queueTimeoutMs", 1, 86400000, &qt);
+	r->queue_timeout = qt / 1000.0;
+	snprintf(k, sizeof k, "%s/%s", key, has_q ? "queue" : "queueTimeoutMs");
+	if (!has_c && (has_q || has_qt))
+		mw_error(b, k, "only with \"concurrency\"");
+}
+
+/* Parses rule I (V) into R. */
+static void parse_rule(struct mw_build *b, size_t i, json_t *v, struct rule *r)
+{
+	static const char *const keys[] = {
+		"methods", "tools", "backends", "clients", "per", "concurrency", "queue",
+		"queueTimeoutMs", "rate", "burst", "timeoutMs", NULL,
+	};
+	char key[64], full[600];
+	unsigned tmo = 0;
+	snprintf(key, sizeof key, "/rules/%zu", i);
+	snprintf(full, sizeof full, "%s%s", b->path, key);
+	r->path = strdup(full);
+	if (!json_is_object(v)) {
+		mw_error(b, key, "a rule is an object with \"concurrency\", \"rate\" or \"timeoutMs\"");
+		return;
+	}
+	check_keys_at(b, key, v, keys);
+	r->has_methods = parse_list(b, key, v, "methods", &r->methods);
+	r->has_tools = parse_list(b, key, v, "tools", &r->tools);
+	r->has_backends = parse_list(b, key, v, "backends", &r->backends);
+	r->has_clients = parse_list(b, key, v, "clients", &r->clients);
+	parse_per(b, key, json_object_get(v, "per"), r);
+	parse_concurrency(b, key, v, r);
+	parse_rate(b, key, v, r);
+	if (parse_uint(b, key, v, "timeoutMs", 1, 86400000, &tmo))
+		r->timeout = tmo / 1000.0;
+	if (!r->concurrency && r->rate <= 0 && !json_object_get(v, "timeoutMs"))
+		mw_error(b, key, "a rule needs \"concurrency\", \"rate\" or \"timeoutMs\"");
+}
+
+/* Validates the options and makes the module. */
+struct mw_module *mw_limit_create(json_t *opts, struct mw_build *b)
+{
+	static const char *const keys[] = { "rules", NULL };
+	int before = b->nerr;
+	json_t *rules = json_object_get(opts, "rules"), *v;
+	size_t i;
+	mw_check_keys(b, opts, keys);
+	if (!json_is_array(rules) || json_array_size(rules) == 0) {
+		mw_error(b, "/rules", "missing or not a non-empty array of rules");
+		return NULL;
+	}
+	struct limit *lm = calloc(1, sizeof *lm);
+	if (lm)
+		lm->rules = calloc(json_array_size(rules), sizeof *lm->rules);
+	if (!lm || !lm->rules) {
+		free(lm);
+		mw_error(b, "", "out of memory");
+		return NULL;
+	}
+	lm->base.ops = &limit_ops;
+	lm->nrules = json_array_size(rules);
+	json_array_foreach(rules, i, v)
+		parse_rule(b, i, v, &lm->rules[i]);
+	if (b->nerr > before) {
+		limit_destroy(&lm->base);
+		return NULL;
+	}
+	return &lm->base;
+}

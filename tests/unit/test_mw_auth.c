@@ -1,0 +1,444 @@
+/*
+ * test_mw_auth.c - unit tests for the "auth" middleware module
+ * (src/middleware/auth.c): option validation with key paths, tokens in
+ * _meta (checked, stripped, principal and roles set), refusals, public
+ * methods, notifications, the environment credential (taken and removed
+ * at start) and the principal put back on the response.
+ *
+ * The module is driven directly through pipelines built from JSON.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <ev.h>
+
+#include "config.h"
+#include "middleware.h"
+#include "mw_auth.h"
+
+/* Hex SHA-256 of "secret-alice" and "secret-bob", computed with sha256sum. */
+static char h_alice[65], h_bob[65];
+
+/* ---- helpers ---- */
+
+/* Hex SHA-256 of S into OUT (65 bytes), with the same tool a user would use. */
+static void hash_hex(const char *s, char *out)
+{
+	char cmd[256];
+	snprintf(cmd, sizeof cmd, "printf %%s '%s' | sha256sum", s);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	assert_non_null(fgets(out, 65, p));
+	pclose(p);
+	assert_int_equal(strlen(out), 64);
+}
+
+/* True when some error line contains TEXT. */
+static bool has_error(const struct cfg_errors *e, const char *text)
+{
+	for (size_t i = 0; i < e->count; i++)
+		if (strstr(e->lines[i], text))
+			return true;
+	return false;
+}
+
+/* Builds a pipeline from the printf-formatted JSON array (errors into E). */
+static struct pipeline *build(struct cfg_errors *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static struct pipeline *build(struct cfg_errors *e, const char *fmt, ...)
+{
+	char text[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	json_error_t je;
+	json_t *arr = json_loads(text, 0, &je);
+	if (!arr)
+		fail_msg("bad test JSON (%s): %s", je.text, text);
+	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", e);
+	json_decref(arr);
+	return pl;
+}
+
+/* A started pipeline with one auth module whose extra options are OPTS. */
+static struct pipeline *auth_with(const char *opts)
+{
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = build(&e, "[{\"use\":\"auth\",\"tokens\":["
+		"{\"sha256\":\"%s\",\"principal\":\"alice\",\"roles\":[\"admin\",\"dev\"]},"
+		"{\"sha256\":\"%s\",\"principal\":\"bob\"}]%s%s}]",
+		h_alice, h_bob, *opts ? "," : "", opts);
+	for (size_t i = 0; i < e.count; i++)
+		print_message("  error: %s\n", e.lines[i]);
+	assert_non_null(pl);
+	assert_int_equal(pipeline_start(pl), 0);
+	cfg_errors_release(&e);
+	return pl;
+}
+
+/* Asserts that the module list TEXT is refused with an error containing WANT. */
+static void expect_error(const char *text, const char *want)
+{
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = build(&e, "%s", text);
+	if (pl || !has_error(&e, want)) {
+		for (size_t i = 0; i < e.count; i++)
+			print_message("  error: %s\n", e.lines[i]);
+		pipeline_unref(pl);
+		cfg_errors_release(&e);
+		fail_msg("expected an error containing \"%s\" for %s", want, text);
+	}
+	cfg_errors_release(&e);
+}
+
+/* One message's walk, as the chain runs it. */
+struct xch {
+	struct mw_walk w;
+	struct mw_ctx ctx;
+	char method[64];
+	json_t *got;
+	enum mw_verdict v;
+	int done;
+};
+
+/* The walk's end: keeps the message. */
+static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+{
+	struct xch *x = (struct xch *)(void *)w;
+	json_decref(x->got);
+	x->got = msg;
+	x->v = v;
+	x->done++;
+}
+
+/* Walks the message TEXT from the client through PL; returns the verdict. */
+static enum mw_verdict walk(struct xch *x, struct pipeline *pl, const char *text)
+{
+	json_t *msg = json_loads(text, 0, NULL);
+	assert_non_null(msg);
+	memset(x, 0, sizeof *x);
+	snprintf(x->method, sizeof x->method, "%s",
+		 json_string_value(json_object_get(msg, "method")));
+	x->ctx.dir = MW_TO_BACKEND;
+	x->ctx.kind = json_object_get(msg, "id") ? RPC_REQUEST : RPC_NOTIFICATION;
+	x->ctx.method = x->method;
+	x->ctx.client = "self-declared";
+	x->w.stage[0] = pl;
+	x->w.ctx = &x->ctx;
+	x->w.msg = msg;
+	x->w.done = on_done;
+	mw_walk_forward(&x->w);
+	assert_int_equal(x->done, 1);
+	return x->v;
+}
+
+/* Frees what the chain frees with an exchange. */
+static void end(struct xch *x)
+{
+	json_decref(x->ctx.scratch);
+	json_decref(x->got);
+	x->got = NULL;
+	x->ctx.scratch = NULL;
+}
+
+/* The error code of the reply X got. */
+static json_int_t error_code(const struct xch *x)
+{
+	return json_integer_value(json_object_get(json_object_get(x->got, "error"), "code"));
+}
+
+/* The error message of the reply X got. */
+static const char *error_message(const struct xch *x)
+{
+	return json_string_value(json_object_get(json_object_get(x->got, "error"), "message"));
+}
+
+#define CALL(meta) "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\"," \
+	"\"params\":{\"name\":\"echo\"" meta "}}"
+
+/* ---- options ---- */
+
+/* Valid combinations are accepted, and nothing is read before start. */
+static void test_options_valid(void **state)
+{
+	(void)state;
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = build(&e, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+		"\"principal\":\"a\"}]},{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+		"\"principal\":\"a\",\"roles\":[]}],\"metaKey\":\"k\",\"env\":false,"
+		"\"public\":[\"ping\",\"tools/list\"]},{\"use\":\"auth\",\"tokens\":[{"
+		"\"sha256\":\"%s\",\"principal\":\"b\"}],\"env\":\"MY_TOKEN_2\",\"public\":[]}]",
+		h_alice, h_alice, h_bob);
+	assert_non_null(pl);
+	assert_int_equal(e.count, 0);
+	assert_int_equal(pipeline_size(pl), 3);
+	pipeline_unref(pl);
+	cfg_errors_release(&e);
+}
+
+/* Each wrong option is reported at its own path. */
+static void test_options_errors(void **state)
+{
+	char text[1024];
+	(void)state;
+	expect_error("[{\"use\":\"auth\"}]", "t.json: /middleware/0/tokens: missing");
+	expect_error("[{\"use\":\"auth\",\"tokens\":[]}]", "/middleware/0/tokens: missing or not a non-empty");
+	expect_error("[{\"use\":\"auth\",\"tokens\":[3]}]", "/middleware/0/tokens/0: a token is an object");
+	expect_error("[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"abc\",\"principal\":\"a\"}]}]",
+		     "/middleware/0/tokens/0/sha256: missing or not 64 hex digits");
+	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%.63sg\","
+		 "\"principal\":\"a\"}]}]", h_alice);
+	expect_error(text, "/tokens/0/sha256: missing or not 64 hex");
+	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\"}]}]", h_alice);
+	expect_error(text, "/middleware/0/tokens/0/principal: missing");
+	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+		 "\"principal\":\"a\",\"roles\":\"admin\"}]}]", h_alice);
+	expect_error(text, "/middleware/0/tokens/0/roles: must be an array");
+	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+		 "\"principal\":\"a\",\"roles\":[\"x\",\"\"]}]}]", h_alice);
+	expect_error(text, "/middleware/0/tokens/0/roles/1: must be a non-empty string");
+	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+		 "\"principal\":\"a\",\"role\":[]}]}]", h_alice);
+	expect_error(text, "/middleware/0/tokens/0/role: unknown option");
+	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+		 "\"principal\":\"a\"},{\"sha256\":\"%s\",\"principal\":\"b\"}]}]", h_alice, h_alice);
+	expect_error(text, "/middleware/0/tokens/1/sha256: the same hash as /tokens/0");
+	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+		 "\"principal\":\"a\"}],\"metaKey\":\"\"}]", h_alice);
+	expect_error(text, "/middleware/0/metaKey: must be a non-empty string");
+	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+		 "\"principal\":\"a\"}],\"env\":\"1BAD-NAME\"}]", h_alice);
+	expect_error(text, "/middleware/0/env: must be an environment variable name");
+	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+		 "\"principal\":\"a\"}],\"env\":true}]", h_alice);
+	expect_error(text, "/middleware/0/env: must be");
+	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+		 "\"principal\":\"a\"}],\"public\":[\"[oops\"]}]", h_alice);
+	expect_error(text, "/middleware/0/public/0: unterminated");
+	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+		 "\"principal\":\"a\"}],\"token\":\"x\"}]", h_alice);
+	expect_error(text, "/middleware/0/token: unknown option");
+}
+
+/* ---- tokens in _meta ---- */
+
+/* A good token names the principal, carries roles, and is stripped. */
+static void test_meta_token(void **state)
+{
+	(void)state;
+	struct pipeline *pl = auth_with("\"env\":false");
+	struct xch x;
+	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\","
+					  "\"progressToken\":5}")), MW_PASS);
+	assert_string_equal(x.ctx.client, "alice");
+	json_t *rec = json_object_get(x.ctx.scratch, "auth");
+	assert_string_equal(json_string_value(json_object_get(rec, "principal")), "alice");
+	assert_int_equal(json_array_size(json_object_get(rec, "roles")), 2);
+	json_t *meta = json_object_get(json_object_get(x.got, "params"), "_meta");
+	assert_null(json_object_get(meta, "io.mcp-chain/token"));
+	assert_int_equal(json_integer_value(json_object_get(meta, "progressToken")), 5);
+	char *dump = json_dumps(x.got, 0);
+	assert_null(strstr(dump, "secret-alice"));
+	free(dump);
+	end(&x);
+	/* the only member: _meta goes away entirely */
+	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-bob\"}")),
+			 MW_PASS);
+	assert_string_equal(x.ctx.client, "bob");
+	assert_null(json_object_get(json_object_get(x.got, "params"), "_meta"));
+	end(&x);
+	pipeline_unref(pl);
+}
+
+/* Missing, wrong and malformed tokens are refused with a clear error. */
+static void test_refusals(void **state)
+{
+	(void)state;
+	struct pipeline *pl = auth_with("\"env\":false");
+	struct xch x;
+	assert_int_equal(walk(&x, pl, CALL("")), MW_REPLY);
+	assert_int_equal(error_code(&x), MW_AUTH_UNAUTHENTICATED);
+	assert_non_null(strstr(error_message(&x), "params._meta[\"io.mcp-chain/token\"]"));
+	assert_int_equal(json_integer_value(json_object_get(x.got, "id")), 1);
+	end(&x);
+	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"nope\"}")),
+			 MW_REPLY);
+	assert_non_null(strstr(error_message(&x), "matches no configured token"));
+	assert_null(strstr(error_message(&x), "nope"));
+	end(&x);
+	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":42}")), MW_REPLY);
+	assert_int_equal(error_code(&x), MW_AUTH_UNAUTHENTICATED);
+	end(&x);
+	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"\"}")), MW_REPLY);
+	end(&x);
+	pipeline_unref(pl);
+}
+
+/* Public methods and bare notifications pass without a principal. */
+static void test_public_and_notifications(void **state)
+{
+	(void)state;
+	struct pipeline *pl = auth_with("\"env\":false,\"metaKey\":\"tok\",\"public\":[\"ping\",\"tools/l*\"]");
+	struct xch x;
+	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}"), MW_PASS);
+	assert_null(x.ctx.client);   /* a self-declared name is no principal */
+	end(&x);
+	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}"),
+			 MW_PASS);
+	end(&x);
+	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"prompts/list\"}"),
+			 MW_REPLY);
+	assert_non_null(strstr(error_message(&x), "params._meta[\"tok\"]"));
+	end(&x);
+	/* a public method with a token still gets its principal */
+	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\","
+			      "\"params\":{\"_meta\":{\"tok\":\"secret-bob\"}}}"), MW_PASS);
+	assert_string_equal(x.ctx.client, "bob");
+	end(&x);
+	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\"}"),
+			 MW_PASS);
+	assert_null(x.ctx.client);
+	end(&x);
+	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\","
+			      "\"params\":{\"_meta\":{\"tok\":\"bad\"}}}"), MW_DROP);
+	end(&x);
+	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\","
+			      "\"params\":{\"_meta\":{\"tok\":\"secret-alice\"}}}"), MW_PASS);
+	assert_string_equal(x.ctx.client, "alice");
+	assert_null(json_object_get(json_object_get(x.got, "params"), "_meta"));
+	end(&x);
+	pipeline_unref(pl);
+}
+
+/* Messages towards the client are not touched. */
+static void test_to_client(void **state)
+{
+	(void)state;
+	struct pipeline *pl = auth_with("\"env\":false");
+	struct xch x;
+	json_t *msg = json_loads("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"sampling/createMessage\","
+				 "\"params\":{\"_meta\":{\"io.mcp-chain/token\":\"x\"}}}", 0, NULL);
+	memset(&x, 0, sizeof x);
+	x.ctx.dir = MW_TO_CLIENT;
+	x.ctx.kind = RPC_REQUEST;
+	x.ctx.method = "sampling/createMessage";
+	x.ctx.client = "c";
+	x.w.stage[0] = pl;
+	x.w.ctx = &x.ctx;
+	x.w.msg = msg;
+	x.w.done = on_done;
+	mw_walk_forward(&x.w);
+	assert_int_equal(x.v, MW_PASS);
+	assert_string_equal(x.ctx.client, "c");
+	assert_non_null(json_object_get(json_object_get(json_object_get(x.got, "params"), "_meta"),
+					"io.mcp-chain/token"));
+	end(&x);
+	pipeline_unref(pl);
+}
+
+/* The response walk puts the principal back after the chain changed it. */
+static void test_response_restores_principal(void **state)
+{
+	(void)state;
+	struct pipeline *pl = auth_with("\"env\":false");
+	struct xch x;
+	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\"}")),
+			 MW_PASS);
+	x.ctx.client = "clientInfo-name";   /* as the chain does when it routes */
+	x.ctx.kind = RPC_RESPONSE;
+	x.w.msg = json_loads("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", 0, NULL);
+	mw_walk_back(&x.w);
+	assert_int_equal(x.done, 2);
+	assert_string_equal(x.ctx.client, "alice");
+	end(&x);
+	pipeline_unref(pl);
+}
+
+/* ---- the environment credential ---- */
+
+/* The variable is taken at start (and gone after); it names the principal. */
+static void test_env_token(void **state)
+{
+	(void)state;
+	setenv("T_AUTH_ENV_OK", "secret-bob", 1);
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = build(&e, "[{\"use\":\"auth\",\"env\":\"T_AUTH_ENV_OK\",\"tokens\":["
+		"{\"sha256\":\"%s\",\"principal\":\"alice\"},{\"sha256\":\"%s\",\"principal\":\"bob\"}]}]",
+		h_alice, h_bob);
+	assert_non_null(pl);
+	assert_non_null(getenv("T_AUTH_ENV_OK"));   /* create() reads nothing */
+	assert_int_equal(pipeline_start(pl), 0);
+	assert_null(getenv("T_AUTH_ENV_OK"));
+	struct xch x;
+	assert_int_equal(walk(&x, pl, CALL("")), MW_PASS);
+	assert_string_equal(x.ctx.client, "bob");
+	end(&x);
+	/* a token in _meta wins over the environment's */
+	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\"}")),
+			 MW_PASS);
+	assert_string_equal(x.ctx.client, "alice");
+	end(&x);
+	/* a second module reading the same variable gets the same credential */
+	struct pipeline *pl2 = build(&e, "[{\"use\":\"auth\",\"env\":\"T_AUTH_ENV_OK\",\"tokens\":["
+		"{\"sha256\":\"%s\",\"principal\":\"robert\"}]}]", h_bob);
+	assert_int_equal(pipeline_start(pl2), 0);
+	assert_int_equal(walk(&x, pl2, CALL("")), MW_PASS);
+	assert_string_equal(x.ctx.client, "robert");
+	end(&x);
+	pipeline_unref(pl2);
+	pipeline_unref(pl);
+	cfg_errors_release(&e);
+}
+
+/* A variable matching no token refuses what has no token of its own. */
+static void test_env_token_bad(void **state)
+{
+	(void)state;
+	setenv("T_AUTH_ENV_BAD", "not-a-known-token", 1);
+	struct pipeline *pl = auth_with("\"env\":\"T_AUTH_ENV_BAD\"");
+	assert_null(getenv("T_AUTH_ENV_BAD"));
+	struct xch x;
+	assert_int_equal(walk(&x, pl, CALL("")), MW_REPLY);
+	assert_non_null(strstr(error_message(&x), "$T_AUTH_ENV_BAD matches no configured token"));
+	assert_null(strstr(error_message(&x), "not-a-known-token"));
+	end(&x);
+	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\"}")),
+			 MW_PASS);
+	end(&x);
+	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}"), MW_PASS);
+	end(&x);
+	pipeline_unref(pl);
+	/* unset: the message names the variable to set */
+	pl = auth_with("\"env\":\"T_AUTH_ENV_UNSET\"");
+	assert_int_equal(walk(&x, pl, CALL("")), MW_REPLY);
+	assert_non_null(strstr(error_message(&x), "$T_AUTH_ENV_UNSET set"));
+	end(&x);
+	pipeline_unref(pl);
+}
+
+/* Runs the tests. */
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_options_valid),
+		cmocka_unit_test(test_options_errors),
+		cmocka_unit_test(test_meta_token),
+		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_public_and_notifications),
+		cmocka_unit_test(test_to_client),
+		cmocka_unit_test(test_response_restores_principal),
+		cmocka_unit_test(test_env_token),
+		cmocka_unit_test(test_env_token_bad),
+	};
+	hash_hex("secret-alice", h_alice);
+	hash_hex("secret-bob", h_bob);
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

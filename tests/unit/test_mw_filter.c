@@ -1,0 +1,539 @@
+/*
+ * test_mw_filter.c - unit tests for the "filter" middleware module
+ * (src/middleware/filter.c): option validation, nothing started before
+ * start, the line sent to the program, every action (pass, pass changed,
+ * reply, drop) for requests, notifications and responses, answers out of
+ * order and noise, the failure modes when the program answers nonsense,
+ * hangs or dies, its restart, and destruction with a message pending.
+ *
+ * The filter program is a small POSIX shell script written at start-up;
+ * messages are walked through pipelines and the default loop is run
+ * until the program's answer resumes them.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <ev.h>
+
+#include "config.h"
+#include "middleware.h"
+#include "mw_filter.h"
+
+static char tmpdir_[64];        /* a temporary directory for the whole run */
+static char script[128];    /* the filter program */
+static char linelog[128];   /* where the program appends each line it reads */
+
+static const char SCRIPT[] =
+	"#!/bin/sh\n"
+	"# test filter: decides by the tool name in each line\n"
+	"held=\n"
+	"while IFS= read -r line; do\n"
+	"  [ -n \"$FILTER_LOG\" ] && printf '%s\\n' \"$line\" >> \"$FILTER_LOG\"\n"
+	"  id=${line#'{\"id\":'}; id=${id%%,*}\n"
+	"  case \"$line\" in\n"
+	"  *'\"kind\":\"response\"'*) printf '{\"id\":%s,\"action\":\"pass\",\"message\":{\"result\":{\"filtered\":true}}}\\n' \"$id\";;\n"
+	"  *'\"name\":\"deny\"'*) printf '{\"id\":%s,\"action\":\"drop\",\"reason\":\"not here\"}\\n' \"$id\";;\n"
+	"  *'\"name\":\"answer\"'*) printf '{\"id\":%s,\"action\":\"reply\",\"result\":{\"by\":\"filter\"}}\\n' \"$id\";;\n"
+	"  *'\"name\":\"fail\"'*) printf '{\"id\":%s,\"action\":\"reply\",\"error\":{\"code\":-1,\"message\":\"nope\"}}\\n' \"$id\";;\n"
+	"  *'\"name\":\"change\"'*) printf '{\"id\":%s,\"action\":\"pass\",\"message\":{\"jsonrpc\":\"2.0\",\"id\":999,\"method\":\"evil\",\"params\":{\"name\":\"changed\"}}}\\n' \"$id\";;\n"
+	"  *'\"name\":\"broken\"'*) printf '{\"id\":%s,\"action\":\"pass\",\"message\":{\"params\":7}}\\n' \"$id\";;\n"
+	"  *'\"name\":\"bad\"'*) printf '{\"id\":%s,\"action\":\"explode\"}\\n' \"$id\";;\n"
+	"  *'\"name\":\"noise\"'*) printf 'not json\\n{\"id\":12345,\"action\":\"pass\"}\\n{\"id\":%s,\"action\":\"pass\"}\\n' \"$id\";;\n"
+	"  *'\"name\":\"first\"'*) held=$id;;\n"
+	"  *'\"name\":\"second\"'*) printf '{\"id\":%s,\"action\":\"drop\"}\\n{\"id\":%s,\"action\":\"pass\"}\\n' \"$id\" \"$held\";;\n"
+	"  *'\"name\":\"hang\"'*) ;;\n"
+	"  *'\"name\":\"die\"'*) echo 'dying now' >&2; exit 5;;\n"
+	"  *'notifications/drop'*) printf '{\"id\":%s,\"action\":\"drop\"}\\n' \"$id\";;\n"
+	"  *) printf '{\"id\":%s,\"action\":\"pass\"}\\n' \"$id\";;\n"
+	"  esac\n"
+	"done\n";
+
+/* ---- helpers ---- */
+
+/* True when some error line contains TEXT. */
+static bool has_error(const struct cfg_errors *e, const char *text)
+{
+	for (size_t i = 0; i < e->count; i++)
+		if (strstr(e->lines[i], text))
+			return true;
+	return false;
+}
+
+/* Builds a pipeline from the printf-formatted JSON array (errors into E). */
+static struct pipeline *build(struct cfg_errors *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static struct pipeline *build(struct cfg_errors *e, const char *fmt, ...)
+{
+	char text[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof text, fmt, ap);
+	va_end(ap);
+	json_error_t je;
+	json_t *arr = json_loads(text, 0, &je);
+	if (!arr)
+		fail_msg("bad test JSON (%s): %s", je.text, text);
+	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", e);
+	json_decref(arr);
+	return pl;
+}
+
+/* A started pipeline with the test filter and the extra options OPTS. */
+static struct pipeline *filter_with(const char *opts)
+{
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = build(&e, "[{\"use\":\"filter\",\"command\":\"sh\",\"args\":[\"%s\"],"
+		"\"env\":{\"FILTER_LOG\":\"%s\"}%s%s}]", script, linelog, *opts ? "," : "", opts);
+	for (size_t i = 0; i < e.count; i++)
+		print_message("  error: %s\n", e.lines[i]);
+	assert_non_null(pl);
+	assert_int_equal(pipeline_start(pl), 0);
+	cfg_errors_release(&e);
+	unlink(linelog);
+	return pl;
+}
+
+/* Asserts that the module list TEXT is refused with an error containing WANT. */
+static void expect_error(const char *text, const char *want)
+{
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = build(&e, "%s", text);
+	if (pl || !has_error(&e, want)) {
+		for (size_t i = 0; i < e.count; i++)
+			print_message("  error: %s\n", e.lines[i]);
+		pipeline_unref(pl);
+		cfg_errors_release(&e);
+		fail_msg("expected an error containing \"%s\" for %s", want, text);
+	}
+	cfg_errors_release(&e);
+}
+
+/* Wakes the loop up. */
+static void tick(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+}
+
+/* Runs the loop until *FLAG becomes nonzero or SECONDS pass. */
+static void run_until(const int *flag, double seconds)
+{
+	double end = ev_time() + seconds;
+	while (!*flag && ev_time() < end) {
+		ev_timer t;
+		ev_timer_init(&t, tick, 0.01, 0.);
+		ev_timer_start(EV_DEFAULT, &t);
+		ev_run(EV_DEFAULT, EVRUN_ONCE);
+		ev_timer_stop(EV_DEFAULT, &t);
+	}
+}
+
+/* Runs the loop for SECONDS. */
+static void run_for(double seconds)
+{
+	int never = 0;
+	run_until(&never, seconds);
+}
+
+/* One message's walk, as the chain runs it. */
+struct xch {
+	struct mw_walk w;
+	struct mw_ctx ctx;
+	char method[64];
+	json_t *got;
+	enum mw_verdict v;
+	int done;
+};
+
+/* The walk's end: keeps the message. */
+static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+{
+	struct xch *x = (struct xch *)(void *)w;
+	json_decref(x->got);
+	x->got = msg;
+	x->v = v;
+	x->done++;
+}
+
+/* Starts walking the message TEXT in direction DIR through PL. */
+static void send_dir(struct xch *x, struct pipeline *pl, enum mw_dir dir, const char *text)
+{
+	json_t *msg = json_loads(text, 0, NULL);
+	assert_non_null(msg);
+	memset(x, 0, sizeof *x);
+	snprintf(x->method, sizeof x->method, "%s",
+		 json_string_value(json_object_get(msg, "method")));
+	x->ctx.dir = dir;
+	x->ctx.kind = json_object_get(msg, "id") ? RPC_REQUEST : RPC_NOTIFICATION;
+	x->ctx.method = x->method;
+	x->ctx.client = "alice";
+	x->ctx.backend = "fx";
+	x->w.stage[0] = pl;
+	x->w.ctx = &x->ctx;
+	x->w.msg = msg;
+	x->w.done = on_done;
+	mw_walk_forward(&x->w);
+}
+
+/* Walks a tools/call of NAME from the client and waits for the verdict. */
+static enum mw_verdict call(struct xch *x, struct pipeline *pl, const char *name)
+{
+	char text[256];
+	snprintf(text, sizeof text, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\","
+		 "\"params\":{\"name\":\"%s\",\"arguments\":{}}}", name);
+	send_dir(x, pl, MW_TO_BACKEND, text);
+	x->ctx.name = NULL;
+	run_until(&x->done, 5.0);
+	assert_int_equal(x->done, 1);
+	return x->v;
+}
+
+/* Frees what the chain frees with an exchange. */
+static void end(struct xch *x)
+{
+	json_decref(x->got);
+	json_decref(x->ctx.scratch);
+	x->got = x->ctx.scratch = NULL;
+}
+
+/* The error code of X's reply (0 when none). */
+static json_int_t code_of(const struct xch *x)
+{
+	return json_integer_value(json_object_get(json_object_get(x->got, "error"), "code"));
+}
+
+/* The error message of X's reply. */
+static const char *message_of(const struct xch *x)
+{
+	return json_string_value(json_object_get(json_object_get(x->got, "error"), "message"));
+}
+
+/* Reads the program's line log (caller frees). */
+static char *read_log(void)
+{
+	FILE *f = fopen(linelog, "rb");
+	char *s = calloc(1, 65536);
+	assert_non_null(s);
+	if (f) {
+		size_t n = fread(s, 1, 65535, f);
+		s[n] = '\0';
+		fclose(f);
+	}
+	return s;
+}
+
+/* ---- options ---- */
+
+/* Valid options are accepted and nothing is started by create(). */
+static void test_options_valid(void **state)
+{
+	(void)state;
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = build(&e, "[{\"use\":\"filter\",\"command\":\"/no/such/program\"},"
+		"{\"use\":\"filter\",\"command\":\"${HOME}/x\",\"args\":[\"a\",\"\"],\"env\":{\"K\":\"v\"},"
+		"\"cwd\":\"/\",\"timeoutMs\":10,\"failure\":\"open\",\"from\":\"client\","
+		"\"responses\":true,\"methods\":[\"tools/*\"],\"restartDelayMs\":0}]");
+	for (size_t i = 0; i < e.count; i++)
+		print_message("  error: %s\n", e.lines[i]);
+	assert_non_null(pl);
+	assert_int_equal(e.count, 0);
+	pipeline_unref(pl);
+	cfg_errors_release(&e);
+}
+
+/* Each wrong option is reported at its own path. */
+static void test_options_errors(void **state)
+{
+	(void)state;
+	expect_error("[{\"use\":\"filter\"}]", "t.json: /middleware/0/command: missing");
+	expect_error("[{\"use\":\"filter\",\"command\":\"\"}]", "/middleware/0/command: must be a non-empty");
+	expect_error("[{\"use\":\"filter\",\"command\":\"${NO_SUCH_VAR_X}\"}]", "/middleware/0/command: ");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"args\":\"-v\"}]", "/middleware/0/args: must be an array");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"args\":[\"a\",3]}]", "/middleware/0/args/1: must be");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"env\":[]}]", "/middleware/0/env: must be an object");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"env\":{\"A\":1}}]", "/middleware/0/env/A: must be");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"timeoutMs\":0}]", "/middleware/0/timeoutMs: must be a whole number");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"restartDelayMs\":\"1s\"}]", "/middleware/0/restartDelayMs: must be");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"failure\":\"half\"}]", "/middleware/0/failure: must be \"closed\"");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"from\":\"server\"}]", "/middleware/0/from: must be");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"responses\":1}]", "/middleware/0/responses: must be true or false");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"methods\":[]}]", "/middleware/0/methods: empty");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"methods\":[\"[a\"]}]", "/middleware/0/methods/0: unterminated");
+	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"argv\":[]}]", "/middleware/0/argv: unknown option");
+}
+
+/* A program that cannot be started fails the start, with the reason. */
+static void test_start_fails(void **state)
+{
+	(void)state;
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = build(&e, "[{\"use\":\"filter\",\"command\":\"/no/such/program\"}]");
+	assert_non_null(pl);
+	assert_int_equal(pipeline_start(pl), -1);
+	pipeline_unref(pl);
+	cfg_errors_release(&e);
+}
+
+/* ---- actions ---- */
+
+/* Each action on a request; the line carries direction, kind and context. */
+static void test_request_actions(void **state)
+{
+	(void)state;
+	struct pipeline *pl = filter_with("");
+	struct xch x;
+	assert_int_equal(call(&x, pl, "echo"), MW_PASS);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(x.got, "params"),
+							      "name")), "echo");
+	end(&x);
+	assert_int_equal(call(&x, pl, "deny"), MW_REPLY);
+	assert_int_equal(code_of(&x), MW_FILTER_REFUSED);
+	assert_string_equal(message_of(&x), "request \"tools/call\" refused by the filter: not here");
+	assert_int_equal(json_integer_value(json_object_get(x.got, "id")), 7);
+	end(&x);
+	assert_int_equal(call(&x, pl, "answer"), MW_REPLY);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(x.got, "result"), "by")),
+			    "filter");
+	assert_int_equal(json_integer_value(json_object_get(x.got, "id")), 7);
+	end(&x);
+	assert_int_equal(call(&x, pl, "fail"), MW_REPLY);
+	assert_int_equal(code_of(&x), -1);
+	end(&x);
+	/* changed: id and method stay the requester's */
+	assert_int_equal(call(&x, pl, "change"), MW_PASS);
+	assert_int_equal(json_integer_value(json_object_get(x.got, "id")), 7);
+	assert_string_equal(json_string_value(json_object_get(x.got, "method")), "tools/call");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(x.got, "params"),
+							      "name")), "changed");
+	end(&x);
+	char *log = read_log();
+	assert_non_null(strstr(log, "{\"id\":1,\"direction\":\"toBackend\",\"kind\":\"request\","
+			       "\"context\":{\"method\":\"tools/call\",\"client\":\"alice\","
+			       "\"backend\":\"fx\"},\"message\":{\"jsonrpc\":\"2.0\",\"id\":7,"));
+	free(log);
+	pipeline_unref(pl);
+}
+
+/* Notifications pass or are dropped; "from" and "methods" pick what is sent. */
+static void test_notifications_and_selection(void **state)
+{
+	(void)state;
+	struct pipeline *pl = filter_with("\"from\":\"client\",\"methods\":[\"notifications/*\",\"tools/call\"]");
+	struct xch x;
+	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/drop\"}");
+	run_until(&x.done, 5.0);
+	assert_int_equal(x.v, MW_DROP);
+	end(&x);
+	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/keep\","
+		 "\"params\":{\"a\":1}}");
+	run_until(&x.done, 5.0);
+	assert_int_equal(x.v, MW_PASS);
+	assert_string_equal(x.method, json_string_value(json_object_get(x.got, "method")));
+	end(&x);
+	/* not selected: answered at once, never sent */
+	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+	assert_int_equal(x.done, 1);
+	end(&x);
+	send_dir(&x, pl, MW_TO_CLIENT, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/drop\"}");
+	assert_int_equal(x.done, 1);
+	assert_int_equal(x.v, MW_PASS);
+	end(&x);
+	char *log = read_log();
+	assert_null(strstr(log, "\"ping\""));
+	assert_non_null(strstr(log, "\"kind\":\"notification\""));
+	assert_null(strstr(log, "toClient"));
+	free(log);
+	pipeline_unref(pl);
+}
+
+/* With "responses": the response goes to the program too, and may change. */
+static void test_responses(void **state)
+{
+	(void)state;
+	struct pipeline *pl = filter_with("\"responses\":true");
+	struct xch x;
+	assert_int_equal(call(&x, pl, "echo"), MW_PASS);
+	json_decref(x.got);
+	x.got = NULL;
+	x.ctx.kind = RPC_RESPONSE;
+	x.w.msg = json_loads("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"secret\":1}}", 0, NULL);
+	mw_walk_back(&x.w);
+	for (double t0 = ev_time(); x.done < 2 && ev_time() < t0 + 5.0;)
+		run_for(0.01);
+	assert_int_equal(x.done, 2);
+	assert_true(json_is_true(json_object_get(json_object_get(x.got, "result"), "filtered")));
+	assert_null(json_object_get(json_object_get(x.got, "result"), "secret"));
+	assert_int_equal(json_integer_value(json_object_get(x.got, "id")), 7);
+	end(&x);
+	char *log = read_log();
+	assert_non_null(strstr(log, "\"direction\":\"toClient\",\"kind\":\"response\""));
+	free(log);
+	pipeline_unref(pl);
+}
+
+/* Answers are matched by id, not order; noise and strangers are ignored. */
+static void test_out_of_order_and_noise(void **state)
+{
+	(void)state;
+	struct pipeline *pl = filter_with("");
+	struct xch a, b;
+	send_dir(&a, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+		 "\"params\":{\"name\":\"first\"}}");
+	send_dir(&b, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+		 "\"params\":{\"name\":\"second\"}}");
+	run_until(&a.done, 5.0);
+	run_until(&b.done, 5.0);
+	assert_int_equal(a.v, MW_PASS);
+	assert_int_equal(b.v, MW_REPLY);
+	end(&a);
+	end(&b);
+	assert_int_equal(call(&a, pl, "noise"), MW_PASS);
+	end(&a);
+	pipeline_unref(pl);
+}
+
+/* ---- failure ---- */
+
+/* Nonsense answers get the failure mode: closed refuses, open passes. */
+static void test_bad_answers(void **state)
+{
+	(void)state;
+	struct pipeline *pl = filter_with("");
+	struct xch x;
+	assert_int_equal(call(&x, pl, "bad"), MW_REPLY);
+	assert_int_equal(code_of(&x), MW_FILTER_UNAVAILABLE);
+	assert_non_null(strstr(message_of(&x), "invalid action or message"));
+	end(&x);
+	assert_int_equal(call(&x, pl, "broken"), MW_REPLY);
+	assert_int_equal(code_of(&x), MW_FILTER_UNAVAILABLE);
+	end(&x);
+	assert_int_equal(call(&x, pl, "echo"), MW_PASS);   /* still running */
+	end(&x);
+	pipeline_unref(pl);
+	pl = filter_with("\"failure\":\"open\"");
+	assert_int_equal(call(&x, pl, "bad"), MW_PASS);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(x.got, "params"),
+							      "name")), "bad");
+	end(&x);
+	pipeline_unref(pl);
+}
+
+/* A program that misses the deadline is stopped and restarted. */
+static void test_hang_and_restart(void **state)
+{
+	(void)state;
+	struct pipeline *pl = filter_with("\"timeoutMs\":100,\"restartDelayMs\":50");
+	struct xch x;
+	assert_int_equal(call(&x, pl, "hang"), MW_REPLY);
+	assert_int_equal(code_of(&x), MW_FILTER_UNAVAILABLE);
+	assert_non_null(strstr(message_of(&x), "did not answer within 0.1 s"));
+	end(&x);
+	assert_int_equal(call(&x, pl, "echo"), MW_REPLY);   /* down: no waiting */
+	assert_non_null(strstr(message_of(&x), "not running"));
+	end(&x);
+	run_for(0.5);                                        /* reaped, restarted */
+	assert_int_equal(call(&x, pl, "echo"), MW_PASS);
+	end(&x);
+	pipeline_unref(pl);
+}
+
+/* A program that dies: pending and later messages get the failure mode. */
+static void test_death(void **state)
+{
+	(void)state;
+	struct pipeline *pl = filter_with("\"restartDelayMs\":100000,\"failure\":\"open\"");
+	struct xch x;
+	assert_int_equal(call(&x, pl, "die"), MW_PASS);
+	end(&x);
+	run_for(0.2);
+	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/drop\"}");
+	assert_int_equal(x.done, 1);
+	assert_int_equal(x.v, MW_PASS);
+	end(&x);
+	pipeline_unref(pl);
+	pl = filter_with("\"restartDelayMs\":100000");
+	assert_int_equal(call(&x, pl, "die"), MW_REPLY);
+	assert_int_equal(code_of(&x), MW_FILTER_UNAVAILABLE);
+	end(&x);
+	run_for(0.2);
+	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/keep\"}");
+	assert_int_equal(x.done, 1);
+	assert_int_equal(x.v, MW_DROP);
+	end(&x);
+	assert_int_equal(call(&x, pl, "echo"), MW_REPLY);
+	assert_non_null(strstr(message_of(&x), "exited with status 5"));
+	end(&x);
+	pipeline_unref(pl);
+}
+
+/* Destroying the module with a message pending frees it. */
+static void test_destroy_pending(void **state)
+{
+	(void)state;
+	struct pipeline *pl = filter_with("");
+	struct xch x;
+	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+		 "\"params\":{\"name\":\"hang\"}}");
+	run_for(0.1);
+	assert_int_equal(x.done, 0);
+	pipeline_unref(pl);
+	run_for(0.1);
+}
+
+/* Writes the filter script into a fresh temporary directory. */
+static int setup(void **state)
+{
+	(void)state;
+	snprintf(tmpdir_, sizeof tmpdir_, "/tmp/mcpc-filter-XXXXXX");
+	if (!mkdtemp(tmpdir_))
+		return -1;
+	snprintf(script, sizeof script, "%s/filter.sh", tmpdir_);
+	snprintf(linelog, sizeof linelog, "%s/lines.jsonl", tmpdir_);
+	FILE *f = fopen(script, "w");
+	if (!f)
+		return -1;
+	fputs(SCRIPT, f);
+	fclose(f);
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+/* Removes the temporary directory. */
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(script);
+	unlink(linelog);
+	rmdir(tmpdir_);
+	return 0;
+}
+
+/* Runs the tests. */
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_options_valid),
+		cmocka_unit_test(test_options_errors),
+		cmocka_unit_test(test_start_fails),
+		cmocka_unit_test(test_request_actions),
+		cmocka_unit_test(test_notifications_and_selection),
+		cmocka_unit_test(test_responses),
+		cmocka_unit_test(test_out_of_order_and_noise),
+		cmocka_unit_test(test_bad_answers),
+		cmocka_unit_test(test_hang_and_restart),
+		cmocka_unit_test(test_death),
+		cmocka_unit_test(test_destroy_pending),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -126,6 +126,13 @@ void mw_error(struct mw_build *b, const char *key, const char *fmt, ...)
 int mw_check_keys(struct mw_build *b, json_t *opts, const char *const *keys);
 
 /*
+ * Reports every member of the object OBJ found at KEY (a pointer relative
+ * to the module entry, e.g. "/rules/0") that is not in KEYS.
+ */
+void mw_check_keys_at(struct mw_build *b, const char *key, json_t *obj,
+		      const char *const *keys);
+
+/*
  * Creates a module from its entry OPTS (borrowed; "use" names the module).
  * Returns NULL after at least one mw_error when the options are wrong.
  */

@@ -260,24 +260,6 @@ static const struct mw_module_ops auth_ops = {
 
 /* ---- options ---- */
 
-/* Reports members of OBJ at KEY not in KEYS (NULL-terminated). */
-static void check_keys_at(struct mw_build *b, const char *key, json_t *obj,
-			  const char *const *keys)
-{
-	const char *k;
-	json_t *v;
-	json_object_foreach(obj, k, v) {
-		size_t i = 0;
-		while (keys[i] && strcmp(keys[i], k) != 0)
-			i++;
-		if (!keys[i]) {
-			char bad[300];
-			snprintf(bad, sizeof bad, "%s/%s", key, k);
-			mw_error(b, bad, "unknown option");
-		}
-	}
-}
-
 /* Decodes 64 hex digits S into OUT; returns 0 or -1. */
 static int parse_hex(const char *s, unsigned char out[HASH_LEN])
 {
@@ -324,7 +306,7 @@ static void parse_token(struct mw_build *b, size_t i, json_t *v, struct token *t
 			 "\"principal\": \"NAME\", \"roles\": [...]}");
 		return;
 	}
-	check_keys_at(b, key, v, keys);
+	mw_check_keys_at(b, key, v, keys);
 	json_t *h = json_object_get(v, "sha256"), *p = json_object_get(v, "principal");
 	snprintf(k, sizeof k, "%s/sha256", key);
 	if (!json_is_string(h) || parse_hex(json_string_value(h), t->hash) < 0)

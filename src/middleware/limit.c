@@ -587,24 +587,6 @@ static const struct mw_module_ops limit_ops = {
 
 /* ---- options ---- */
 
-/* Reports members of OBJ at KEY not in KEYS (NULL-terminated). */
-static void check_keys_at(struct mw_build *b, const char *key, json_t *obj,
-			  const char *const *keys)
-{
-	const char *k;
-	json_t *v;
-	json_object_foreach(obj, k, v) {
-		size_t i = 0;
-		while (keys[i] && strcmp(keys[i], k) != 0)
-			i++;
-		if (!keys[i]) {
-			char bad[300];
-			snprintf(bad, sizeof bad, "%s/%s", key, k);
-			mw_error(b, bad, "unknown option");
-		}
-	}
-}
-
 /* Parses the pattern list NAME of rule OBJ at KEY into L; true if present. */
 static bool parse_list(struct mw_build *b, const char *key, json_t *obj,
 		       const char *name, struct glob_list *l)
@@ -701,7 +683,7 @@ static void parse_rule(struct mw_build *b, size_t i, json_t *v, struct rule *r)
 		mw_error(b, key, "a rule is an object with \"concurrency\", \"rate\" or \"timeoutMs\"");
 		return;
 	}
-	check_keys_at(b, key, v, keys);
+	mw_check_keys_at(b, key, v, keys);
 	r->has_methods = parse_list(b, key, v, "methods", &r->methods);
 	r->has_tools = parse_list(b, key, v, "tools", &r->tools);
 	r->has_backends = parse_list(b, key, v, "backends", &r->backends);

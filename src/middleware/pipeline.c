@@ -51,6 +51,24 @@ int mw_check_keys(struct mw_build *b, json_t *opts, const char *const *keys)
 	return bad;
 }
 
+/* Reports unknown keys of a nested option object. */
+void mw_check_keys_at(struct mw_build *b, const char *key, json_t *obj,
+		      const char *const *keys)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach(obj, k, v) {
+		size_t i = 0;
+		while (keys[i] && strcmp(keys[i], k) != 0)
+			i++;
+		if (!keys[i]) {
+			char bad[300];
+			snprintf(bad, sizeof bad, "%s/%s", key, k);
+			mw_error(b, bad, "unknown option");
+		}
+	}
+}
+
 /* Looks a module up by name. */
 const struct mw_def *mw_find(const char *name)
 {

@@ -379,24 +379,6 @@ static enum mw_verdict policy_on_response(struct mw_module *m, struct mw_ctx *ct
 
 /* ---- options ---- */
 
-/* Reports members of OBJ at KEY not in KEYS (NULL-terminated). */
-static void check_keys_at(struct mw_build *b, const char *key, json_t *obj,
-			  const char *const *keys)
-{
-	const char *k;
-	json_t *v;
-	json_object_foreach(obj, k, v) {
-		size_t i = 0;
-		while (keys[i] && strcmp(keys[i], k) != 0)
-			i++;
-		if (!keys[i]) {
-			char bad[300];
-			snprintf(bad, sizeof bad, "%s/%s", key, k);
-			mw_error(b, bad, "unknown option");
-		}
-	}
-}
-
 /* Parses "on": a kind name or an array of them. Returns the K_* set. */
 static unsigned parse_kinds(struct mw_build *b, const char *key, json_t *v)
 {
@@ -442,7 +424,7 @@ static void parse_rule(struct mw_build *b, size_t i, json_t *v, struct rule *r)
 		mw_error(b, key, "a rule is an object with \"allow\", \"deny\" or \"ask\"");
 		return;
 	}
-	check_keys_at(b, key, v, keys);
+	mw_check_keys_at(b, key, v, keys);
 	r->has_allow = parse_list(b, key, v, "allow", &r->allow);
 	bool any = r->has_allow;
 	any |= parse_list(b, key, v, "deny", &r->deny);

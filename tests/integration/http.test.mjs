@@ -699,3 +699,42 @@ test('legacy HTTP+SSE: a dropped stream takes the backend down; it restarts and 
     await l.close();
   }
 });
+
+// ---------------------------------------------------------------------------
+// three stdio servers and one HTTP upstream behind one stdio entry
+
+test('three real stdio servers and server-everything over HTTP, behind one mcp-chain', T, async () => {
+  const { mkdtempSync, existsSync } = await import('node:fs');
+  const path = await import('node:path');
+  const os = await import('node:os');
+  const mcp = path.dirname(path.dirname(SE_ENTRY));
+  const FS = path.join(path.dirname(mcp), 'server-filesystem', 'dist', 'index.js');
+  const MEM = path.join(path.dirname(mcp), 'server-memory', 'dist', 'index.js');
+  assert.ok(existsSync(FS) && existsSync(MEM), 'server-filesystem and server-memory installed');
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'mcpc-mix-'));
+  writeFileSync(path.join(dir, 'hello.txt'), 'hello from a file');
+  await withEverything('streamableHttp', async (se) => {
+    const cfg = { ...BASE, mcpServers: {
+      fs: { command: process.execPath, args: [FS, dir] },
+      mem: { command: process.execPath, args: [MEM], env: { MEMORY_FILE_PATH: path.join(dir, 'mem.jsonl') } },
+      local: { command: process.execPath, args: [SE_ENTRY, 'stdio'] },
+      web: { type: 'http', url: `http://127.0.0.1:${se.port}/mcp` },
+    } };
+    await withChain(cfg, async (s) => {
+      const names = (await s.client.listTools()).tools.map((t) => t.name);
+      for (const n of ['fs__read_text_file', 'mem__create_entities', 'local__echo', 'web__echo'])
+        assert.ok(names.includes(n), `${n} listed`);
+      for (const n of names) assert.match(n, /^[a-zA-Z0-9_-]{1,64}$/);
+      assert.equal(text(await s.client.callTool({ name: 'web__echo', arguments: { message: 'via http' } })),
+        'Echo: via http');
+      assert.equal(text(await s.client.callTool({ name: 'local__echo', arguments: { message: 'via stdio' } })),
+        'Echo: via stdio');
+      const file = await s.client.callTool({ name: 'fs__read_text_file',
+        arguments: { path: path.join(dir, 'hello.txt') } });
+      assert.match(text(file), /hello from a file/);
+      const ent = await s.client.callTool({ name: 'mem__create_entities', arguments: { entities: [
+        { name: 'mcp-chain', entityType: 'proxy', observations: ['behind one entry'] }] } });
+      assert.match(text(ent), /mcp-chain/);
+    });
+  });
+});

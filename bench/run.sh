@@ -9,6 +9,8 @@
 #   direct     mcp-bench-load -> mcp-bench-server
 #   relay      mcp-bench-load -> mcp-bench-relay -> mcp-bench-server
 #   mcp-chain  mcp-bench-load -> mcp-chain (temp config, no middleware) -> server
+#   mcp-chain+5mw  the same with five middleware modules: auth, log (to a
+#              file), policy, rewrite, limit
 #   sdk-proxy  mcp-bench-load -> node sdk-proxy/proxy.mjs -> server
 #
 # for tools/call echo at each concurrency (default c=1 and c=16, n=5000,
@@ -27,7 +29,7 @@ build=${BUILD_DIR:-$root/build}
 rounds=5
 n=5000
 concs="1 16"
-paths="direct relay mcp-chain sdk-proxy"
+paths="direct relay mcp-chain mcp-chain+5mw sdk-proxy"
 extras=1
 out="$here/RESULTS.md"
 steps=60
@@ -46,7 +48,7 @@ usage() {
   -r ROUNDS      rounds of the alternating comparison (default 5)
   -n N           measured requests per echo run (default 5000)
   -c "K ..."     concurrencies for the echo runs (default "1 16")
-  --paths "..."  which of: direct relay mcp-chain sdk-proxy (default all)
+  --paths "..."  which of: direct relay mcp-chain mcp-chain+5mw sdk-proxy (default all)
   --no-extras    only the echo comparison
   --quick        smoke run: -r 1 -n 500, small extras
   --out FILE     report file (default bench/RESULTS.md)
@@ -113,6 +115,7 @@ proxy="$here/sdk-proxy/proxy.mjs"
 declare -A skip_reason=()
 if [ ! -x "$chain" ]; then
 	skip_reason[mcp-chain]="$chain was not built"
+	skip_reason[mcp-chain+5mw]="$chain was not built"
 fi
 if [ ! -d "$here/sdk-proxy/node_modules/@modelcontextprotocol/sdk" ]; then
 	log "installing the SDK proxy's dependencies (npm ci)"
@@ -139,6 +142,27 @@ write_config() {
 	' "$server" "$@" >"$file"
 }
 
+# Write the five-module pipeline config to file $1 (server args follow).
+write_config_5mw() {
+	local file=$1; shift
+	local hash
+	hash=$(printf %s bench-token | sha256sum | cut -d' ' -f1)
+	node -e '
+		const [file, server, hash, audit, ...args] = process.argv.slice(1);
+		const cfg = {
+			middleware: [
+				{ use: "auth", tokens: [{ sha256: hash, principal: "bench" }] },
+				{ use: "log", sink: "file", path: audit },
+				{ use: "policy", rules: [{ deny: ["never_*"] }] },
+				{ use: "rewrite", tools: { echo: { description: "echo, through mcp-chain" } } },
+				{ use: "limit", rules: [{ concurrency: 4096, queue: 4096 }] },
+			],
+			mcpServers: { echo: { command: server, args } },
+		};
+		require("fs").writeFileSync(file, JSON.stringify(cfg, null, 2) + "\n");
+	' "$file" "$server" "$hash" "$tmp/audit-$config_seq.jsonl" "$@"
+}
+
 # Set the global array cmd to the command line for path $1 in front of a
 # server started with the remaining arguments.
 set_cmd() {
@@ -150,6 +174,10 @@ set_cmd() {
 		local cfg="$tmp/chain-$((++config_seq)).json"
 		write_config "$cfg" "echo $*"
 		cmd=("$chain" --config "$cfg") ;;
+	mcp-chain+5mw)
+		local cfg5="$tmp/chain-$((++config_seq)).json"
+		write_config_5mw "$cfg5" "$@"
+		cmd=(env MCP_CHAIN_TOKEN=bench-token "$chain" --config "$cfg5") ;;
 	sdk-proxy) cmd=(node "$proxy" "$server" "$@") ;;
 	"sdk-proxy (default limits)") cmd=(node "$proxy" "$server" "$@") ;;
 	esac

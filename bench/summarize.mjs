@@ -15,7 +15,7 @@ const records = readFileSync(recordsFile, 'utf8')
   .filter((l) => l.trim())
   .map((l) => JSON.parse(l));
 
-const PATHS = ['direct', 'relay', 'mcp-chain', 'sdk-proxy'];
+const PATHS = ['direct', 'relay', 'mcp-chain', 'mcp-chain+5mw', 'sdk-proxy'];
 const out = [];
 
 // Append a line to the report.
@@ -94,7 +94,7 @@ emit(`- Rounds: ${meta.rounds}; in each round every path runs once per concurren
 emit();
 emit('Paths: **direct** = mcp-bench-load → mcp-bench-server; **relay** = through '
   + 'mcp-bench-relay (splice, no parsing: the floor for any stdio proxy); **mcp-chain** = '
-  + 'through mcp-chain with one backend and no middleware; **sdk-proxy** = through a '
+  + 'through mcp-chain with one backend and no middleware; **mcp-chain+5mw** = the same with five modules (auth, log to a file, policy, rewrite, limit); **sdk-proxy** = through a '
   + 'minimal proxy written with the official TypeScript SDK.');
 emit();
 
@@ -157,6 +157,9 @@ const c16 = concs.includes(16) ? 16 : concs[concs.length - 1];
   const rss = rssAll.length ? Math.max(...rssAll) : NaN;
   target(`mcp-chain peak RSS at c=${c16} (max over rounds)`, `${fmt(rss)} kB`, '≤ 8 MiB (8192 kB)',
     Number.isFinite(rss) ? rss <= 8192 : null);
+  const r5 = pairedRatio('echo', c16, 'mcp-chain+5mw', 'mcp-chain', 'rps');
+  target(`c=${c16} rps, five-module pipeline vs no middleware`, ratio(r5), '≥ 0.70×',
+    Number.isFinite(r5) ? r5 >= 0.7 : null);
   const pr = select('progress', 'mcp-chain');
   if (pr.length) {
     const good = pr.filter((r) => clean(r) && r.progress_received === r.progress_expected

@@ -150,7 +150,9 @@ static bool fast_response(struct peer *from, const char *line, size_t len, struc
 	json_int_t id = strtoll(js->id.p, NULL, 10);
 	struct exchange *ex = hmap_get(&from->sent, &id, sizeof id);
 	if (!ex || !ex->from || ex->on_response || ex->batch || ex->walking ||
-	    !path_clear(ex->from, from) || !ex->from->ready || !ex->from->ops->send_raw)
+	    ex->walk.reached > 0 || pipeline_size(chain_global_pipeline()) ||
+	    (from->role == PEER_BACKEND && pipeline_size(from->pl)) ||
+	    !ex->from->ready || !ex->from->ops->send_raw)
 		return false;
 	char buf[32], *heap;
 	size_t n = from_id_text(ex, buf, sizeof buf, &heap);
@@ -229,11 +231,12 @@ static bool fast_notification(struct peer *from, const char *line, size_t len)
 bool chain_fast(struct peer *from, const char *line, size_t len)
 {
 	struct jscan js;
-	if (!from->ready || !router_transparent() || log_enabled(LOG_DEBUG) ||
-	    !jscan_message(line, len, &js))
+	if (!from->ready || log_enabled(LOG_DEBUG) || !jscan_message(line, len, &js))
 		return false;
-	if (!js.method.p)
+	if (!js.method.p)  /* responses need no routing, even with several backends */
 		return fast_response(from, line, len, &js);
+	if (!router_transparent())
+		return false;
 	if (js.id.p) {
 		/* initialize and server/discover are the session's own to answer */
 		if (from->role == PEER_CLIENT && (jspan_eq(js.method, "initialize") ||

@@ -73,6 +73,31 @@ static void print_errors(struct cfg_errors *errs)
 		fprintf(stderr, "%s\n", errs->lines[i]);
 }
 
+/* With several backends: names each one's tools will carry, and clashes. */
+static void report_prefixes(const struct cfg *c)
+{
+	const struct cfg_server *on[64];
+	size_t n = 0;
+	for (size_t i = 0; i < c->nservers && n < 64; i++)
+		if (c->servers[i].enabled)
+			on[n++] = &c->servers[i];
+	if (n < 2)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		const char *pi = on[i]->prefix ? on[i]->prefix : on[i]->name;
+		fprintf(stderr, "%s: server \"%s\": tools and prompts exposed as %s%sNAME\n",
+			c->path, on[i]->name, pi, c->separator);
+		for (size_t j = i + 1; j < n; j++) {
+			const char *pj = on[j]->prefix ? on[j]->prefix : on[j]->name;
+			if (strcmp(pi, pj) == 0)
+				fprintf(stderr, "%s: warning: servers \"%s\" and \"%s\" share the prefix \"%s\": "
+					"a name both have is exposed once plain (for \"%s\") and once with "
+					"a hash suffix; set \"prefix\" to keep names readable\n",
+					c->path, on[i]->name, on[j]->name, pi, on[i]->name);
+		}
+	}
+}
+
 /* "mcp-chain check FILE". */
 static int cmd_check(const char *path)
 {
@@ -90,6 +115,7 @@ static int cmd_check(const char *path)
 			fprintf(stderr, " %s", s->argv[j]);
 		fprintf(stderr, "\n");
 	}
+	report_prefixes(c);
 	fprintf(stderr, "%s: ok\n", path);
 	cfg_free(c);
 	return 0;

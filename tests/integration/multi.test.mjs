@@ -778,6 +778,12 @@ test('mcp-chain check: a config with three entries is valid', { timeout: 10_000,
   assert.equal(rb.status, 1);
   assert.match(rb.stderr, /\/mcpServers\/b\/prefix/);
   assert.match(rb.stderr, /\/mcpServers\/c\/restart/);
+
+  const clash = writeCfg({ mcpServers: { one: { command: 'x', prefix: 'dup' }, two: { command: 'y', prefix: 'dup' } } });
+  const rc = spawnSync(CHAIN, ['check', clash], { encoding: 'utf8', timeout: 8000 });
+  assert.equal(rc.status, 0, rc.stderr);
+  assert.match(rc.stderr, /exposed as dup__NAME/);
+  assert.match(rc.stderr, /warning: servers "one" and "two" share the prefix "dup"/);
 });
 
 test('config/multi.json is a valid documented example', { timeout: 10_000, skip: SKIP_NO_CHAIN }, () => {

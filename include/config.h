@@ -88,7 +88,9 @@ void cfg_error(struct cfg_errors *errs, const char *fmt, ...)
 void cfg_errors_release(struct cfg_errors *errs);
 
 /*
- * Expands ${VAR} and ${VAR:-default} in S from the environment. Returns a
+ * Expands ${VAR} and ${VAR:-default} in S from the environment, and
+ * ${file:PATH} with the contents of PATH (trailing newlines dropped; for
+ * secrets kept in files). Returns a
  * new string (caller frees), or NULL with a message in ERR (of ERRLEN)
  * when a variable is unset and has no default, or the syntax is bad.
  */

@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,10 +74,49 @@ static void path_join(char *out, size_t n, const char *base, const char *key)
 }
 
 /* Appends a variable's value (or default) to OUT; returns 0 or -1. */
+/* Appends N bytes at V to the growing string OUT. */
+static int append(char **out, size_t *len, const char *v, size_t n)
+{
+	char *p = realloc(*out, *len + n + 1);
+	if (!p)
+		return -1;
+	memcpy(p + *len, v, n);
+	*len += n;
+	p[*len] = '\0';
+	*out = p;
+	return 0;
+}
+
+/* Appends the contents of file PATH (a secret: trailing newlines dropped). */
+static int expand_file(const char *path, char **out, size_t *len, char *err, size_t errlen)
+{
+	char buf[65536];
+	FILE *f = fopen(path, "re");
+	if (!f) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+		return -1;
+	}
+	size_t n = fread(buf, 1, sizeof buf, f);
+	bool big = n == sizeof buf && fgetc(f) != EOF;
+	fclose(f);
+	if (big) {
+		snprintf(err, errlen, "%s is larger than 64 KiB", path);
+		return -1;
+	}
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+		n--;
+	return append(out, len, buf, n);
+}
+
 static int expand_var(const char *name, size_t nlen, char **out, size_t *len,
 		      char *err, size_t errlen)
 {
 	const char *dflt = NULL;
+	if (nlen > 5 && memcmp(name, "file:", 5) == 0) {
+		char path[4096];
+		snprintf(path, sizeof path, "%.*s", (int)(nlen - 5), name + 5);
+		return expand_file(path, out, len, err, errlen);
+	}
 	size_t klen = nlen, dlen = 0;
 	for (size_t i = 0; i + 1 < nlen; i++) {
 		if (name[i] == ':' && name[i + 1] == '-') {

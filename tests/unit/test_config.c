@@ -385,6 +385,27 @@ static void test_expansion_unset(void **state)
 		     NAME ": /mcpServers/fs/cwd: bad variable name in \"${:-d}\"");
 }
 
+/* ${file:PATH} reads a secret from a file, without its trailing newline. */
+static void test_expand_file(void **state)
+{
+	char err[300], path[] = "/tmp/mcpc-secret-XXXXXX";
+	(void)state;
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "s3cret\n", 7), 7);
+	close(fd);
+	char in[128];
+	snprintf(in, sizeof in, "Bearer ${file:%s}!", path);
+	char *r = cfg_expand(in, err, sizeof err);
+	assert_non_null(r);
+	assert_string_equal(r, "Bearer s3cret!");
+	free(r);
+	unlink(path);
+	r = cfg_expand("${file:/nonexistent/mcpc}", err, sizeof err);
+	assert_null(r);
+	assert_non_null(strstr(err, "cannot read /nonexistent/mcpc"));
+}
+
 /* cfg_expand on its own. */
 static void test_cfg_expand(void **state)
 {
@@ -632,6 +653,7 @@ int main(void)
 		cmocka_unit_test(test_expansion),
 		cmocka_unit_test(test_expansion_unset),
 		cmocka_unit_test(test_cfg_expand),
+		cmocka_unit_test(test_expand_file),
 		cmocka_unit_test(test_several_errors),
 		cmocka_unit_test(test_zero_enabled),
 		cmocka_unit_test(test_two_enabled),

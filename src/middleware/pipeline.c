@@ -62,8 +62,17 @@ void mw_check_keys_at(struct mw_build *b, const char *key, json_t *obj,
 		while (keys[i] && strcmp(keys[i], k) != 0)
 			i++;
 		if (!keys[i]) {
-			char bad[300];
-			snprintf(bad, sizeof bad, "%s/%s", key, k);
+			char bad[400];
+			size_t l = (size_t)snprintf(bad, sizeof bad, "%s/", key);
+			for (const char *c = k; *c && l + 3 < sizeof bad; c++) {
+				if (*c == '~' || *c == '/') {  /* RFC 6901 escapes */
+					bad[l++] = '~';
+					bad[l++] = *c == '~' ? '0' : '1';
+				} else {
+					bad[l++] = *c;
+				}
+			}
+			bad[l < sizeof bad ? l : sizeof bad - 1] = '\0';
 			mw_error(b, bad, "unknown option");
 		}
 	}

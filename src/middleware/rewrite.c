@@ -257,23 +257,6 @@ void rw_key_join(char *out, size_t n, const char *key, const char *name)
 	out[l < n ? l : n - 1] = '\0';
 }
 
-/* Reports members of OBJ at KEY not in KEYS (NULL-terminated). */
-void rw_check_keys(struct mw_build *b, const char *key, json_t *obj,
-		   const char *const *keys)
-{
-	const char *k;
-	json_t *v;
-	json_object_foreach(obj, k, v) {
-		size_t i = 0;
-		while (keys[i] && strcmp(keys[i], k) != 0)
-			i++;
-		if (!keys[i]) {
-			char bad[400];
-			rw_key_join(bad, sizeof bad, key, k);
-			mw_error(b, bad, "unknown option");
-		}
-	}
-}
 
 /* Copies the string option NAME of OBJ into *OUT; EMPTY_OK allows "". */
 void rw_parse_str(struct mw_build *b, const char *key, json_t *obj,
@@ -321,7 +304,7 @@ static void parse_tool(struct mw_build *b, const char *name, json_t *v, struct t
 		mw_error(b, key, "must be an object (rename, title, description, hide, fixed, defaults)");
 		return;
 	}
-	rw_check_keys(b, key, v, keys);
+	mw_check_keys_at(b, key, v, keys);
 	rw_parse_str(b, key, v, "rename", false, &t->rename);
 	rw_parse_str(b, key, v, "title", false, &t->title);
 	rw_parse_str(b, key, v, "description", true, &t->description);

@@ -313,7 +313,7 @@ static void parse_rule(struct mw_build *b, size_t i, json_t *v, struct result_ru
 		mw_error(b, key, "must be an object {\"pattern\", \"replace\", \"tools\"}");
 		return;
 	}
-	rw_check_keys(b, key, v, keys);
+	mw_check_keys_at(b, key, v, keys);
 	parse_pattern(b, key, v, r);
 	rw_parse_str(b, key, v, "replace", true, &r->replace);
 	if (!r->replace && !json_object_get(v, "replace"))

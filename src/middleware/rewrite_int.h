@@ -53,7 +53,6 @@ void rw_results_release(struct rw_results *rs);
 /* Writes KEY + "/" + NAME, NAME escaped as a JSON pointer token, to OUT. */
 void rw_key_join(char *out, size_t n, const char *key, const char *name);
 
-
 /* Copies the string option NAME of OBJ at KEY into *OUT; EMPTY_OK allows "". */
 void rw_parse_str(struct mw_build *b, const char *key, json_t *obj,
 		  const char *name, bool empty_ok, char **out);

@@ -479,9 +479,9 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	ev_check_stop(loop, &a.check);
 	ev_timer_stop(loop, &a.deadline);
 	stdio_front_free(a.front);
+	for (size_t i = 0; i < a.nbackends; i++)  /* before the router: its */
+		backend_free(a.backends[i]);      /* list requests end here */
 	router_release();
-	for (size_t i = 0; i < a.nbackends; i++)
-		backend_free(a.backends[i]);
 	free(a.backends);
 	curl_ev_release();
 	chain_release();

@@ -158,8 +158,10 @@ static bool fast_response(struct peer *from, const char *line, size_t len, struc
 	size_t n = from_id_text(ex, buf, sizeof buf, &heap);
 	struct splice sp = { .n = 0 };
 	splice_add(&sp, js->id, heap ? heap : buf, n);
-	splice_send(ex->from, line, len, &sp, false);
+	int rc = splice_send(ex->from, line, len, &sp, false);
 	free(heap);
+	if (rc < 0)
+		return false;  /* the full path delivers it (or says why not) */
 	chain_exchange_free(ex);
 	return true;
 }

@@ -46,7 +46,7 @@ struct slot {
 struct mapping {
 	size_t slot;
 	char *orig;
-	struct mapping *next;        /* all mappings, for freeing */
+	struct mapping *next;        /* the mappings of one kind, for freeing */
 };
 
 /* An initialize being answered for the aggregate. */
@@ -66,7 +66,7 @@ static struct {
 	bool client_initialized;
 	struct peer agg;
 	struct hmap map[LIST_KINDS];  /* exposed name -> mapping */
-	struct mapping *maps;
+	struct mapping *maps[LIST_KINDS];
 	json_t *view[LIST_KINDS];     /* owned: merged lists with exposed names */
 	char *view_text[LIST_KINDS];  /* owned: view serialized, made on demand */
 	json_t *uri_owner;            /* owned: uri -> slot index */
@@ -159,11 +159,11 @@ static void expose(char out[NAME_MAX_LEN + 1], const char *prefix, const char *o
 /* Frees every mapping of kind K. */
 static void clear_maps(enum list_kind k)
 {
-	struct mapping **pp = &R.maps;
-	while (*pp) {
-		struct mapping *m = *pp;
-		if (hmap_get(&R.map[k], NULL, 0) == m) { /* never: keys are names */ }
-		pp = &m->next;
+	while (R.maps[k]) {
+		struct mapping *m = R.maps[k];
+		R.maps[k] = m->next;
+		free(m->orig);
+		free(m);
 	}
 	hmap_release(&R.map[k]);
 }
@@ -176,8 +176,8 @@ static void add_mapping(enum list_kind k, const char *name, size_t slot, const c
 		return;
 	m->slot = slot;
 	m->orig = strdup(orig);
-	m->next = R.maps;
-	R.maps = m;
+	m->next = R.maps[k];
+	R.maps[k] = m;
 	hmap_put(&R.map[k], name, strlen(name), m);
 }
 
@@ -252,10 +252,13 @@ static void on_list_page(struct exchange *ex, json_t *msg, void *arg)
 		fetch_list(s, k, next);
 		return;
 	}
-	if (!result)
+	if (!result) {
 		log_warn("%s: %s failed; keeping what was listed", s->entry->name, list_method[k]);
-	json_decref(s->items[k]);
-	s->items[k] = s->paging[k];
+		json_decref(s->paging[k]);
+	} else {
+		json_decref(s->items[k]);
+		s->items[k] = s->paging[k];
+	}
 	s->paging[k] = NULL;
 	rebuild(k);
 	if (s->changed[k] && R.client_initialized)
@@ -1107,12 +1110,8 @@ void router_release(void)
 		json_decref(R.view[k]);
 		free(R.view_text[k]);
 	}
-	while (R.maps) {
-		struct mapping *m = R.maps;
-		R.maps = m->next;
-		free(m->orig);
-		free(m);
-	}
+	for (int k = 0; k < LIST_KINDS; k++)
+		clear_maps((enum list_kind)k);
 	if (R.init) {
 		ev_timer_stop(EV_DEFAULT, &R.init->settle);
 		ev_timer_stop(EV_DEFAULT, &R.init->bound);

@@ -278,11 +278,11 @@ static void on_restart_timer(struct ev_loop *loop, ev_timer *w, int revents)
 }
 
 /* Decides between a restart (with backoff) and giving up. */
-static void supervise(struct backend *b, const char *reason)
+static void supervise(struct backend *b, const char *reason, double uptime)
 {
 	double now = ev_now(EV_DEFAULT);
 	const struct cfg_server *c = b->cfg;
-	if (b->stats.started_at && now - b->stats.started_at > c->restart_window)
+	if (uptime > c->restart_window)
 		b->delay = c->restart_delay;  /* it ran well for a while */
 	if (now - b->window_start > c->restart_window) {
 		b->window_start = now;
@@ -290,9 +290,9 @@ static void supervise(struct backend *b, const char *reason)
 	}
 	b->window_fails++;
 	if (!c->restart || b->window_fails > c->restart_limit) {
-		if (c->restart)
+		if (c->restart)  /* the reason is cut if need be: "(last: ..." stays readable */
 			snprintf(b->peer.why_down, sizeof b->peer.why_down,
-				 "crash loop: down %u times within %g s (last: %s)",
+				 "crash loop: down %u times within %g s (last: %.120s)",
 				 b->window_fails, c->restart_window, reason);
 		set_state(b, BACKEND_FAILED);
 		log_error("%s: failed: %s", b->peer.name, b->peer.why_down);
@@ -310,9 +310,12 @@ static void supervise(struct backend *b, const char *reason)
 void backend_down(struct backend *b, const char *reason)
 {
 	bool expected = b->state == BACKEND_STOPPING || b->state == BACKEND_GONE;
+	char why[sizeof b->peer.why_down];
+	double uptime = b->stats.started_at ? ev_now(EV_DEFAULT) - b->stats.started_at : 0;
+	snprintf(why, sizeof why, "%s", reason);  /* REASON may be why_down itself */
+	reason = why;
 	ev_timer_stop(EV_DEFAULT, &b->init_timer);
-	if (reason != b->peer.why_down)
-		snprintf(b->peer.why_down, sizeof b->peer.why_down, "%s", reason);
+	snprintf(b->peer.why_down, sizeof b->peer.why_down, "%s", why);
 	b->stats.started_at = 0;
 	b->peer.ready = false;
 	json_t *err = rpc_errorf(json_null(), RPC_BACKEND_GONE, "backend %s: %s",
@@ -328,7 +331,7 @@ void backend_down(struct backend *b, const char *reason)
 	}
 	log_error("%s: %s", b->peer.name, reason);
 	emit(b, BACKEND_EV_DOWN);
-	supervise(b, reason);
+	supervise(b, reason, uptime);
 }
 
 /* Hands a received message to the chain. */

@@ -267,14 +267,17 @@ static void expect_failed_load_frees_all(const char *text)
 	/* warm up once so lazily made library state is not counted */
 	assert_null(cfg_load_string(text, NAME, &e));
 	cfg_errors_release(&e);
+	/* many loads, so a leak shows over malloc's own caching noise (tcache) */
 	size_t before = heap_in_use();
-	assert_null(cfg_load_string(text, NAME, &e));
-	assert_true(e.count >= 1);
-	cfg_errors_release(&e);
+	for (int i = 0; i < 100; i++) {
+		assert_null(cfg_load_string(text, NAME, &e));
+		assert_true(e.count >= 1);
+		cfg_errors_release(&e);
+	}
 	size_t after = heap_in_use();
 #ifndef __SANITIZE_ADDRESS__
-	if (after != before)
-		fail_msg("a failed load leaked %zu bytes", after - before);
+	if (after > before + 1024)
+		fail_msg("100 failed loads leaked %zu bytes", after - before);
 #else
 	(void)before;       /* LeakSanitizer reports it at exit instead */
 	(void)after;

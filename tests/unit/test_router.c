@@ -1,0 +1,1353 @@
+/*
+ * test_router.c - unit tests for src/core/router.c: several backends
+ * behind one endpoint (namespaced, client-safe names, merged initialize,
+ * list caches, resources paging, routing back to each backend's own
+ * names), driven through the public API.
+ *
+ * Each backend is a fake peer: its initialize op answers at once with a
+ * canned result (and reports the backend ready to the router, as the app
+ * does on BACKEND_EV_READY), its send op records what it gets; the test
+ * answers with chain_receive(). The client is a real session (session.c)
+ * whose write function records what the client would read.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <malloc.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include <cmocka.h>
+#include <ev.h>
+
+#include "chain.h"
+#include "config.h"
+#include "log.h"
+#include "mcpc_version.h"
+#include "peer.h"
+#include "router.h"
+#include "rpc.h"
+#include "session.h"
+
+/* ---- fake backends ---- */
+
+struct fbe {
+	struct peer peer;        /* must be first */
+	json_t *got;             /* every message sent to it (copies) */
+	json_t *done;            /* ids of the requests the test answered */
+	json_t *init_result;     /* owned: what initialize answers */
+	int init_calls;
+	bool manual;             /* pump() leaves its list requests alone */
+	json_t *tools, *prompts, *templates;  /* owned: what its lists answer */
+};
+
+#define MAXB 3
+static struct fbe B[MAXB];
+static size_t NB;
+static struct cfg *C;
+
+static int fbe_send(struct peer *p, json_t *msg, struct exchange *ex)
+{
+	struct fbe *b = (struct fbe *)p;
+	(void)ex;
+	json_array_append_new(b->got, json_deep_copy(msg));
+	return 0;
+}
+
+/* Answers at once, then reports the backend ready, as backend.c and the
+ * app do (waiters first, then BACKEND_EV_READY -> router_backend_ready). */
+static int fbe_initialize(struct peer *p, json_t *params,
+			  void (*cb)(void *arg, json_t *response), void *arg)
+{
+	struct fbe *b = (struct fbe *)p;
+	(void)params;
+	b->init_calls++;
+	b->peer.ready = true;
+	b->peer.init_result = b->init_result;
+	json_t *resp = rpc_result(json_null(), json_incref(b->init_result));
+	cb(arg, resp);
+	json_decref(resp);
+	router_backend_ready(&b->peer);
+	return 0;
+}
+
+static const struct peer_ops fbe_ops = { .send = fbe_send, .initialize = fbe_initialize };
+
+static json_t *J(const char *s)
+{
+	json_error_t e;
+	json_t *v = json_loads(s, JSON_DECODE_ANY, &e);
+	if (!v)
+		fail_msg("bad fixture JSON %s: %s", s, e.text);
+	return v;
+}
+
+/* Sets a backend's capabilities (JSON text) and instructions (or NULL). */
+static void fbe_caps(struct fbe *b, const char *caps, const char *instructions)
+{
+	json_decref(b->init_result);
+	b->init_result = json_pack("{s:s,s:o,s:{s:s,s:s}}", "protocolVersion", "2025-06-18",
+				   "capabilities", J(caps), "serverInfo", "name", b->peer.name,
+				   "version", "1.0");
+	if (instructions)
+		json_object_set_new(b->init_result, "instructions", json_string(instructions));
+}
+
+/* Sets a backend's tools / prompts / templates lists from JSON text. */
+static void set_list(json_t **slot, const char *text)
+{
+	json_decref(*slot);
+	*slot = J(text);
+}
+
+/* Tools named by the NULL-terminated NAMES. */
+static void set_tools(struct fbe *b, const char *const *names)
+{
+	json_decref(b->tools);
+	b->tools = json_array();
+	for (; *names; names++)
+		json_array_append_new(b->tools, json_pack("{s:s,s:s,s:{s:s}}", "name", *names,
+			"description", "a tool", "inputSchema", "type", "object"));
+}
+
+/* ---- the client ---- */
+
+static struct session *S;
+static json_t *out;  /* what the client read (copies) */
+static int raw_writes;  /* how much of it came by the fast path */
+
+static int rec_write(void *arg, json_t *msg)
+{
+	assert_ptr_equal(arg, &out);
+	json_array_append_new(out, json_deep_copy(msg));
+	return 0;
+}
+
+/* The fast path's output: one JSON line in pieces, recorded like the rest. */
+static int rec_write_raw(void *arg, const struct iovec *iov, int n)
+{
+	char buf[65536];
+	size_t len = 0;
+	assert_ptr_equal(arg, &out);
+	for (int i = 0; i < n; i++) {
+		assert_true(len + iov[i].iov_len < sizeof buf);
+		memcpy(buf + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	json_error_t e;
+	json_t *msg = json_loadb(buf, len, 0, &e);
+	if (!msg)
+		fail_msg("the fast path wrote invalid JSON: %.*s", (int)len, buf);
+	json_array_append_new(out, msg);
+	raw_writes++;
+	return 0;
+}
+
+static void csend(const char *s)
+{
+	session_receive(S, J(s));
+}
+
+/* The client's response with integer id ID, or fails. */
+static json_t *reply_to(json_int_t id)
+{
+	size_t i;
+	json_t *m;
+	json_array_foreach(out, i, m) {
+		json_t *v = json_object_get(m, "id");
+		if (json_is_integer(v) && json_integer_value(v) == id && !json_object_get(m, "method"))
+			return m;
+	}
+	char *d = json_dumps(out, JSON_ENCODE_ANY);
+	print_message("client output: %s\n", d);
+	free(d);
+	fail_msg("no response with id %" JSON_INTEGER_FORMAT " reached the client", id);
+	return NULL;
+}
+
+/* Number of notifications METHOD the client read. */
+static size_t notes(const char *method)
+{
+	size_t i, n = 0;
+	json_t *m;
+	json_array_foreach(out, i, m) {
+		const char *mm = json_string_value(json_object_get(m, "method"));
+		if (mm && strcmp(mm, method) == 0 && !json_object_get(m, "id"))
+			n++;
+	}
+	return n;
+}
+
+static json_int_t err_code(json_t *m)
+{
+	json_t *e = json_object_get(m, "error");
+	if (!json_is_object(e)) {
+		char *d = json_dumps(m, JSON_ENCODE_ANY);
+		print_message("not an error response: %s\n", d);
+		free(d);
+		fail();
+	}
+	return json_integer_value(json_object_get(e, "code"));
+}
+
+static const char *err_text(json_t *m)
+{
+	return json_string_value(json_object_get(json_object_get(m, "error"), "message"));
+}
+
+static json_t *result_of(json_t *m)
+{
+	json_t *r = json_object_get(m, "result");
+	if (!r) {
+		char *d = json_dumps(m, JSON_ENCODE_ANY);
+		print_message("not a result: %s\n", d);
+		free(d);
+		fail();
+	}
+	return r;
+}
+
+static void expect_json(json_t *a, const char *b)
+{
+	json_t *jb = J(b);
+	if (!json_equal(a, jb)) {
+		char *sa = json_dumps(a, JSON_SORT_KEYS | JSON_ENCODE_ANY);
+		char *sb = json_dumps(jb, JSON_SORT_KEYS | JSON_ENCODE_ANY);
+		print_message("got:  %s\nwant: %s\n", sa, sb);
+		free(sa);
+		free(sb);
+		json_decref(jb);
+		fail();
+	}
+	json_decref(jb);
+}
+
+/* ---- backend side helpers ---- */
+
+static bool answered(struct fbe *b, json_t *id)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(b->done, i, v)
+		if (json_equal(v, id))
+			return true;
+	return false;
+}
+
+/* The first unanswered request METHOD that B got (borrowed), or NULL. */
+static json_t *peek(struct fbe *b, const char *method)
+{
+	size_t i;
+	json_t *m;
+	json_array_foreach(b->got, i, m) {
+		const char *mm = json_string_value(json_object_get(m, "method"));
+		json_t *id = json_object_get(m, "id");
+		if (id && mm && strcmp(mm, method) == 0 && !answered(b, id))
+			return m;
+	}
+	return NULL;
+}
+
+/* Same, failing when there is none. */
+static json_t *must(struct fbe *b, const char *method)
+{
+	json_t *m = peek(b, method);
+	if (!m)
+		fail_msg("backend %s got no (unanswered) %s", b->peer.name, method);
+	return m;
+}
+
+/* Number of messages METHOD (requests and notifications) B got. */
+static size_t got_n(struct fbe *b, const char *method)
+{
+	size_t i, n = 0;
+	json_t *m;
+	json_array_foreach(b->got, i, m) {
+		const char *mm = json_string_value(json_object_get(m, "method"));
+		if (mm && strcmp(mm, method) == 0)
+			n++;
+	}
+	return n;
+}
+
+/* B answers its request REQ with RESULT (stolen). */
+static void answer(struct fbe *b, json_t *req, json_t *result)
+{
+	json_t *id = json_object_get(req, "id");
+	json_array_append(b->done, id);
+	json_t *resp = rpc_result(id, result);
+	chain_receive(&b->peer, resp);
+}
+
+/* B answers its request REQ with an error. */
+static void answer_error(struct fbe *b, json_t *req, int code, const char *text)
+{
+	json_t *id = json_object_get(req, "id");
+	json_array_append(b->done, id);
+	chain_receive(&b->peer, rpc_error(id, code, text, NULL));
+}
+
+/* Runs the loop (zero timers) and answers the list requests of every
+ * backend not in manual mode from its canned lists, until quiet. */
+static void pump(void)
+{
+	for (int round = 0; round < 20; round++) {
+		bool any = false;
+		ev_run(EV_DEFAULT, EVRUN_NOWAIT);
+		for (size_t i = 0; i < NB; i++) {
+			struct fbe *b = &B[i];
+			json_t *req;
+			if (b->manual)
+				continue;
+			while ((req = peek(b, "tools/list"))) {
+				answer(b, req, json_pack("{s:O}", "tools", b->tools));
+				any = true;
+			}
+			while ((req = peek(b, "prompts/list"))) {
+				answer(b, req, json_pack("{s:O}", "prompts", b->prompts));
+				any = true;
+			}
+			while ((req = peek(b, "resources/templates/list"))) {
+				answer(b, req, json_pack("{s:O}", "resourceTemplates", b->templates));
+				any = true;
+			}
+		}
+		if (!any && round > 2)
+			break;
+	}
+}
+
+/* ---- set up and tear down ---- */
+
+/* Loads configuration TEXT, sets the router up with a fake backend per
+ * entry (capabilities tools, prompts, resources; no lists), and a client. */
+static void start(const char *text)
+{
+	struct cfg_errors errs = { 0 };
+	ev_default_loop(0);
+	C = cfg_load_string(text, "test.json", &errs);
+	if (!C) {
+		for (size_t i = 0; i < errs.count; i++)
+			print_message("%s\n", errs.lines[i]);
+		cfg_errors_release(&errs);
+		fail_msg("bad test configuration");
+	}
+	assert_true(C->nservers <= MAXB);
+	router_setup(C);
+	NB = C->nservers;
+	for (size_t i = 0; i < NB; i++) {
+		struct fbe *b = &B[i];
+		memset(b, 0, sizeof *b);
+		peer_init(&b->peer, &fbe_ops, PEER_BACKEND, C->servers[i].name);
+		b->got = json_array();
+		b->done = json_array();
+		b->tools = json_array();
+		b->prompts = json_array();
+		b->templates = json_array();
+		fbe_caps(b, "{\"tools\":{},\"prompts\":{},\"resources\":{}}", NULL);
+		chain_add_peer(&b->peer);
+		router_add_backend(&b->peer, &C->servers[i]);
+	}
+	out = json_array();
+	S = session_new("client", rec_write, &out);
+	assert_non_null(S);
+	session_set_write_raw(S, rec_write_raw);  /* as the stdio front does */
+	raw_writes = 0;
+}
+
+/* Undoes start(). */
+static void stop(void)
+{
+	if (!C)
+		return;
+	for (size_t i = 0; i < NB; i++)  /* fails what the router still waits for */
+		chain_peer_gone(&B[i].peer, "test over");
+	session_free(S);
+	S = NULL;
+	router_release();
+	for (size_t i = 0; i < NB; i++) {
+		struct fbe *b = &B[i];
+		chain_remove_peer(&b->peer);
+		peer_release(&b->peer);
+		json_decref(b->got);
+		json_decref(b->done);
+		json_decref(b->init_result);
+		json_decref(b->tools);
+		json_decref(b->prompts);
+		json_decref(b->templates);
+		memset(b, 0, sizeof *b);
+	}
+	NB = 0;
+	json_decref(out);
+	out = NULL;
+	cfg_free(C);
+	C = NULL;
+	chain_release();
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+static int setup(void **state)
+{
+	(void)state;
+	ev_default_loop(0);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	stop();
+	return 0;
+}
+
+/* The client initializes (and sends notifications/initialized). */
+static void client_init(void)
+{
+	csend("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":"
+	      "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+	      "\"clientInfo\":{\"name\":\"test-client\",\"version\":\"1\"}}}");
+	pump();
+	assert_int_equal(session_state(S), SESSION_READY);
+	result_of(reply_to(0));
+	csend("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+	pump();
+}
+
+/* The exposed names of the client's tools (or prompts) list, fresh. */
+static json_t *list_names(const char *what, json_int_t id)
+{
+	char buf[200];
+	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
+		 ",\"method\":\"%s/list\"}", id, what);
+	csend(buf);
+	pump();
+	json_t *items = json_object_get(result_of(reply_to(id)), what);
+	assert_true(json_is_array(items));
+	json_t *names = json_array();
+	size_t i;
+	json_t *it;
+	json_array_foreach(items, i, it)
+		json_array_append(names, json_object_get(it, "name"));
+	return names;
+}
+
+/* True when NAMES holds NAME. */
+static bool has_name(json_t *names, const char *name)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(names, i, v)
+		if (strcmp(json_string_value(v), name) == 0)
+			return true;
+	return false;
+}
+
+/* The name in NAMES that starts with HEAD and is not EXCEPT (or NULL). */
+static const char *name_with(json_t *names, const char *head, const char *except)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(names, i, v) {
+		const char *s = json_string_value(v);
+		if (strncmp(s, head, strlen(head)) == 0 && (!except || strcmp(s, except) != 0))
+			return s;
+	}
+	return NULL;
+}
+
+/* ^[a-zA-Z0-9_-]{1,64}$ */
+static bool client_safe(const char *s)
+{
+	size_t n = strlen(s);
+	if (n < 1 || n > 64)
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+			return false;
+	return true;
+}
+
+/* True when S is "_" and 8 lowercase hex digits. */
+static bool hash_suffix(const char *s)
+{
+	if (strlen(s) != 9 || s[0] != '_')
+		return false;
+	for (size_t i = 1; i < 9; i++)
+		if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+			return false;
+	return true;
+}
+
+/* The client calls tool NAME with id ID; returns the backend's request
+ * (borrowed) at the backend that got it, which is *WHO. */
+static json_t *call_tool(json_int_t id, const char *name, struct fbe **who)
+{
+	json_t *msg = json_pack("{s:s,s:I,s:s,s:{s:s,s:{s:i}}}", "jsonrpc", "2.0", "id", id,
+				"method", "tools/call", "params", "name", name,
+				"arguments", "x", 7);
+	session_receive(S, msg);
+	pump();
+	json_t *found = NULL;
+	*who = NULL;
+	for (size_t i = 0; i < NB; i++) {
+		json_t *m = peek(&B[i], "tools/call");
+		if (m) {
+			assert_null(found);  /* exactly one backend got it */
+			found = m;
+			*who = &B[i];
+		}
+	}
+	return found;
+}
+
+/* Calls NAME, checks it reached backend WANT as tool ORIG, answers, and
+ * checks the client gets that answer. */
+static void expect_routed(json_int_t id, const char *name, struct fbe *want, const char *orig)
+{
+	struct fbe *who;
+	json_t *req = call_tool(id, name, &who);
+	if (!req)
+		fail_msg("tools/call %s reached no backend", name);
+	assert_ptr_equal(who, want);
+	json_t *params = json_object_get(req, "params");
+	assert_string_equal(json_string_value(json_object_get(params, "name")), orig);
+	expect_json(json_object_get(params, "arguments"), "{\"x\":7}");
+	answer(who, req, json_pack("{s:[{s:s,s:s}]}", "content", "type", "text", "text", orig));
+	json_t *r = result_of(reply_to(id));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(
+		json_object_get(r, "content"), 0), "text")), orig);
+}
+
+/* The backend goes down the way backend.c reports it: not ready, its
+ * exchanges failed, then the app's BACKEND_EV_DOWN handler. */
+static void be_down(struct fbe *b)
+{
+	b->peer.ready = false;
+	snprintf(b->peer.why_down, sizeof b->peer.why_down, "exited with status 1");
+	chain_peer_gone(&b->peer, "exited with status 1");
+	router_backend_down(&b->peer);
+}
+
+/* The backend is back (restarted and initialized again). */
+static void be_up(struct fbe *b)
+{
+	b->peer.ready = true;
+	b->peer.why_down[0] = '\0';
+	router_backend_ready(&b->peer);
+}
+
+/* The backend sends notification METHOD. */
+static void be_note(struct fbe *b, const char *method)
+{
+	chain_receive(&b->peer, rpc_notification(method, NULL));
+}
+
+static const char *const CFG3 =
+	"{\"separator\":\"-x-\",\"mcpServers\":{"
+	"\"alpha\":{\"command\":\"/bin/true\",\"prefix\":\"a\"},"
+	"\"beta\":{\"command\":\"/bin/true\"},"
+	"\"my.srv\":{\"command\":\"/bin/true\"}}}";
+
+/* ---- names ---- */
+
+/* prefix + custom separator + name; the prefix defaults to the server's name. */
+static void test_names_prefix_separator(void **state)
+{
+	(void)state;
+	start(CFG3);
+	assert_int_equal(router_backends(), 3);
+	assert_false(router_transparent());
+	set_tools(&B[0], (const char *const[]){ "echo", "add", NULL });
+	set_tools(&B[1], (const char *const[]){ "echo", NULL });
+	set_tools(&B[2], (const char *const[]){ "ping-me", NULL });
+	set_list(&B[0].prompts, "[{\"name\":\"greet\",\"description\":\"hi\"}]");
+	client_init();
+	int raw_before = raw_writes;
+	json_t *names = list_names("tools", 1);
+	expect_json(names, "[\"a-x-echo\",\"a-x-add\",\"beta-x-echo\",\"my_srv-x-ping-me\"]");
+	json_decref(names);
+	assert_int_equal(raw_writes, raw_before + 1);  /* served from the cached text */
+	/* other fields are kept as the backend gave them */
+	json_t *t = json_array_get(json_object_get(result_of(reply_to(1)), "tools"), 0);
+	expect_json(t, "{\"name\":\"a-x-echo\",\"description\":\"a tool\",\"inputSchema\":{\"type\":\"object\"}}");
+	names = list_names("prompts", 2);
+	expect_json(names, "[\"a-x-greet\"]");
+	json_decref(names);
+	json_t *p = json_array_get(json_object_get(result_of(reply_to(2)), "prompts"), 0);
+	expect_json(p, "{\"name\":\"a-x-greet\",\"description\":\"hi\"}");
+
+	expect_routed(3, "a-x-echo", &B[0], "echo");
+	expect_routed(4, "beta-x-echo", &B[1], "echo");
+	expect_routed(5, "my_srv-x-ping-me", &B[2], "ping-me");
+	/* the backend's own name is not a name the client can call */
+	struct fbe *who;
+	assert_null(call_tool(6, "echo", &who));
+	assert_int_equal(err_code(reply_to(6)), RPC_INVALID_PARAMS);
+}
+
+/* Characters outside [A-Za-z0-9_-] become '_'; collisions this makes are
+ * resolved, and every name routes back to the backend's original. */
+static void test_names_invalid_chars(void **state)
+{
+	(void)state;
+	start(CFG3);
+	set_tools(&B[0], (const char *const[]){ "file.read", "do it/now!", "a_b", "a.b", "caf\xc3\xa9", NULL });
+	client_init();
+	json_t *names = list_names("tools", 1);
+	assert_int_equal(json_array_size(names), 5);
+	assert_true(has_name(names, "a-x-file_read"));
+	assert_true(has_name(names, "a-x-do_it_now_"));
+	assert_true(has_name(names, "a-x-a_b"));
+	assert_true(has_name(names, "a-x-caf__"));  /* two bytes of UTF-8, two '_' */
+	const char *ab = name_with(names, "a-x-a_b_", NULL);  /* "a.b" collides with "a_b" */
+	assert_non_null(ab);
+	assert_true(hash_suffix(ab + strlen("a-x-a_b")));
+	size_t i;
+	json_t *v;
+	json_array_foreach(names, i, v)
+		assert_true(client_safe(json_string_value(v)));
+	expect_routed(2, "a-x-file_read", &B[0], "file.read");
+	expect_routed(3, "a-x-do_it_now_", &B[0], "do it/now!");
+	expect_routed(4, "a-x-a_b", &B[0], "a_b");
+	expect_routed(5, ab, &B[0], "a.b");
+	expect_routed(6, "a-x-caf__", &B[0], "caf\xc3\xa9");
+	json_decref(names);
+}
+
+#define LONG_A "this_is_a_very_long_tool_name_that_goes_on_and_on_and_on_beyond_the_limit_A"
+#define LONG_B "this_is_a_very_long_tool_name_that_goes_on_and_on_and_on_beyond_the_limit_B"
+
+/* Over 64: the head, cut to 55, plus "_" and 8 hex digits of a hash. */
+static void test_names_too_long(void **state)
+{
+	(void)state;
+	start(CFG3);
+	set_tools(&B[0], (const char *const[]){ LONG_A, LONG_B, NULL });
+	/* exactly 64 in all ("beta-x-" and 57) stays as it is */
+	char n57[58];
+	memset(n57, 'n', 57);
+	n57[57] = '\0';
+	set_tools(&B[1], (const char *const[]){ n57, NULL });
+	client_init();
+	json_t *names = list_names("tools", 1);
+	assert_int_equal(json_array_size(names), 3);
+	const char *na = json_string_value(json_array_get(names, 0));
+	const char *nb = json_string_value(json_array_get(names, 1));
+	const char *n64 = json_string_value(json_array_get(names, 2));
+	char want64[70];
+	snprintf(want64, sizeof want64, "beta-x-%s", n57);
+	assert_string_equal(n64, want64);
+	assert_int_equal(strlen(n64), 64);
+	char full[200];
+	snprintf(full, sizeof full, "a-x-%s", LONG_A);
+	assert_int_equal(strlen(na), 64);
+	assert_int_equal(strlen(nb), 64);
+	assert_true(client_safe(na));
+	assert_true(client_safe(nb));
+	assert_memory_equal(na, full, 55);
+	assert_memory_equal(nb, full, 55);  /* same head... */
+	assert_true(hash_suffix(na + 55));
+	assert_true(hash_suffix(nb + 55));
+	assert_string_not_equal(na, nb);    /* ...different hashes */
+	char a[65], b[65];
+	snprintf(a, sizeof a, "%s", na);
+	snprintf(b, sizeof b, "%s", nb);
+	json_decref(names);
+	expect_routed(2, a, &B[0], LONG_A);
+	expect_routed(3, b, &B[0], LONG_B);
+	/* the plain (uncut) name is not callable */
+	struct fbe *who;
+	assert_null(call_tool(4, full, &who));
+	assert_int_equal(err_code(reply_to(4)), RPC_INVALID_PARAMS);
+}
+
+static const char *const CFG_SAME =
+	"{\"mcpServers\":{"
+	"\"alpha\":{\"command\":\"/bin/true\",\"prefix\":\"p\"},"
+	"\"beta\":{\"command\":\"/bin/true\",\"prefix\":\"p\"}}}";
+
+/* Two backends with one prefix: unique names, each routed to its own. */
+static void test_names_same_prefix(void **state)
+{
+	(void)state;
+	start(CFG_SAME);
+	set_tools(&B[0], (const char *const[]){ "echo", "only_a", NULL });
+	set_tools(&B[1], (const char *const[]){ "echo", "only_b", NULL });
+	set_list(&B[0].prompts, "[{\"name\":\"greet\"}]");
+	set_list(&B[1].prompts, "[{\"name\":\"greet\"}]");
+	client_init();
+	json_t *names = list_names("tools", 1);
+	assert_int_equal(json_array_size(names), 4);
+	assert_string_equal(json_string_value(json_array_get(names, 0)), "p__echo");  /* default "__" */
+	assert_string_equal(json_string_value(json_array_get(names, 1)), "p__only_a");
+	const char *other = json_string_value(json_array_get(names, 2));
+	assert_int_equal(strncmp(other, "p__echo", 7), 0);
+	assert_true(hash_suffix(other + 7));
+	assert_string_equal(json_string_value(json_array_get(names, 3)), "p__only_b");
+	char b_echo[65];
+	snprintf(b_echo, sizeof b_echo, "%s", other);
+	json_decref(names);
+	expect_routed(2, "p__echo", &B[0], "echo");
+	expect_routed(3, b_echo, &B[1], "echo");
+	expect_routed(4, "p__only_a", &B[0], "only_a");
+	expect_routed(5, "p__only_b", &B[1], "only_b");
+
+	/* prompts the same way */
+	names = list_names("prompts", 6);
+	assert_int_equal(json_array_size(names), 2);
+	assert_string_equal(json_string_value(json_array_get(names, 0)), "p__greet");
+	const char *bg = json_string_value(json_array_get(names, 1));
+	assert_true(hash_suffix(bg + strlen("p__greet")));
+	csend("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"prompts/get\",\"params\":{\"name\":\"p__greet\"}}");
+	pump();
+	assert_non_null(peek(&B[0], "prompts/get"));
+	assert_null(peek(&B[1], "prompts/get"));
+	json_t *msg = json_pack("{s:s,s:i,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", 8,
+				"method", "prompts/get", "params", "name", bg);
+	session_receive(S, msg);
+	pump();
+	json_t *req = must(&B[1], "prompts/get");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(req, "params"), "name")), "greet");
+	json_decref(names);
+}
+
+/* Runs a fixed scenario and returns every exposed tool name. */
+static json_t *scenario_names(void)
+{
+	start("{\"mcpServers\":{"
+	      "\"alpha\":{\"command\":\"/bin/true\",\"prefix\":\"p\"},"
+	      "\"beta\":{\"command\":\"/bin/true\",\"prefix\":\"p\"},"
+	      "\"gamma\":{\"command\":\"/bin/true\",\"prefix\":\"p\"}}}");
+	set_tools(&B[0], (const char *const[]){ "echo", "x.y", LONG_A, NULL });
+	set_tools(&B[1], (const char *const[]){ "echo", "x_y", LONG_A, NULL });
+	set_tools(&B[2], (const char *const[]){ "echo", "x y", LONG_B, NULL });
+	client_init();
+	json_t *names = list_names("tools", 1);
+	stop();
+	return names;
+}
+
+/* The same configuration and lists give the same names, every time. */
+static void test_names_deterministic(void **state)
+{
+	(void)state;
+	json_t *first = scenario_names();
+	json_t *second = scenario_names();
+	assert_int_equal(json_array_size(first), 9);
+	assert_true(json_equal(first, second));
+	/* and all different, all client-safe */
+	for (size_t i = 0; i < json_array_size(first); i++) {
+		const char *s = json_string_value(json_array_get(first, i));
+		assert_true(client_safe(s));
+		for (size_t j = 0; j < i; j++)
+			assert_string_not_equal(s, json_string_value(json_array_get(first, j)));
+	}
+	json_decref(first);
+	json_decref(second);
+}
+
+/* A list refresh with a nextCursor is followed to its end. */
+static void test_tools_list_paged_backend(void **state)
+{
+	(void)state;
+	start(CFG_SAME);
+	B[0].manual = true;
+	csend("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":"
+	      "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+	      "\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}");
+	pump();
+	/* the aggregate waits for alpha's lists before answering */
+	assert_int_equal(session_state(S), SESSION_INITIALIZING);
+	json_t *req = must(&B[0], "tools/list");
+	expect_json(json_object_get(req, "params"), "{}");
+	answer(&B[0], req, J("{\"tools\":[{\"name\":\"one\"}],\"nextCursor\":\"pg2\"}"));
+	pump();
+	req = must(&B[0], "tools/list");
+	expect_json(json_object_get(req, "params"), "{\"cursor\":\"pg2\"}");
+	answer(&B[0], req, J("{\"tools\":[{\"name\":\"two\"}]}"));
+	answer(&B[0], must(&B[0], "prompts/list"), J("{\"prompts\":[]}"));
+	answer(&B[0], must(&B[0], "resources/templates/list"), J("{\"resourceTemplates\":[]}"));
+	pump();
+	assert_int_equal(session_state(S), SESSION_READY);
+	json_t *names = list_names("tools", 1);
+	expect_json(names, "[\"p__one\",\"p__two\"]");
+	json_decref(names);
+	/* our list has no pages of its own */
+	csend("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{\"cursor\":\"x\"}}");
+	pump();
+	assert_int_equal(err_code(reply_to(2)), RPC_INVALID_PARAMS);
+}
+
+/* ---- routing ---- */
+
+/* Unknown tool or prompt names are refused with -32602 by the router. */
+static void test_unknown_name(void **state)
+{
+	(void)state;
+	start(CFG3);
+	set_tools(&B[0], (const char *const[]){ "echo", NULL });
+	client_init();
+	struct fbe *who;
+	assert_null(call_tool(1, "a-x-nope", &who));
+	json_t *r = reply_to(1);
+	assert_int_equal(err_code(r), RPC_INVALID_PARAMS);
+	assert_non_null(strstr(err_text(r), "a-x-nope"));
+	assert_null(call_tool(2, "zzz-x-echo", &who));
+	assert_int_equal(err_code(reply_to(2)), RPC_INVALID_PARAMS);
+	csend("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{}}");
+	pump();
+	assert_int_equal(err_code(reply_to(3)), RPC_INVALID_PARAMS);
+	csend("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"prompts/get\",\"params\":{\"name\":\"a-x-echo\"}}");
+	pump();
+	assert_int_equal(err_code(reply_to(4)), RPC_INVALID_PARAMS);  /* a tool, not a prompt */
+	for (size_t i = 0; i < NB; i++) {
+		assert_int_equal(got_n(&B[i], "tools/call"), 0);
+		assert_int_equal(got_n(&B[i], "prompts/get"), 0);
+	}
+}
+
+/* prompts/get goes to the prompt's backend with its own name and the
+ * client's arguments; the response comes back with the client's id. */
+static void test_prompts_get_routing(void **state)
+{
+	(void)state;
+	start(CFG3);
+	set_list(&B[1].prompts, "[{\"name\":\"review.code\",\"arguments\":[{\"name\":\"lang\"}]}]");
+	set_list(&B[2].prompts, "[{\"name\":\"summarize\"}]");
+	client_init();
+	json_t *names = list_names("prompts", 1);
+	expect_json(names, "[\"beta-x-review_code\",\"my_srv-x-summarize\"]");
+	json_decref(names);
+	csend("{\"jsonrpc\":\"2.0\",\"id\":\"p1\",\"method\":\"prompts/get\","
+	      "\"params\":{\"name\":\"beta-x-review_code\",\"arguments\":{\"lang\":\"c\"}}}");
+	pump();
+	assert_null(peek(&B[0], "prompts/get"));
+	assert_null(peek(&B[2], "prompts/get"));
+	json_t *req = must(&B[1], "prompts/get");
+	expect_json(json_object_get(req, "params"), "{\"name\":\"review.code\",\"arguments\":{\"lang\":\"c\"}}");
+	answer(&B[1], req, J("{\"messages\":[]}"));
+	json_t *last = json_array_get(out, json_array_size(out) - 1);
+	expect_json(last, "{\"jsonrpc\":\"2.0\",\"id\":\"p1\",\"result\":{\"messages\":[]}}");
+
+	/* completion for a prompt argument goes the same way */
+	csend("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"completion/complete\",\"params\":"
+	      "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"my_srv-x-summarize\"},"
+	      "\"argument\":{\"name\":\"a\",\"value\":\"b\"}}}");
+	pump();
+	req = must(&B[2], "completion/complete");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		json_object_get(req, "params"), "ref"), "name")), "summarize");
+	answer(&B[2], req, J("{\"completion\":{\"values\":[\"x\"]}}"));
+	result_of(reply_to(2));
+	csend("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"completion/complete\",\"params\":"
+	      "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"nope\"},\"argument\":{\"name\":\"a\",\"value\":\"b\"}}}");
+	pump();
+	assert_int_equal(err_code(reply_to(3)), RPC_INVALID_PARAMS);
+}
+
+static const char *const CFG_RES =
+	"{\"status\":false,\"mcpServers\":{"
+	"\"alpha\":{\"command\":\"/bin/true\"},"
+	"\"beta\":{\"command\":\"/bin/true\"},"
+	"\"gamma\":{\"command\":\"/bin/true\"}}}";
+
+/* Sends resources/list with id ID and CURSOR (or NULL). */
+static void list_resources(json_int_t id, const char *cursor)
+{
+	json_t *params = cursor ? json_pack("{s:s}", "cursor", cursor) : json_object();
+	session_receive(S, json_pack("{s:s,s:I,s:s,s:o}", "jsonrpc", "2.0", "id", id,
+				     "method", "resources/list", "params", params));
+	pump();
+}
+
+/* resources/list pages through every backend with resources behind an
+ * opaque cursor; the backends' own cursors never reach the client. */
+static void test_resources_paging(void **state)
+{
+	(void)state;
+	start(CFG_RES);
+	fbe_caps(&B[1], "{\"tools\":{}}", NULL);  /* beta has no resources: skipped */
+	client_init();
+
+	list_resources(1, NULL);
+	json_t *req = must(&B[0], "resources/list");
+	expect_json(json_object_get(req, "params"), "{}");
+	answer(&B[0], req, J("{\"resources\":[{\"uri\":\"mem://a/1\",\"name\":\"a1\"}],"
+			     "\"nextCursor\":\"alpha-page-2\"}"));
+	json_t *r = result_of(reply_to(1));
+	expect_json(json_object_get(r, "resources"), "[{\"uri\":\"mem://a/1\",\"name\":\"a1\"}]");
+	const char *c1 = json_string_value(json_object_get(r, "nextCursor"));
+	assert_non_null(c1);
+	assert_null(strstr(c1, "alpha-page-2"));  /* opaque */
+	char cur[1300];
+	snprintf(cur, sizeof cur, "%s", c1);
+
+	list_resources(2, cur);
+	req = must(&B[0], "resources/list");
+	expect_json(json_object_get(req, "params"), "{\"cursor\":\"alpha-page-2\"}");
+	answer(&B[0], req, J("{\"resources\":[{\"uri\":\"mem://a/2\",\"name\":\"a2\"}]}"));
+	r = result_of(reply_to(2));
+	expect_json(json_object_get(r, "resources"), "[{\"uri\":\"mem://a/2\",\"name\":\"a2\"}]");
+	const char *c2 = json_string_value(json_object_get(r, "nextCursor"));
+	assert_non_null(c2);  /* gamma comes next */
+	snprintf(cur, sizeof cur, "%s", c2);
+
+	list_resources(3, cur);
+	assert_int_equal(got_n(&B[1], "resources/list"), 0);
+	req = must(&B[2], "resources/list");
+	expect_json(json_object_get(req, "params"), "{}");
+	answer(&B[2], req, J("{\"resources\":[{\"uri\":\"mem://g/1\",\"name\":\"g1\"}]}"));
+	r = result_of(reply_to(3));
+	expect_json(r, "{\"resources\":[{\"uri\":\"mem://g/1\",\"name\":\"g1\"}]}");  /* the end */
+
+	/* the cursor is a replayable bookmark */
+	list_resources(4, cur);
+	req = must(&B[2], "resources/list");
+	answer(&B[2], req, J("{\"resources\":[]}"));
+	expect_json(result_of(reply_to(4)), "{\"resources\":[]}");
+
+	/* invalid cursors: -32602, no backend asked */
+	size_t before = got_n(&B[0], "resources/list") + got_n(&B[2], "resources/list");
+	const char *bad[] = { "zz", "abc", "alpha-page-2", "3939393a", "393a", "", NULL };
+	for (json_int_t i = 0; bad[i]; i++) {
+		list_resources(10 + i, bad[i]);
+		json_t *e = reply_to(10 + i);
+		if (strcmp(bad[i], "") == 0 && json_object_get(e, "result"))
+			continue;  /* an empty cursor may count as none */
+		if (!json_object_get(e, "error"))
+			fail_msg("cursor \"%s\" was accepted", bad[i]);
+		assert_int_equal(err_code(e), RPC_INVALID_PARAMS);
+	}
+	size_t after = got_n(&B[0], "resources/list") + got_n(&B[2], "resources/list");
+	assert_true(after - before <= 1);  /* at most the empty cursor's fresh start */
+	json_t *pending = peek(&B[0], "resources/list");
+	if (pending)
+		answer(&B[0], pending, J("{\"resources\":[]}"));
+}
+
+/* A failing backend is skipped; the status resource leads the first page
+ * when it is on (the default with several backends). */
+static void test_resources_status_and_failure(void **state)
+{
+	(void)state;
+	start(CFG_SAME);
+	client_init();
+	list_resources(1, NULL);
+	answer_error(&B[0], must(&B[0], "resources/list"), RPC_INTERNAL_ERROR, "boom");
+	pump();
+	answer(&B[1], must(&B[1], "resources/list"), J("{\"resources\":[{\"uri\":\"mem://b\",\"name\":\"b\"}]}"));
+	json_t *r = result_of(reply_to(1));
+	json_t *items = json_object_get(r, "resources");
+	assert_int_equal(json_array_size(items), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(items, 0), "uri")),
+			    "mcp-chain://status");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(items, 1), "uri")),
+			    "mem://b");
+	assert_null(json_object_get(r, "nextCursor"));
+	/* the status resource is the router's own to read */
+	csend("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":{\"uri\":\"mcp-chain://status\"}}");
+	pump();
+	r = result_of(reply_to(2));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(
+		json_object_get(r, "contents"), 0), "uri")), "mcp-chain://status");
+	assert_int_equal(got_n(&B[0], "resources/read") + got_n(&B[1], "resources/read"), 0);
+}
+
+/* Sends resources/read of URI with id ID; returns the backend that got it. */
+static struct fbe *read_goes_to(json_int_t id, const char *uri)
+{
+	session_receive(S, json_pack("{s:s,s:I,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", id,
+				     "method", "resources/read", "params", "uri", uri));
+	pump();
+	struct fbe *who = NULL;
+	for (size_t i = 0; i < NB; i++) {
+		json_t *req = peek(&B[i], "resources/read");
+		if (!req)
+			continue;
+		assert_null(who);
+		who = &B[i];
+		assert_string_equal(json_string_value(json_object_get(json_object_get(req, "params"), "uri")), uri);
+		answer(who, req, json_pack("{s:[{s:s,s:s}]}", "contents", "uri", uri, "text", who->peer.name));
+	}
+	if (who)
+		assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(
+			result_of(reply_to(id)), "contents"), 0), "text")), who->peer.name);
+	return who;
+}
+
+/* resources/read goes to the backend that listed the URI, else to the
+ * owner of a matching template, else to the first with resources. */
+static void test_resources_read_routing(void **state)
+{
+	(void)state;
+	start(CFG_RES);
+	fbe_caps(&B[0], "{\"tools\":{}}", NULL);  /* alpha: no resources */
+	set_list(&B[2].templates, "[{\"uriTemplate\":\"db://{table}/rows\",\"name\":\"rows\"}]");
+	client_init();
+	/* nobody listed anything yet: gamma's template still finds it */
+	assert_ptr_equal(read_goes_to(1, "db://users/rows"), &B[2]);
+	assert_ptr_equal(read_goes_to(2, "mem://shared"), &B[1]);  /* first with resources */
+
+	list_resources(3, NULL);
+	answer(&B[1], must(&B[1], "resources/list"), J("{\"resources\":[{\"uri\":\"mem://b/1\",\"name\":\"b1\"}]}"));
+	const char *c = json_string_value(json_object_get(result_of(reply_to(3)), "nextCursor"));
+	assert_non_null(c);
+	char cur[1300];
+	snprintf(cur, sizeof cur, "%s", c);
+	list_resources(4, cur);
+	answer(&B[2], must(&B[2], "resources/list"), J("{\"resources\":["
+		"{\"uri\":\"mem://g/1\",\"name\":\"g1\"},{\"uri\":\"mem://b/1\",\"name\":\"dup\"}]}"));
+	result_of(reply_to(4));
+
+	assert_ptr_equal(read_goes_to(5, "mem://g/1"), &B[2]);
+	assert_ptr_equal(read_goes_to(6, "mem://b/1"), &B[1]);  /* first lister keeps it */
+	assert_ptr_equal(read_goes_to(7, "db://orders/rows"), &B[2]);
+	assert_ptr_equal(read_goes_to(8, "other://x"), &B[1]);
+	/* subscriptions follow the same owner */
+	csend("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"resources/subscribe\",\"params\":{\"uri\":\"mem://g/1\"}}");
+	pump();
+	json_t *req = must(&B[2], "resources/subscribe");
+	answer(&B[2], req, json_object());
+	result_of(reply_to(9));
+	/* completion of a resource template argument: its owner */
+	csend("{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"completion/complete\",\"params\":"
+	      "{\"ref\":{\"type\":\"ref/resource\",\"uri\":\"db://{table}/rows\"},"
+	      "\"argument\":{\"name\":\"table\",\"value\":\"u\"}}}");
+	pump();
+	/* the template itself matches its own pattern */
+	req = must(&B[2], "completion/complete");
+	answer(&B[2], req, J("{\"completion\":{\"values\":[\"users\"]}}"));
+	result_of(reply_to(10));
+}
+
+/* ---- initialize ---- */
+
+/* The aggregate answers initialize once with the union of the backends'
+ * capabilities, its own serverInfo and every backend's instructions. */
+static void test_merged_initialize(void **state)
+{
+	(void)state;
+	start(CFG3);
+	fbe_caps(&B[0], "{\"tools\":{\"listChanged\":false},\"prompts\":{},"
+		 "\"resources\":{\"subscribe\":true},\"experimental\":{\"x\":{\"a\":1}}}", "Use alpha.");
+	fbe_caps(&B[1], "{\"tools\":{},\"resources\":{\"listChanged\":true},\"logging\":{},"
+		 "\"experimental\":{\"y\":{}}}", "Use beta.\nCarefully.");
+	fbe_caps(&B[2], "{\"completions\":{}}", NULL);
+	csend("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":"
+	      "{\"protocolVersion\":\"2025-03-26\",\"capabilities\":{\"roots\":{}},"
+	      "\"clientInfo\":{\"name\":\"test-client\",\"version\":\"1\"}}}");
+	pump();
+	for (size_t i = 0; i < NB; i++)
+		assert_int_equal(B[i].init_calls, 1);
+	json_t *r = result_of(reply_to(0));
+	assert_string_equal(json_string_value(json_object_get(r, "protocolVersion")), "2025-03-26");
+	expect_json(json_object_get(r, "serverInfo"), "{\"name\":\"mcp-chain\",\"version\":\"" MCPC_VERSION "\"}");
+	expect_json(json_object_get(r, "capabilities"),
+		    "{\"tools\":{\"listChanged\":true},\"prompts\":{\"listChanged\":true},"
+		    "\"resources\":{\"subscribe\":true,\"listChanged\":true},\"logging\":{},"
+		    "\"completions\":{},\"experimental\":{\"x\":{\"a\":1},\"y\":{}}}");
+	assert_string_equal(json_string_value(json_object_get(r, "instructions")),
+			    "## alpha\nUse alpha.\n\n## beta\nUse beta.\nCarefully.");
+	assert_int_equal(session_state(S), SESSION_READY);
+	/* notifications/initialized goes to each backend, once */
+	csend("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+	pump();
+	for (size_t i = 0; i < NB; i++)
+		assert_int_equal(got_n(&B[i], "notifications/initialized"), 1);
+	/* a ping is the aggregate's to answer */
+	csend("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+	pump();
+	expect_json(reply_to(1), "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}");
+	for (size_t i = 0; i < NB; i++)
+		assert_int_equal(got_n(&B[i], "ping"), 0);
+}
+
+/* With one backend the router is transparent: names and lists pass as they are. */
+static void test_single_backend_transparent(void **state)
+{
+	(void)state;
+	start("{\"mcpServers\":{\"only\":{\"command\":\"/bin/true\",\"prefix\":\"o\"}}}");
+	assert_true(router_transparent());
+	assert_ptr_equal(router_init_target(NULL), &B[0].peer);
+	set_tools(&B[0], (const char *const[]){ "file.read", NULL });
+	client_init();
+	json_t *r = result_of(reply_to(0));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "serverInfo"), "name")), "only");
+	size_t lists = got_n(&B[0], "tools/list");
+	csend("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+	pump();  /* answers it from B[0]'s canned list */
+	assert_int_equal(got_n(&B[0], "tools/list"), lists + 1);  /* forwarded, not cached */
+	expect_json(json_object_get(result_of(reply_to(1)), "tools"),
+		    "[{\"name\":\"file.read\",\"description\":\"a tool\",\"inputSchema\":{\"type\":\"object\"}}]");
+	struct fbe *who;
+	json_t *req = call_tool(2, "file.read", &who);
+	assert_ptr_equal(who, &B[0]);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(req, "params"), "name")), "file.read");
+}
+
+/* ---- backends going down, lists changing ---- */
+
+/* A down backend's tools leave the list but keep their names: a call by
+ * that name fails, and no other backend is given the name. */
+static void test_backend_down_keeps_names(void **state)
+{
+	(void)state;
+	start(CFG_SAME);
+	set_tools(&B[0], (const char *const[]){ "echo", NULL });
+	set_tools(&B[1], (const char *const[]){ "echo", "other", NULL });
+	client_init();
+	json_t *names = list_names("tools", 1);
+	assert_string_equal(json_string_value(json_array_get(names, 0)), "p__echo");
+	char b_echo[65];
+	snprintf(b_echo, sizeof b_echo, "%s", json_string_value(json_array_get(names, 1)));
+	json_decref(names);
+
+	size_t before = notes("notifications/tools/list_changed");
+	be_down(&B[0]);
+	pump();
+	assert_int_equal(notes("notifications/tools/list_changed"), before + 1);
+	names = list_names("tools", 2);
+	assert_int_equal(json_array_size(names), 2);
+	assert_false(has_name(names, "p__echo"));
+	assert_true(has_name(names, b_echo));
+	json_decref(names);
+
+	/* the name is alpha's: not routed to beta */
+	struct fbe *who;
+	assert_null(call_tool(3, "p__echo", &who));
+	json_t *e = reply_to(3);
+	assert_int_equal(err_code(e), RPC_BACKEND_GONE);
+	assert_non_null(strstr(err_text(e), "alpha"));
+
+	/* beta's lists change: "echo" still does not get alpha's name */
+	be_note(&B[1], "notifications/tools/list_changed");
+	pump();
+	names = list_names("tools", 4);
+	assert_false(has_name(names, "p__echo"));
+	assert_true(has_name(names, b_echo));
+	json_decref(names);
+	expect_routed(5, b_echo, &B[1], "echo");
+
+	/* alpha is back: its name with it, and the client is told */
+	before = notes("notifications/tools/list_changed");
+	be_up(&B[0]);
+	pump();
+	assert_true(notes("notifications/tools/list_changed") > before);
+	names = list_names("tools", 6);
+	assert_true(has_name(names, "p__echo"));
+	assert_true(has_name(names, b_echo));
+	json_decref(names);
+	expect_routed(7, "p__echo", &B[0], "echo");
+	/* a new run gets its own notifications/initialized */
+	assert_int_equal(got_n(&B[0], "notifications/initialized"), 2);
+}
+
+/*
+ * FIXED BUG (src/core/router.c, on_list_page): a list refresh that fails (here:
+ * the backend goes down while it is in flight, and chain_peer_gone fails
+ * it before router_backend_down runs, which is backend.c's order) replaces
+ * the backend's list with what the refresh gathered - nothing - although
+ * it logs "keeping what was listed". The down backend's names are then no
+ * longer reserved, and another backend's tool takes its name: the client
+ * calling "p__echo" reaches a different backend than the one it listed.
+ * Left out of main() so the suite stays green.
+ */
+static void test_backend_down_during_refresh_keeps_names(void **state)
+{
+	(void)state;
+	start(CFG_SAME);
+	set_tools(&B[0], (const char *const[]){ "echo", NULL });
+	set_tools(&B[1], (const char *const[]){ "echo", NULL });
+	client_init();
+	json_t *names = list_names("tools", 1);
+	expect_json(json_array_get(names, 0), "\"p__echo\"");
+	char b_echo[65];
+	snprintf(b_echo, sizeof b_echo, "%s", json_string_value(json_array_get(names, 1)));
+	json_decref(names);
+
+	B[0].manual = true;
+	be_note(&B[0], "notifications/tools/list_changed");  /* refresh in flight */
+	must(&B[0], "tools/list");
+	be_down(&B[0]);
+	be_note(&B[1], "notifications/tools/list_changed");
+	pump();
+	names = list_names("tools", 2);
+	bool stolen = has_name(names, "p__echo"), kept = has_name(names, b_echo);
+	json_decref(names);
+	assert_false(stolen);  /* fails: beta's echo is listed as "p__echo", alpha's name */
+	assert_true(kept);
+}
+
+/*
+ * FIXED BUG (src/core/router.c, on_list_page): the same root cause without a
+ * crash. A refresh answered with an error logs "tools/list failed;
+ * keeping what was listed" but replaces the backend's list with the
+ * (empty) pages gathered, so its tools vanish until the next
+ * list_changed. Left out of main().
+ */
+static void test_failed_refresh_keeps_list(void **state)
+{
+	(void)state;
+	start(CFG_SAME);
+	set_tools(&B[0], (const char *const[]){ "echo", NULL });
+	client_init();
+	B[0].manual = true;
+	be_note(&B[0], "notifications/tools/list_changed");
+	answer_error(&B[0], must(&B[0], "tools/list"), RPC_INTERNAL_ERROR, "busy");
+	pump();
+	json_t *names = list_names("tools", 1);
+	bool kept = has_name(names, "p__echo");
+	json_decref(names);
+	assert_true(kept);  /* fails: the list is empty */
+}
+
+/* list_changed from a backend: that backend's list is fetched again, the
+ * client is told, and the new names are served. */
+static void test_list_changed_refetch(void **state)
+{
+	(void)state;
+	start(CFG3);
+	set_tools(&B[0], (const char *const[]){ "echo", NULL });
+	set_tools(&B[1], (const char *const[]){ "old", NULL });
+	set_list(&B[1].prompts, "[{\"name\":\"p1\"}]");
+	client_init();
+	json_t *names = list_names("tools", 1);
+	expect_json(names, "[\"a-x-echo\",\"beta-x-old\"]");
+	json_decref(names);
+	size_t a_lists = got_n(&B[0], "tools/list"), b_lists = got_n(&B[1], "tools/list");
+	size_t b_prompts = got_n(&B[1], "prompts/list");
+	assert_int_equal(notes("notifications/tools/list_changed"), 0);
+
+	set_tools(&B[1], (const char *const[]){ "new1", "new2", NULL });
+	B[1].manual = true;
+	be_note(&B[1], "notifications/tools/list_changed");
+	pump();
+	assert_int_equal(got_n(&B[1], "tools/list"), b_lists + 1);
+	assert_int_equal(got_n(&B[0], "tools/list"), a_lists);    /* only that backend */
+	assert_int_equal(got_n(&B[1], "prompts/list"), b_prompts); /* only that list */
+	/* the backend's own notification does not reach the client as is */
+	assert_int_equal(notes("notifications/tools/list_changed"), 0);
+	/* while the refresh runs the old list is served */
+	names = list_names("tools", 2);
+	expect_json(names, "[\"a-x-echo\",\"beta-x-old\"]");
+	json_decref(names);
+	B[1].manual = false;
+	pump();
+	assert_int_equal(notes("notifications/tools/list_changed"), 1);
+	names = list_names("tools", 3);
+	expect_json(names, "[\"a-x-echo\",\"beta-x-new1\",\"beta-x-new2\"]");
+	json_decref(names);
+	expect_routed(4, "beta-x-new2", &B[1], "new2");
+	struct fbe *who;
+	assert_null(call_tool(5, "beta-x-old", &who));
+	assert_int_equal(err_code(reply_to(5)), RPC_INVALID_PARAMS);
+
+	/* prompts the same way */
+	set_list(&B[1].prompts, "[{\"name\":\"p2\"}]");
+	be_note(&B[1], "notifications/prompts/list_changed");
+	pump();
+	assert_int_equal(notes("notifications/prompts/list_changed"), 1);
+	names = list_names("prompts", 6);
+	expect_json(names, "[\"beta-x-p2\"]");
+	json_decref(names);
+	/* resources/list_changed is passed on to the client */
+	be_note(&B[2], "notifications/resources/list_changed");
+	pump();
+	assert_int_equal(notes("notifications/resources/list_changed"), 1);
+}
+
+/*
+ * FIXED BUG (src/core/fastpath.c, fast_response): a session without raw output
+ * (session_set_write_raw is optional: "Enables the fast path") still has
+ * a send_raw op, which fails; fast_response checks only that the op
+ * exists, ignores splice_send's -1 and frees the exchange, so the
+ * aggregate's tools/list and prompts/list answers (agg_list_fast) are
+ * lost: the client never gets a response. Left out of main().
+ */
+static void test_list_without_raw_output(void **state)
+{
+	(void)state;
+	start(CFG_SAME);
+	session_set_write_raw(S, NULL);
+	set_tools(&B[0], (const char *const[]){ "echo", NULL });
+	client_init();
+	csend("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+	pump();
+	result_of(reply_to(1));  /* fails: no response with id 1 */
+}
+
+/* One list_changed round trip at backend B, with the test's own records
+ * cleared so that only the router's memory can grow. */
+static void list_changed_cycle(struct fbe *b)
+{
+	be_note(b, "notifications/tools/list_changed");
+	pump();
+	json_array_clear(b->got);
+	json_array_clear(b->done);
+	json_array_clear(out);
+}
+
+/*
+ * FIXED BUG (src/core/router.c, clear_maps/rebuild): every rebuild of a list
+ * (each list_changed, backend down or ready) allocates a new mapping and
+ * a copy of the original name for every tool and prompt of every backend
+ * and links them into R.maps; clear_maps() only drops the hash map, so
+ * the old mappings stay until router_release. A backend that sends
+ * list_changed often makes mcp-chain grow without bound (here ~10 tools:
+ * several hundred bytes per notification). Measured with mallinfo2, so
+ * not under ASan. Left out of main().
+ */
+static void test_list_changed_memory_bounded(void **state)
+{
+	(void)state;
+#ifdef __SANITIZE_ADDRESS__
+	skip();
+#endif
+	start(CFG_SAME);
+	set_tools(&B[0], (const char *const[]){ "t0", "t1", "t2", "t3", "t4", "t5", "t6",
+						"t7", "t8", "t9", NULL });
+	client_init();
+	for (int i = 0; i < 50; i++)  /* warm up: buffers reach their size */
+		list_changed_cycle(&B[0]);
+	size_t before = mallinfo2().uordblks;
+	for (int i = 0; i < 500; i++)
+		list_changed_cycle(&B[0]);
+	size_t after = mallinfo2().uordblks;
+	long grown = (long)after - (long)before;
+	print_message("heap grew by %ld bytes over 500 list_changed\n", grown);
+	assert_true(grown < 500 * 16);  /* fails: ~ 500 * 10 * (mapping + name) */
+}
+
+int main(void)
+{
+	log_set_level(LOG_ERROR);
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_names_prefix_separator),
+		T(test_names_invalid_chars),
+		T(test_names_too_long),
+		T(test_names_same_prefix),
+		T(test_names_deterministic),
+		T(test_tools_list_paged_backend),
+		T(test_unknown_name),
+		T(test_prompts_get_routing),
+		T(test_resources_paging),
+		T(test_resources_status_and_failure),
+		T(test_resources_read_routing),
+		T(test_merged_initialize),
+		T(test_single_backend_transparent),
+		T(test_backend_down_keeps_names),
+		T(test_list_changed_refetch),
+		/* regressions of bugs these tests found (fixed) */
+		T(test_backend_down_during_refresh_keeps_names),
+		T(test_failed_refresh_keeps_list),
+		T(test_list_without_raw_output),
+		T(test_list_changed_memory_bounded),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -46,6 +46,9 @@ struct peer_ops {
 	/* Optional: EX, a request from this peer, ends without a response
 	 * (it was cancelled). */
 	void (*unanswered)(struct peer *p, struct exchange *ex);
+	/* Backends: drops a pending initialize callback registered with ARG
+	 * (its session is going away). */
+	void (*forget_initialize)(struct peer *p, void *arg);
 	/* Stops (PAUSED) or resumes reading from the peer: flow control. */
 	void (*pause)(struct peer *p, bool paused);
 };

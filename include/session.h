@@ -58,6 +58,9 @@ void session_reject(struct session *s, json_t *err);
 /* Ends the session: open exchanges are cancelled with REASON. */
 void session_close(struct session *s, const char *reason);
 
+/* True while requests are open or the handshake is still running. */
+bool session_busy(const struct session *s);
+
 /* Frees a closed session. */
 void session_free(struct session *s);
 

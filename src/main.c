@@ -124,7 +124,7 @@ static int cmd_check(const char *path)
 /* Number of client requests still open. */
 static size_t open_client_requests(struct app *a)
 {
-	return a->front ? session_peer(stdio_front_session(a->front))->received.count : 0;
+	return a->front && session_busy(stdio_front_session(a->front));
 }
 
 /* Closes the session and starts stopping the backend. */

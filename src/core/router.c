@@ -408,7 +408,8 @@ static void check_init_done(void)
 	json_t *resp = rpc_result(json_null(), merged_result());
 	log_info("aggregate: initialized with %zu of %zu backends ready", ready, R.n);
 	R.agg.ready = true;
-	in->cb(in->arg, resp);
+	if (in->cb)
+		in->cb(in->arg, resp);
 	json_decref(resp);
 	free(in);
 }
@@ -453,7 +454,8 @@ static void on_bound(struct ev_loop *loop, ev_timer *w, int revents)
 	log_info("aggregate: initialized with %zu of %zu backends ready", ready, R.n);
 	R.agg.ready = true;
 	ev_timer_stop(EV_DEFAULT, &in->settle);
-	in->cb(in->arg, resp);
+	if (in->cb)
+		in->cb(in->arg, resp);
 	json_decref(resp);
 	free(in);
 }
@@ -766,7 +768,18 @@ static int agg_send(struct peer *p, json_t *msg, struct exchange *ex)
 	return 0;
 }
 
-static const struct peer_ops agg_ops = { .send = agg_send, .initialize = agg_initialize };
+/* The session waiting for the aggregate's initialize goes away. */
+static void agg_forget_initialize(struct peer *p, void *arg)
+{
+	(void)p;
+	if (R.init && R.init->arg == arg)
+		R.init->cb = NULL;
+}
+
+static const struct peer_ops agg_ops = {
+	.send = agg_send, .initialize = agg_initialize,
+	.forget_initialize = agg_forget_initialize,
+};
 
 /* ---------- routing ---------- */
 

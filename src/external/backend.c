@@ -203,6 +203,21 @@ static int peer_initialize(struct peer *p, json_t *params,
 	return 0;
 }
 
+/* Drops the waiters registered with ARG. */
+static void peer_forget_initialize(struct peer *p, void *arg)
+{
+	struct backend *b = (struct backend *)p;
+	for (struct init_waiter **pp = &b->waiters; *pp;) {
+		struct init_waiter *w = *pp;
+		if (w->arg == arg) {
+			*pp = w->next;
+			free(w);
+		} else {
+			pp = &w->next;
+		}
+	}
+}
+
 /* The peer's pause operation: flow control. */
 static void peer_pause(struct peer *p, bool paused)
 {
@@ -214,12 +229,14 @@ static void peer_pause(struct peer *p, bool paused)
 static const struct peer_ops backend_ops = {
 	.send = peer_send,
 	.initialize = peer_initialize,
+	.forget_initialize = peer_forget_initialize,
 	.pause = peer_pause,
 };
 
 static const struct peer_ops backend_raw_ops = {
 	.send = peer_send,
 	.initialize = peer_initialize,
+	.forget_initialize = peer_forget_initialize,
 	.pause = peer_pause,
 	.send_raw = peer_send_raw,
 };

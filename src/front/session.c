@@ -420,8 +420,26 @@ void session_close(struct session *s, const char *reason)
 {
 	if (s->state == SESSION_CLOSING)
 		return;
+	if (s->state == SESSION_INITIALIZING && s->init_id) {
+		/* the backend's answer would come too late: say so now */
+		struct peer *be = router_init_target(&s->peer);
+		if (be && be->ops->forget_initialize)
+			be->ops->forget_initialize(be, s);
+		json_t *e = rpc_errorf(s->init_id, RPC_BACKEND_GONE,
+			"the backend was not ready before the session ended (%s)", reason);
+		send_msg(s, e, NULL);
+		json_decref(e);
+		json_decref(s->init_id);
+		s->init_id = NULL;
+	}
 	s->state = SESSION_CLOSING;
 	chain_peer_gone(&s->peer, reason);
+}
+
+/* True while the session waits for something it must still answer. */
+bool session_busy(const struct session *s)
+{
+	return s->peer.received.count > 0 || s->state == SESSION_INITIALIZING;
 }
 
 /* Frees the session. */

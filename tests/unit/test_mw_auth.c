@@ -17,6 +17,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "mw_test.h"
 #include <ev.h>
 
 #include "config.h"
@@ -40,39 +42,11 @@ static void hash_hex(const char *s, char *out)
 	assert_int_equal(strlen(out), 64);
 }
 
-/* True when some error line contains TEXT. */
-static bool has_error(const struct cfg_errors *e, const char *text)
-{
-	for (size_t i = 0; i < e->count; i++)
-		if (strstr(e->lines[i], text))
-			return true;
-	return false;
-}
-
-/* Builds a pipeline from the printf-formatted JSON array (errors into E). */
-static struct pipeline *build(struct cfg_errors *e, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static struct pipeline *build(struct cfg_errors *e, const char *fmt, ...)
-{
-	char text[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof text, fmt, ap);
-	va_end(ap);
-	json_error_t je;
-	json_t *arr = json_loads(text, 0, &je);
-	if (!arr)
-		fail_msg("bad test JSON (%s): %s", je.text, text);
-	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", e);
-	json_decref(arr);
-	return pl;
-}
-
 /* A started pipeline with one auth module whose extra options are OPTS. */
 static struct pipeline *auth_with(const char *opts)
 {
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build(&e, "[{\"use\":\"auth\",\"tokens\":["
+	struct pipeline *pl = mwt_buildf(&e, "[{\"use\":\"auth\",\"tokens\":["
 		"{\"sha256\":\"%s\",\"principal\":\"alice\",\"roles\":[\"admin\",\"dev\"]},"
 		"{\"sha256\":\"%s\",\"principal\":\"bob\"}]%s%s}]",
 		h_alice, h_bob, *opts ? "," : "", opts);
@@ -88,8 +62,8 @@ static struct pipeline *auth_with(const char *opts)
 static void expect_error(const char *text, const char *want)
 {
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build(&e, "%s", text);
-	if (pl || !has_error(&e, want)) {
+	struct pipeline *pl = mwt_buildf(&e, "%s", text);
+	if (pl || !mwt_has_error(&e, want)) {
 		for (size_t i = 0; i < e.count; i++)
 			print_message("  error: %s\n", e.lines[i]);
 		pipeline_unref(pl);
@@ -171,7 +145,7 @@ static void test_options_valid(void **state)
 {
 	(void)state;
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build(&e, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
+	struct pipeline *pl = mwt_buildf(&e, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
 		"\"principal\":\"a\"}]},{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
 		"\"principal\":\"a\",\"roles\":[]}],\"metaKey\":\"k\",\"env\":false,"
 		"\"public\":[\"ping\",\"tools/list\"]},{\"use\":\"auth\",\"tokens\":[{"
@@ -370,7 +344,7 @@ static void test_env_token(void **state)
 	(void)state;
 	setenv("T_AUTH_ENV_OK", "secret-bob", 1);
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build(&e, "[{\"use\":\"auth\",\"env\":\"T_AUTH_ENV_OK\",\"tokens\":["
+	struct pipeline *pl = mwt_buildf(&e, "[{\"use\":\"auth\",\"env\":\"T_AUTH_ENV_OK\",\"tokens\":["
 		"{\"sha256\":\"%s\",\"principal\":\"alice\"},{\"sha256\":\"%s\",\"principal\":\"bob\"}]}]",
 		h_alice, h_bob);
 	assert_non_null(pl);
@@ -387,7 +361,7 @@ static void test_env_token(void **state)
 	assert_string_equal(x.ctx.client, "alice");
 	end(&x);
 	/* a second module reading the same variable gets the same credential */
-	struct pipeline *pl2 = build(&e, "[{\"use\":\"auth\",\"env\":\"T_AUTH_ENV_OK\",\"tokens\":["
+	struct pipeline *pl2 = mwt_buildf(&e, "[{\"use\":\"auth\",\"env\":\"T_AUTH_ENV_OK\",\"tokens\":["
 		"{\"sha256\":\"%s\",\"principal\":\"robert\"}]}]", h_bob);
 	assert_int_equal(pipeline_start(pl2), 0);
 	assert_int_equal(walk(&x, pl2, CALL("")), MW_PASS);

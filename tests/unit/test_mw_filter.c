@@ -23,6 +23,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "mw_test.h"
 #include <ev.h>
 
 #include "config.h"
@@ -60,39 +62,11 @@ static const char SCRIPT[] =
 
 /* ---- helpers ---- */
 
-/* True when some error line contains TEXT. */
-static bool has_error(const struct cfg_errors *e, const char *text)
-{
-	for (size_t i = 0; i < e->count; i++)
-		if (strstr(e->lines[i], text))
-			return true;
-	return false;
-}
-
-/* Builds a pipeline from the printf-formatted JSON array (errors into E). */
-static struct pipeline *build(struct cfg_errors *e, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static struct pipeline *build(struct cfg_errors *e, const char *fmt, ...)
-{
-	char text[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof text, fmt, ap);
-	va_end(ap);
-	json_error_t je;
-	json_t *arr = json_loads(text, 0, &je);
-	if (!arr)
-		fail_msg("bad test JSON (%s): %s", je.text, text);
-	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", e);
-	json_decref(arr);
-	return pl;
-}
-
 /* A started pipeline with the test filter and the extra options OPTS. */
 static struct pipeline *filter_with(const char *opts)
 {
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build(&e, "[{\"use\":\"filter\",\"command\":\"sh\",\"args\":[\"%s\"],"
+	struct pipeline *pl = mwt_buildf(&e, "[{\"use\":\"filter\",\"command\":\"sh\",\"args\":[\"%s\"],"
 		"\"env\":{\"FILTER_LOG\":\"%s\"}%s%s}]", script, linelog, *opts ? "," : "", opts);
 	for (size_t i = 0; i < e.count; i++)
 		print_message("  error: %s\n", e.lines[i]);
@@ -107,8 +81,8 @@ static struct pipeline *filter_with(const char *opts)
 static void expect_error(const char *text, const char *want)
 {
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build(&e, "%s", text);
-	if (pl || !has_error(&e, want)) {
+	struct pipeline *pl = mwt_buildf(&e, "%s", text);
+	if (pl || !mwt_has_error(&e, want)) {
 		for (size_t i = 0; i < e.count; i++)
 			print_message("  error: %s\n", e.lines[i]);
 		pipeline_unref(pl);
@@ -240,7 +214,7 @@ static void test_options_valid(void **state)
 {
 	(void)state;
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build(&e, "[{\"use\":\"filter\",\"command\":\"/no/such/program\"},"
+	struct pipeline *pl = mwt_buildf(&e, "[{\"use\":\"filter\",\"command\":\"/no/such/program\"},"
 		"{\"use\":\"filter\",\"command\":\"${HOME}/x\",\"args\":[\"a\",\"\"],\"env\":{\"K\":\"v\"},"
 		"\"cwd\":\"/\",\"timeoutMs\":10,\"failure\":\"open\",\"from\":\"client\","
 		"\"responses\":true,\"methods\":[\"tools/*\"],\"restartDelayMs\":0}]");
@@ -278,7 +252,7 @@ static void test_start_fails(void **state)
 {
 	(void)state;
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build(&e, "[{\"use\":\"filter\",\"command\":\"/no/such/program\"}]");
+	struct pipeline *pl = mwt_buildf(&e, "[{\"use\":\"filter\",\"command\":\"/no/such/program\"}]");
 	assert_non_null(pl);
 	assert_int_equal(pipeline_start(pl), -1);
 	pipeline_unref(pl);

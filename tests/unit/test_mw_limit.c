@@ -19,6 +19,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "mw_test.h"
 #include <ev.h>
 
 #include "config.h"
@@ -27,34 +29,13 @@
 
 /* ---- helpers ---- */
 
-/* True when some error line contains TEXT. */
-static bool has_error(const struct cfg_errors *e, const char *text)
-{
-	for (size_t i = 0; i < e->count; i++)
-		if (strstr(e->lines[i], text))
-			return true;
-	return false;
-}
-
-/* Builds a pipeline from the JSON array TEXT (errors into E). */
-static struct pipeline *build(const char *text, struct cfg_errors *e)
-{
-	json_error_t je;
-	json_t *arr = json_loads(text, 0, &je);
-	if (!arr)
-		fail_msg("bad test JSON (%s): %s", je.text, text);
-	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", e);
-	json_decref(arr);
-	return pl;
-}
-
 /* A started pipeline with one limit module whose rules are RULES. */
 static struct pipeline *limit_with(const char *rules)
 {
 	char text[2048];
 	struct cfg_errors e = { 0 };
 	snprintf(text, sizeof text, "[{\"use\":\"limit\",\"rules\":%s}]", rules);
-	struct pipeline *pl = build(text, &e);
+	struct pipeline *pl = mwt_build(text, &e);
 	for (size_t i = 0; i < e.count; i++)
 		print_message("  error: %s\n", e.lines[i]);
 	assert_non_null(pl);
@@ -69,8 +50,8 @@ static void expect_error(const char *rules, const char *want)
 	char text[2048];
 	struct cfg_errors e = { 0 };
 	snprintf(text, sizeof text, "[{\"use\":\"limit\",\"rules\":%s}]", rules);
-	struct pipeline *pl = build(text, &e);
-	if (pl || !has_error(&e, want)) {
+	struct pipeline *pl = mwt_build(text, &e);
+	if (pl || !mwt_has_error(&e, want)) {
 		for (size_t i = 0; i < e.count; i++)
 			print_message("  error: %s\n", e.lines[i]);
 		pipeline_unref(pl);
@@ -217,9 +198,9 @@ static void test_options_errors(void **state)
 {
 	(void)state;
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build("[{\"use\":\"limit\"}]", &e);
+	struct pipeline *pl = mwt_build("[{\"use\":\"limit\"}]", &e);
 	assert_null(pl);
-	assert_true(has_error(&e, "t.json: /middleware/0/rules: missing"));
+	assert_true(mwt_has_error(&e, "t.json: /middleware/0/rules: missing"));
 	cfg_errors_release(&e);
 	expect_error("[]", "/middleware/0/rules: missing or not a non-empty array");
 	expect_error("[3]", "/middleware/0/rules/0: a rule is an object");

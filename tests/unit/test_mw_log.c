@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "mw_test.h"
 #include <ev.h>
 
 #include "config.h"
@@ -95,27 +97,6 @@ static json_t *line_at(const char *s, size_t i)
 	return o;
 }
 
-/* True when some error line contains TEXT. */
-static bool has_error(const struct cfg_errors *e, const char *text)
-{
-	for (size_t i = 0; i < e->count; i++)
-		if (strstr(e->lines[i], text))
-			return true;
-	return false;
-}
-
-/* Builds a pipeline from the JSON array TEXT (errors into E). */
-static struct pipeline *build(const char *text, struct cfg_errors *e)
-{
-	json_error_t je;
-	json_t *arr = json_loads(text, 0, &je);
-	if (!arr)
-		fail_msg("bad test JSON (%s): %s", je.text, text);
-	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", e);
-	json_decref(arr);
-	return pl;
-}
-
 /* Builds and starts a pipeline from a printf-formatted JSON array. */
 static struct pipeline *start_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static struct pipeline *start_ok(const char *fmt, ...)
@@ -126,7 +107,7 @@ static struct pipeline *start_ok(const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
-	struct pipeline *pl = build(text, &e);
+	struct pipeline *pl = mwt_build(text, &e);
 	for (size_t i = 0; i < e.count; i++)
 		print_message("  error: %s\n", e.lines[i]);
 	assert_non_null(pl);
@@ -140,8 +121,8 @@ static struct pipeline *start_ok(const char *fmt, ...)
 static void expect_error(const char *text, const char *want)
 {
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build(text, &e);
-	if (pl || !has_error(&e, want)) {
+	struct pipeline *pl = mwt_build(text, &e);
+	if (pl || !mwt_has_error(&e, want)) {
 		for (size_t i = 0; i < e.count; i++)
 			print_message("  error: %s\n", e.lines[i]);
 		pipeline_unref(pl);
@@ -309,7 +290,7 @@ static void test_options_valid(void **state)
 		 " \"replacement\":\"***\"}},"
 		 "{\"use\":\"log\",\"sink\":\"syslog\",\"facility\":\"local3\"},"
 		 "{\"use\":\"log\",\"redact\":{}}]", p);
-	struct pipeline *pl = build(text, &e);
+	struct pipeline *pl = mwt_build(text, &e);
 	assert_non_null(pl);
 	assert_int_equal(e.count, 0);
 	assert_int_equal(pipeline_size(pl), 5);
@@ -361,13 +342,13 @@ static void test_options_all_errors_reported(void **state)
 {
 	(void)state;
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build("[{\"use\":\"log\",\"sink\":\"file\",\"params\":1,"
+	struct pipeline *pl = mwt_build("[{\"use\":\"log\",\"sink\":\"file\",\"params\":1,"
 				    "\"redact\":{\"patterns\":[\"(\"]},\"zzz\":0}]", &e);
 	assert_null(pl);
-	assert_true(has_error(&e, "/middleware/0/path: missing"));
-	assert_true(has_error(&e, "/middleware/0/params: must be"));
-	assert_true(has_error(&e, "/middleware/0/redact/patterns/0"));
-	assert_true(has_error(&e, "/middleware/0/zzz: unknown option"));
+	assert_true(mwt_has_error(&e, "/middleware/0/path: missing"));
+	assert_true(mwt_has_error(&e, "/middleware/0/params: must be"));
+	assert_true(mwt_has_error(&e, "/middleware/0/redact/patterns/0"));
+	assert_true(mwt_has_error(&e, "/middleware/0/zzz: unknown option"));
 	cfg_errors_release(&e);
 }
 
@@ -378,7 +359,7 @@ static void test_start_fails_on_bad_path(void **state)
 	struct cfg_errors e = { 0 };
 	char text[512];
 	snprintf(text, sizeof text, "[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s/no/such/dir/a.jsonl\"}]", dir);
-	struct pipeline *pl = build(text, &e);
+	struct pipeline *pl = mwt_build(text, &e);
 	assert_non_null(pl);
 	char cap[128];
 	tpath(cap, sizeof cap, "stderr-badpath.txt");
@@ -829,7 +810,7 @@ static void test_chain_refuses_broken_tail(void **state)
 	spit(p, "{\"time\":\"not chained\"}\n");
 	snprintf(text, sizeof text, "[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p);
 	struct cfg_errors e = { 0 };
-	struct pipeline *pl = build(text, &e);
+	struct pipeline *pl = mwt_build(text, &e);
 	assert_non_null(pl);
 	capture_begin(cap);
 	int rc = pipeline_start(pl);
@@ -893,7 +874,7 @@ static void test_shared_file(void **state)
 	char text[512];
 	snprintf(text, sizeof text, "[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
 	struct cfg_errors e = { 0 };
-	struct pipeline *other = build(text, &e);
+	struct pipeline *other = mwt_build(text, &e);
 	assert_non_null(other);
 	capture_begin(cap);
 	int rc = pipeline_start(other);

@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include <cmocka.h>
+
+#include "mw_test.h"
 #include <ev.h>
 
 #include "chain.h"
@@ -38,20 +40,11 @@ static json_t *J(const char *s)
 	return v;
 }
 
-/* Builds a pipeline from the module array TEXT; errors go to ERRS. */
-static struct pipeline *build(const char *text, struct cfg_errors *errs)
-{
-	json_t *arr = J(text);
-	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", errs);
-	json_decref(arr);
-	return pl;
-}
-
 /* Builds a pipeline that must be valid. */
 static struct pipeline *build_ok(const char *text)
 {
 	struct cfg_errors errs = { 0 };
-	struct pipeline *pl = build(text, &errs);
+	struct pipeline *pl = mwt_build(text, &errs);
 	for (size_t i = 0; i < errs.count; i++)
 		print_error("unexpected: %s\n", errs.lines[i]);
 	assert_int_equal(errs.count, 0);
@@ -64,7 +57,7 @@ static struct pipeline *build_ok(const char *text)
 static void expect_error(const char *text, const char *want)
 {
 	struct cfg_errors errs = { 0 };
-	struct pipeline *pl = build(text, &errs);
+	struct pipeline *pl = mwt_build(text, &errs);
 	bool found = false;
 	for (size_t i = 0; i < errs.count; i++)
 		found |= strstr(errs.lines[i], want) != NULL;
@@ -255,7 +248,7 @@ static void test_option_errors(void **state)
 
 	/* every problem is reported, not just the first */
 	struct cfg_errors errs = { 0 };
-	assert_null(build("[{\"use\":\"policy\",\"rules\":[{\"deny\":1},{\"x\":1,\"allow\":[\"[\"]}],\"y\":2}]", &errs));
+	assert_null(mwt_build("[{\"use\":\"policy\",\"rules\":[{\"deny\":1},{\"x\":1,\"allow\":[\"[\"]}],\"y\":2}]", &errs));
 	assert_int_equal(errs.count, 4);
 	cfg_errors_release(&errs);
 

@@ -15,6 +15,8 @@
 
 #include <cmocka.h>
 
+#include "mw_test.h"
+
 #include "config.h"
 #include "log.h"
 #include "middleware.h"
@@ -32,20 +34,11 @@ static json_t *J(const char *s)
 	return v;
 }
 
-/* Builds a pipeline from the module array TEXT; errors go to ERRS. */
-static struct pipeline *build(const char *text, struct cfg_errors *errs)
-{
-	json_t *arr = J(text);
-	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", errs);
-	json_decref(arr);
-	return pl;
-}
-
 /* Builds and starts a pipeline that must be valid. */
 static struct pipeline *build_ok(const char *text)
 {
 	struct cfg_errors errs = { 0 };
-	struct pipeline *pl = build(text, &errs);
+	struct pipeline *pl = mwt_build(text, &errs);
 	for (size_t i = 0; i < errs.count; i++)
 		print_error("unexpected: %s\n", errs.lines[i]);
 	assert_int_equal(errs.count, 0);
@@ -59,7 +52,7 @@ static struct pipeline *build_ok(const char *text)
 static void expect_error(const char *text, const char *want)
 {
 	struct cfg_errors errs = { 0 };
-	struct pipeline *pl = build(text, &errs);
+	struct pipeline *pl = mwt_build(text, &errs);
 	bool found = false;
 	for (size_t i = 0; i < errs.count; i++)
 		found |= strstr(errs.lines[i], want) != NULL;
@@ -221,7 +214,7 @@ static void test_option_errors(void **state)
 
 	/* every problem is reported */
 	struct cfg_errors errs = { 0 };
-	assert_null(build("[{\"use\":\"rewrite\",\"tools\":{\"a\":{\"hide\":0,\"rename\":1}},"
+	assert_null(mwt_build("[{\"use\":\"rewrite\",\"tools\":{\"a\":{\"hide\":0,\"rename\":1}},"
 			  "\"results\":[{\"pattern\":\"(\"}],\"maxResultBytes\":-1}]", &errs));
 	assert_int_equal(errs.count, 4);
 	cfg_errors_release(&errs);

@@ -29,6 +29,12 @@ struct jscan {
 	struct jspan token;      /* params._meta.progressToken (requests) or
 				  * params.progressToken (progress), raw */
 	struct jspan request_id; /* params.requestId (cancelled), raw */
+	struct jspan name;       /* params.name when a string, without quotes
+				  * (escapes left as they are) */
+	struct jspan uri;        /* params.uri, likewise */
+	struct jspan meta;       /* params._meta when an object, raw */
+	bool subject_escaped;    /* name or uri holds escapes */
+	bool is_error;           /* result.isError is true */
 	bool id_is_string;
 	bool has_jsonrpc;
 	bool has_result;

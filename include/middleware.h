@@ -25,10 +25,19 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "jscan.h"
 #include "rpc.h"
 
 enum mw_verdict { MW_PASS, MW_REPLY, MW_DROP, MW_ASYNC };
 enum mw_dir { MW_TO_BACKEND, MW_TO_CLIENT };
+
+/* How a response ended, known to the chain before any module reads it. */
+enum mw_outcome {
+	MW_OUTCOME_NONE,        /* not a response */
+	MW_OUTCOME_OK,          /* a result */
+	MW_OUTCOME_TOOL_ERROR,  /* a result with "isError": true */
+	MW_OUTCOME_ERROR,       /* a JSON-RPC error */
+};
 
 /* What a module knows about the message in hand. Owned by the chain. */
 struct mw_ctx {
@@ -49,7 +58,22 @@ struct mw_ctx {
 				* it was made by mcp-chain or a module) */
 	void *chain;           /* opaque: the chain's exchange, for mw_ask_client
 				* and mw_abort; NULL for notifications */
+	json_t *id;            /* the requester's id (borrowed, owned by the
+				* chain); NULL for notifications and for
+				* mcp-chain's own requests */
+	json_t *roles;         /* roles of ctx->client when a module (auth) set
+				* it: borrowed from that module, which outlives
+				* the exchange; else NULL */
+	enum mw_outcome outcome; /* for a response: how it ended */
 };
+
+/*
+ * True unless the message in hand certainly has no member KEY in
+ * params._meta. While the message travels unparsed this looks at its
+ * bytes, so a module's reads() hook can tell cheaply whether it must see
+ * the message.
+ */
+bool mw_meta_has(const struct mw_ctx *ctx, const char *key);
 
 /*
  * Sends a request of a module's own (e.g. "elicitation/create") to the
@@ -74,6 +98,17 @@ struct mw_walk;
 
 struct mw_module_ops {
 	const char *name;
+	/*
+	 * Optional: whether the next hook (on_message, or on_response for a
+	 * response) needs the message itself, for the message CTX describes.
+	 * A module without it reads every message. While every module on a
+	 * message's way answers false, the message is never parsed: it
+	 * travels as the bytes it came in (ids spliced), which is what keeps
+	 * a pipeline nearly as cheap as none. The hook is then called with
+	 * *MSG == NULL; it may pass (MW_PASS, or MW_ASYNC keeping NULL to
+	 * resume with), or put a reply of its own in *MSG (MW_REPLY, MW_DROP).
+	 */
+	bool (*reads)(struct mw_module *m, const struct mw_ctx *ctx);
 	/* A request or notification travelling in ctx->dir. */
 	enum mw_verdict (*on_message)(struct mw_module *m, struct mw_ctx *ctx,
 				      json_t **msg);
@@ -185,10 +220,25 @@ void pipeline_unref(struct pipeline *pl);
 struct mw_walk;
 typedef void (*mw_done_fn)(struct mw_walk *w, enum mw_verdict v, json_t *msg);
 
+/* Spans into mw_walk.raw that its owner needs again (see mw_walk). */
+enum { MW_SPAN_ID, MW_SPAN_TOKEN, MW_SPAN_META, MW_SPANS };
+
 struct mw_walk {
 	struct pipeline *stage[2];  /* borrowed; NULL for none */
 	struct mw_ctx *ctx;
-	json_t *msg;                /* owned while walking */
+	json_t *msg;                /* owned while walking; NULL while the
+				     * message travels as RAW */
+	/*
+	 * The message's bytes while no module has read it: borrowed from the
+	 * owner for a walk that ends before mw_walk_forward/back returns; a
+	 * module holding the walk (mw_walk_hold) makes the pipeline copy them
+	 * (RAW_OWN, freed once W->done has returned). Parsed into MSG when a
+	 * module reads. SPAN[] point into RAW and move with it.
+	 */
+	const char *raw;
+	size_t raw_len;
+	char *raw_own;
+	struct jspan span[MW_SPANS];
 	size_t pos;                 /* next module index (forward) */
 	size_t reached;             /* modules a request passed through */
 	int response;               /* walking back in reverse */
@@ -200,7 +250,7 @@ struct mw_walk {
  * Walks W->msg forward from W->pos. Calls W->done exactly once, now or
  * after an MW_ASYNC module resumes, with the final verdict (MW_PASS at the
  * end, MW_REPLY with the response, MW_DROP) and the message (ownership
- * passes to done).
+ * passes to done; NULL with MW_PASS when it is still W->raw, unread).
  */
 void mw_walk_forward(struct mw_walk *w);
 

@@ -164,6 +164,7 @@ struct exchange *chain_exchange_new(struct peer *from, json_t *id, const char *m
 	ex->ctx.start = ev_now(EV_DEFAULT);
 	ex->ctx.chain = ex;
 	ex->ctx.request_bytes = from ? from->rx_bytes : 0;
+	ex->ctx.id = ex->from_id;
 	ex->walk.ctx = &ex->ctx;
 	ev_init(&ex->timer, on_timeout);
 	ex->timer.data = ex;
@@ -187,6 +188,7 @@ void chain_exchange_free(struct exchange *ex)
 	json_decref(ex->from_id);
 	json_decref(ex->from_token);
 	json_decref(ex->ctx.scratch);
+	free(ex->walk.raw_own);
 	pipeline_unref(ex->pl[0]);
 	pipeline_unref(ex->pl[1]);
 	free(ex->method);
@@ -240,9 +242,47 @@ void chain_exchange_fail(struct exchange *ex, const char *reason)
 	deliver_response(ex, rpc_errorf(NULL, RPC_BACKEND_GONE, "%s: %s", ex->to->name, reason));
 }
 
+/* Parses the bytes EX's walk still carries (NULL if none or invalid). */
+static json_t *parse_raw(struct exchange *ex)
+{
+	json_t *msg = NULL;
+	if (ex->walk.raw)
+		msg = json_loadb(ex->walk.raw, ex->walk.raw_len, JSON_ALLOW_NUL, NULL);
+	ex->walk.raw = NULL;
+	return msg;
+}
+
+/* Sends the request EX's walk carries as bytes to TO, with TO's id. */
+static void forward_raw(struct exchange *ex, struct peer *to)
+{
+	struct mw_walk *w = &ex->walk;
+	chain_exchange_assign(ex, to);
+	struct jspan id = w->span[MW_SPAN_ID], token = w->span[MW_SPAN_TOKEN];
+	if (token.p)
+		ex->from_token = chain_span_value(token);
+	char idtext[24];
+	size_t idn = chain_int_text(ex->to_id, idtext);
+	if (!token.p || !ex->from_token)
+		token.p = NULL;
+	int rc = w->raw ? chain_send_spliced(to, w->raw, w->raw_len, true, id, idtext, idn,
+					     token, idtext, idn) : -1;
+	w->raw = NULL;
+	if (rc < 0)
+		chain_exchange_fail(ex, "cannot send the request");
+}
+
 /* Gives EX its id on TO, rewrites id and progress token, and sends. */
 static void forward_request(struct exchange *ex, struct peer *to, json_t *msg)
 {
+	if (!msg && to->ops->send_raw) {
+		forward_raw(ex, to);
+		return;
+	}
+	if (!msg && !(msg = parse_raw(ex))) {
+		chain_exchange_assign(ex, to);
+		chain_exchange_fail(ex, "cannot read the request");
+		return;
+	}
 	chain_exchange_assign(ex, to);
 	json_object_set_new(msg, "id", json_integer(ex->to_id));
 	json_t *token = rpc_progress_token(msg);
@@ -283,6 +323,8 @@ static void request_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 {
 	struct exchange *ex = container_of(w, struct exchange, walk);
 	ex->walking = false;
+	if (v != MW_PASS || ex->abandoned)
+		w->raw = NULL;   /* the bytes are not forwarded */
 	if (ex->abandoned) {
 		json_decref(msg);
 		chain_exchange_free(ex);
@@ -344,6 +386,44 @@ static const char *subject_of(json_t *msg, const char *method)
 	return NULL;
 }
 
+/*
+ * The exchange for a request from FROM with ID (borrowed) and METHOD, made
+ * ready to walk: registered under KEY, its context filled in, its
+ * pipelines referenced. The subject (ctx.name) and the message are the
+ * caller's to set. NULL when out of memory.
+ */
+static struct exchange *request_begin(struct peer *from, json_t *id, const char *method,
+				      const unsigned char *key, size_t klen)
+{
+	struct exchange *ex = chain_exchange_new(from, id, method);
+	if (!ex)
+		return NULL;
+	if (klen && hmap_put(&from->received, key, klen, ex) == 0)
+		ex->in_received = true;
+	ex->batch = from->batch;
+	ex->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
+	ex->ctx.client = principal_of(from, NULL);
+	ex->ctx.backend = backend_of(from, NULL);
+	if (from->role == PEER_BACKEND && pipeline_size(from->pl) > 0) {
+		/* from a backend: its own modules first, then the global ones */
+		ex->pl[1] = pipeline_ref(global_pl);
+		ex->pl[0] = pipeline_ref(from->pl);
+		ex->walk.stage[1] = ex->pl[1];
+	} else {
+		ex->pl[0] = pipeline_ref(global_pl);
+	}
+	ex->walk.stage[0] = ex->pl[0];
+	ex->walk.done = request_walked;
+	return ex;
+}
+
+/* Sets EX's subject (ctx.name) to the N bytes at NAME. */
+static void set_subject(struct exchange *ex, const char *name, size_t n)
+{
+	ex->name = strndup(name, n);
+	ex->ctx.name = ex->name;
+}
+
 /* A request from a peer. */
 static void on_request(struct peer *from, json_t *msg, struct rpc_info *info)
 {
@@ -357,35 +437,64 @@ static void on_request(struct peer *from, json_t *msg, struct rpc_info *info)
 		json_decref(msg);
 		return;
 	}
-	struct exchange *ex = chain_exchange_new(from, info->id, info->method);
+	struct exchange *ex = request_begin(from, info->id, info->method, key, klen);
 	if (!ex) {
 		json_decref(msg);
 		return;
 	}
-	if (klen && hmap_put(&from->received, key, klen, ex) == 0)
-		ex->in_received = true;
-	ex->batch = from->batch;
-	ex->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
-	ex->ctx.client = principal_of(from, NULL);
-	ex->ctx.backend = backend_of(from, NULL);
 	const char *subject = subject_of(msg, info->method);
-	if (subject) {
-		ex->name = strdup(subject);
-		ex->ctx.name = ex->name;
-	}
-	if (from->role == PEER_BACKEND && pipeline_size(from->pl) > 0) {
-		/* from a backend: its own modules first, then the global ones */
-		ex->pl[1] = pipeline_ref(global_pl);
-		ex->pl[0] = pipeline_ref(from->pl);
-		ex->walk.stage[1] = ex->pl[1];
-	} else {
-		ex->pl[0] = pipeline_ref(global_pl);
-	}
-	ex->walk.stage[0] = ex->pl[0];
+	if (subject)
+		set_subject(ex, subject, strlen(subject));
 	ex->walk.msg = msg;
-	ex->walk.done = request_walked;
 	ex->walking = true;
 	mw_walk_forward(&ex->walk);
+}
+
+/* The subject of a scanned request, as subject_of() finds it; false to decline. */
+static bool raw_subject(const struct jscan *js, const char *method, struct jspan *out)
+{
+	*out = (struct jspan){ NULL, 0 };
+	if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
+		*out = js->name;
+	else if (strncmp(method, "resources/", 10) == 0)
+		*out = js->uri;
+	else if (strcmp(method, "completion/complete") == 0)
+		return false;  /* its subject is deeper: the full path */
+	return true;
+}
+
+/* A request that came in as bytes, walked unparsed. */
+bool chain_raw_request(struct peer *from, const char *line, size_t len,
+		       const struct jscan *js)
+{
+	char method[128];
+	struct jspan subject;
+	if (js->method.n >= sizeof method || js->subject_escaped ||
+	    (js->token.p && from->role == PEER_BACKEND))
+		return false;
+	memcpy(method, js->method.p, js->method.n);
+	method[js->method.n] = '\0';
+	if (!raw_subject(js, method, &subject))
+		return false;
+	json_t *id = chain_span_value(js->id);
+	unsigned char key[RPC_KEY_MAX];
+	size_t klen = id ? rpc_id_key(id, key) : 0;
+	struct exchange *ex = NULL;
+	if (klen && !hmap_get(&from->received, key, klen))  /* else the full path answers */
+		ex = request_begin(from, id, method, key, klen);
+	json_decref(id);
+	if (!ex)
+		return false;
+	if (subject.p)
+		set_subject(ex, subject.p, subject.n);
+	ex->walk.raw = line;
+	ex->walk.raw_len = len;
+	ex->walk.span[MW_SPAN_ID] = js->id;
+	ex->walk.span[MW_SPAN_TOKEN] = js->token;
+	ex->walk.span[MW_SPAN_META] = js->meta;
+	ex->walking = true;
+	mw_walk_forward(&ex->walk);
+	return true;
 }
 
 /* The response walked back: hand it to the requester. */
@@ -394,6 +503,27 @@ static void response_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 	struct exchange *ex = container_of(w, struct exchange, walk);
 	(void)v;
 	ex->walking = false;
+	if (!msg && w->raw && ex->from && !ex->abandoned && !ex->on_response &&
+	    ex->from->ops->send_raw) {
+		/* unread by every module: the bytes, with the requester's id */
+		char buf[32], *heap;
+		size_t n = chain_from_id_text(ex, buf, sizeof buf, &heap);
+		struct jspan none = { NULL, 0 };
+		chain_send_spliced(ex->from, w->raw, w->raw_len, false, w->span[MW_SPAN_ID],
+				   heap ? heap : buf, n, none, NULL, 0);
+		free(heap);
+		w->raw = NULL;
+		chain_exchange_free(ex);
+		return;
+	}
+	if (!msg && !ex->on_response && (!ex->from || ex->abandoned)) {
+		w->raw = NULL;   /* nobody to deliver it to */
+		chain_exchange_free(ex);
+		return;
+	}
+	if (!msg && !(msg = parse_raw(ex)))
+		msg = rpc_errorf(NULL, RPC_INTERNAL_ERROR, "mcp-chain could not read the response");
+	w->raw = NULL;
 	if (ex->on_response) {
 		ex->on_response(ex, msg, ex->arg);
 	} else if (ex->from && !ex->abandoned) {
@@ -404,9 +534,27 @@ static void response_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 	chain_exchange_free(ex);
 }
 
-/* Sends MSG (stolen) back through the pipeline to EX's requester. */
+/* How the response MSG ended. */
+static enum mw_outcome outcome_of(json_t *msg)
+{
+	if (json_object_get(msg, "error"))
+		return MW_OUTCOME_ERROR;
+	json_t *res = json_object_get(msg, "result");
+	return json_is_true(json_object_get(res, "isError")) ? MW_OUTCOME_TOOL_ERROR :
+		MW_OUTCOME_OK;
+}
+
+/*
+ * Sends MSG (stolen) back through the pipeline to EX's requester; NULL
+ * when the response travels as the bytes in ex->walk.raw (the caller set
+ * them and ctx.outcome).
+ */
 static void deliver_response(struct exchange *ex, json_t *msg)
 {
+	if (msg) {
+		ex->walk.raw = NULL;
+		ex->ctx.outcome = outcome_of(msg);
+	}
 	ex->ctx.kind = RPC_RESPONSE;
 	ex->responded = true;
 	ex->walk.msg = msg;
@@ -432,6 +580,25 @@ static void on_response(struct peer *to, json_t *msg, struct rpc_info *info)
 	ex->in_sent = false;
 	ex->ctx.response_bytes = to->rx_bytes;
 	deliver_response(ex, msg);
+}
+
+/* A scanned response from FROM to EX's request, walked back unparsed. */
+bool chain_raw_response(struct peer *from, struct exchange *ex, const char *line,
+			size_t len, const struct jscan *js)
+{
+	if (!ex->from || ex->on_response || ex->batch || ex->walking || !ex->from->ready ||
+	    !ex->from->ops->send_raw || js->has_error)
+		return false;
+	hmap_del(&from->sent, &ex->to_id, sizeof ex->to_id);
+	ex->in_sent = false;
+	ex->ctx.response_bytes = from->rx_bytes;
+	ex->ctx.outcome = js->is_error ? MW_OUTCOME_TOOL_ERROR : MW_OUTCOME_OK;
+	ex->walk.raw = line;
+	ex->walk.raw_len = len;
+	memset(ex->walk.span, 0, sizeof ex->walk.span);
+	ex->walk.span[MW_SPAN_ID] = js->id;
+	deliver_response(ex, NULL);
+	return true;
 }
 
 /* A cancellation from the requester: forward it with the responder's id. */

@@ -6,6 +6,7 @@
 #define MCPC_CHAIN_INTERNAL_H
 
 #include "chain.h"
+#include "jscan.h"
 
 /* New exchange for a request from FROM (NULL: our own); borrows ID. */
 struct exchange *chain_exchange_new(struct peer *from, json_t *id, const char *method);
@@ -27,5 +28,35 @@ struct peer *chain_peers(void);
 
 /* The client that a backend's own request goes to, or NULL. */
 struct peer *chain_route_client(struct peer *backend);
+
+/* ---- messages that travel as bytes (fastpath.c) ---- */
+
+/* A new json_t for a scanned id or token span (NULL on failure). */
+json_t *chain_span_value(struct jspan s);
+
+/* Writes the integer V in decimal into BUF (24 bytes); returns the length. */
+size_t chain_int_text(json_int_t v, char *buf);
+
+/*
+ * The text of EX's id at its requester: in BUF (N bytes) for an integer,
+ * else in *HEAP (malloc'd, the caller frees). Returns the length.
+ */
+size_t chain_from_id_text(struct exchange *ex, char *buf, size_t n, char **heap);
+
+/* Sends LINE to TO with span A replaced by AT and, if B.p, B by BT. */
+int chain_send_spliced(struct peer *to, const char *line, size_t len, bool request,
+		       struct jspan a, const char *at, size_t an,
+		       struct jspan b, const char *bt, size_t bn);
+
+/*
+ * A scanned request whose way has middleware: walked unparsed, parsed only
+ * if a module reads it. False (nothing done) means "take the full path".
+ */
+bool chain_raw_request(struct peer *from, const char *line, size_t len,
+		       const struct jscan *js);
+
+/* A scanned response to EX's request, walked back unparsed likewise. */
+bool chain_raw_response(struct peer *from, struct exchange *ex, const char *line,
+			size_t len, const struct jscan *js);
 
 #endif

@@ -78,13 +78,27 @@ static size_t int_text(json_int_t v, char *buf)
 	return len;
 }
 
+/* The integer in span S, which the scanner checked (at most 18 digits). */
+static json_int_t span_int(struct jspan s)
+{
+	const char *p = s.p, *e = s.p + s.n;
+	bool neg = p < e && *p == '-';
+	json_int_t v = 0;
+	for (p += neg; p < e && *p >= '0' && *p <= '9'; p++)
+		v = v * 10 + (*p - '0');
+	return neg ? -v : v;
+}
+
 /* A json_t for an id or token span (string without escapes, or integer). */
-static json_t *span_value(struct jspan s)
+json_t *chain_span_value(struct jspan s)
 {
 	if (s.n >= 2 && s.p[0] == '"')
 		return json_stringn(s.p + 1, s.n - 2);
-	return json_loadb(s.p, s.n, JSON_DECODE_ANY, NULL);
+	if (s.n == 0 || s.n > 19)
+		return NULL;
+	return json_integer(span_int(s));
 }
+#define span_value chain_span_value
 
 /* True when nothing on the way from FROM to TO wants to read messages. */
 static bool path_clear(struct peer *from, struct peer *to)
@@ -95,8 +109,26 @@ static bool path_clear(struct peer *from, struct peer *to)
 	return pipeline_size(be->pl) == 0;
 }
 
+/* Sends LINE to TO with span A replaced by AT and, if B.p, B by BT. */
+int chain_send_spliced(struct peer *to, const char *line, size_t len, bool request,
+		       struct jspan a, const char *at, size_t an,
+		       struct jspan b, const char *bt, size_t bn)
+{
+	struct splice sp = { .n = 0 };
+	splice_add(&sp, a, at, an);
+	if (b.p)
+		splice_add(&sp, b, bt, bn);
+	return splice_send(to, line, len, &sp, request);
+}
+
+/* Writes the integer V in decimal into BUF (24 bytes); returns the length. */
+size_t chain_int_text(json_int_t v, char *buf)
+{
+	return int_text(v, buf);
+}
+
 /* Text of EX's id on the requester's side, serialized into BUF. */
-static size_t from_id_text(struct exchange *ex, char *buf, size_t n, char **heap)
+size_t chain_from_id_text(struct exchange *ex, char *buf, size_t n, char **heap)
 {
 	*heap = NULL;
 	if (json_is_integer(ex->from_id) && n >= 24)
@@ -147,15 +179,17 @@ static bool fast_response(struct peer *from, const char *line, size_t len, struc
 {
 	if (js->id_is_string)
 		return false;
-	json_int_t id = strtoll(js->id.p, NULL, 10);
+	json_int_t id = span_int(js->id);
 	struct exchange *ex = hmap_get(&from->sent, &id, sizeof id);
-	if (!ex || !ex->from || ex->on_response || ex->batch || ex->walking ||
-	    ex->walk.reached > 0 || pipeline_size(chain_global_pipeline()) ||
-	    (from->role == PEER_BACKEND && pipeline_size(from->pl)) ||
+	if (!ex)
+		return false;
+	if (ex->walk.reached > 0)   /* modules see it back, unparsed unless they read it */
+		return chain_raw_response(from, ex, line, len, js);
+	if (!ex->from || ex->on_response || ex->batch || ex->walking ||
 	    !ex->from->ready || !ex->from->ops->send_raw)
 		return false;
 	char buf[32], *heap;
-	size_t n = from_id_text(ex, buf, sizeof buf, &heap);
+	size_t n = chain_from_id_text(ex, buf, sizeof buf, &heap);
 	struct splice sp = { .n = 0 };
 	splice_add(&sp, js->id, heap ? heap : buf, n);
 	int rc = splice_send(ex->from, line, len, &sp, false);
@@ -171,7 +205,7 @@ static bool fast_progress(struct peer *from, const char *line, size_t len, struc
 {
 	if (!js->token.p || js->token.p[0] == '"')
 		return false;
-	json_int_t id = strtoll(js->token.p, NULL, 10);
+	json_int_t id = span_int(js->token);
 	struct exchange *ex = hmap_get(&from->sent, &id, sizeof id);
 	if (!ex || !ex->from_token || !ex->from || !path_clear(ex->from, from) ||
 	    !ex->from->ops->send_raw)
@@ -235,6 +269,7 @@ bool chain_fast(struct peer *from, const char *line, size_t len)
 	struct jscan js;
 	if (!from->ready || log_enabled(LOG_DEBUG) || !jscan_message(line, len, &js))
 		return false;
+	from->rx_bytes = len;
 	if (!js.method.p)  /* responses need no routing, even with several backends */
 		return fast_response(from, line, len, &js);
 	if (!router_transparent())
@@ -246,9 +281,11 @@ bool chain_fast(struct peer *from, const char *line, size_t len)
 			return false;
 		struct peer *to = from->role == PEER_CLIENT ?
 			chain_route_backend(from) : chain_route_client(from);
-		if (!path_clear(from, to))
+		if (path_clear(from, to))
+			return fast_request(from, to, line, len, &js);
+		if (!to || !to->ready || !to->ops->send_raw)
 			return false;
-		return fast_request(from, to, line, len, &js);
+		return chain_raw_request(from, line, len, &js);
 	}
 	if (jspan_eq(js.method, "notifications/progress"))
 		return fast_progress(from, line, len, &js);

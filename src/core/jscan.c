@@ -3,16 +3,35 @@
  */
 #include "jscan.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #define MAX_DEPTH 64
+
+/* Routing members seen, so that a repeated one makes the scan decline. */
+enum {
+	SEEN_PARAMS = 1 << 0, SEEN_RESULT = 1 << 1, SEEN_NAME = 1 << 2, SEEN_URI = 1 << 3,
+	SEEN_META = 1 << 4, SEEN_IS_ERROR = 1 << 5, SEEN_REQUEST_ID = 1 << 6,
+	SEEN_PARAMS_TOKEN = 1 << 7, SEEN_META_TOKEN = 1 << 8,
+};
 
 struct scan {
 	const char *p;
 	const char *e;
 	int depth;
 	bool ok;
+	unsigned seen;           /* SEEN_* */
+	struct jspan meta_token; /* params._meta.progressToken */
+	struct jspan params_token; /* params.progressToken */
 };
+
+/* Notes routing member BIT; a second one makes the scan decline. */
+static void seen(struct scan *s, unsigned bit)
+{
+	if (s->seen & bit)
+		s->ok = false;
+	s->seen |= bit;
+}
 
 static const char *value(struct scan *s, const char *p);
 
@@ -80,13 +99,28 @@ static bool special(unsigned char c)
 	return c < 0x20 || c == '"' || c == '\\' || c >= 0x80;
 }
 
+/*
+ * True when one of the 8 bytes at P is special. Word-at-a-time tests:
+ * (x - n) & ~x has a byte's high bit set where that byte is below n
+ * (exact as a whole-word answer for n <= 128); a '"' or '\\' becomes a
+ * zero byte once XORed with it; a byte >= 0x80 has its high bit set.
+ */
+static bool special8(const char *p)
+{
+	const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
+	uint64_t v, q, b;
+	memcpy(&v, p, 8);
+	q = v ^ (ones * '"');
+	b = v ^ (ones * '\\');
+	return (((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((b - ones) & ~b) | v) & high;
+}
+
 /* Scans a string at p ('"'); returns the byte after it or NULL. */
 static const char *string(const char *p, const char *e, bool *escaped)
 {
 	for (p++; p < e;) {
-		while (p + 4 <= e && !special((unsigned char)p[0]) && !special((unsigned char)p[1]) &&
-		       !special((unsigned char)p[2]) && !special((unsigned char)p[3]))
-			p += 4;  /* plain ASCII, the common case, four at a time */
+		while (p + 8 <= e && !special8(p))
+			p += 8;  /* plain ASCII, the common case, eight at a time */
 		while (p < e && !special((unsigned char)*p))
 			p++;
 		if (p >= e)
@@ -134,7 +168,7 @@ static const char *number(const char *p, const char *e)
 			p++;
 	else
 		return NULL;
-	size_t int_digits = (size_t)(p - start);
+	size_t int_digits = (size_t)(p - start), exp_digits = 0;
 	bool real = false;
 	if (p < e && *p == '.') {
 		real = true;
@@ -154,8 +188,10 @@ static const char *number(const char *p, const char *e)
 			p++;
 		if (p == d || p - d > 2)
 			return NULL;
+		exp_digits = (size_t)(p - d);
 	}
-	if ((!real && int_digits > 18) || int_digits > 300)
+	/* jansson refuses what overflows a double: at most 10^200 * 10^99 here */
+	if ((!real && int_digits > 18) || int_digits > 300 || (exp_digits && int_digits > 200))
 		return NULL;
 	return p;
 }
@@ -188,9 +224,13 @@ static const char *array(struct scan *s, const char *p)
 	}
 }
 
-/* Called for each member: may record it. */
-typedef void (*member_fn)(void *ctx, const char *k, size_t kn, bool kesc,
-			  const char *v, const char *vend, struct scan *s);
+/*
+ * Called for each member with its value at V; scans the value (with
+ * value(), or object() to record members inside it) and returns the byte
+ * after it, or NULL.
+ */
+typedef const char *(*member_fn)(void *ctx, const char *k, size_t kn, bool kesc,
+				 const char *v, struct scan *s);
 
 /* Scans an object, calling FN (if any) for each member. */
 static const char *object(struct scan *s, const char *p, member_fn fn, void *ctx)
@@ -209,11 +249,12 @@ static const char *object(struct scan *s, const char *p, member_fn fn, void *ctx
 		if (q >= s->e || *q != ':')
 			return NULL;
 		const char *v = ws(q + 1, s->e);
-		const char *vend = value(s, v);
+		if (v >= s->e)
+			return NULL;
+		const char *vend = fn ? fn(ctx, p + 1, (size_t)(kend - p - 2), kesc, v, s) :
+			value(s, v);
 		if (!vend)
 			return NULL;
-		if (fn)
-			fn(ctx, p + 1, (size_t)(kend - p - 2), kesc, v, vend, s);
 		p = ws(vend, s->e);
 		if (p < s->e && *p == ',') {
 			p = ws(p + 1, s->e);
@@ -223,10 +264,19 @@ static const char *object(struct scan *s, const char *p, member_fn fn, void *ctx
 	}
 }
 
+/* Scans the object at V one level down, with FN for its members. */
+static const char *nested(struct scan *s, const char *v, member_fn fn, void *ctx)
+{
+	if (++s->depth > MAX_DEPTH)
+		return NULL;
+	const char *r = object(s, v, fn, ctx);
+	s->depth--;
+	return r;
+}
+
 /* Scans any value. */
 static const char *value(struct scan *s, const char *p)
 {
-	const char *r;
 	p = ws(p, s->e);
 	if (p >= s->e)
 		return NULL;
@@ -234,12 +284,14 @@ static const char *value(struct scan *s, const char *p)
 	case '"':
 		return string(p, s->e, NULL);
 	case '{':
-	case '[':
+		return nested(s, p, NULL, NULL);
+	case '[': {
 		if (++s->depth > MAX_DEPTH)
 			return NULL;
-		r = *p == '{' ? object(s, p, NULL, NULL) : array(s, p);
+		const char *r = array(s, p);
 		s->depth--;
 		return r;
+	}
 	case 't':
 		return literal(p, s->e, "true");
 	case 'f':
@@ -266,46 +318,117 @@ static void set_span(struct jspan *sp, const char *v, const char *vend, struct s
 	sp->n = (size_t)(vend - v);
 }
 
+/* Scans the string value at V into *SP (contents, no quotes). */
+static const char *string_member(struct jscan *out, struct jspan *sp, const char *v,
+				 struct scan *s)
+{
+	bool esc = false;
+	if (*v != '"')
+		return value(s, v);  /* not a string: not a name the chain knows */
+	const char *vend = string(v, s->e, &esc);
+	if (!vend)
+		return NULL;
+	if (esc)
+		out->subject_escaped = true;
+	set_span(sp, v + 1, vend - 1, s);
+	return vend;
+}
+
 /* Members of params._meta. */
-static void meta_member(void *ctx, const char *k, size_t kn, bool kesc,
-			const char *v, const char *vend, struct scan *s)
+static const char *meta_member(void *ctx, const char *k, size_t kn, bool kesc,
+			       const char *v, struct scan *s)
 {
 	struct jscan *out = ctx;
-	if (kesc)
+	const char *vend = value(s, v);
+	(void)out;
+	if (kesc) {
 		s->ok = false;
-	else if (key_is(k, kn, "progressToken"))
-		set_span(&out->token, v, vend, s);
+	} else if (vend && key_is(k, kn, "progressToken")) {
+		seen(s, SEEN_META_TOKEN);
+		s->meta_token = (struct jspan){ v, (size_t)(vend - v) };
+	}
+	return vend;
 }
 
 /* Members of params. */
-static void params_member(void *ctx, const char *k, size_t kn, bool kesc,
-			  const char *v, const char *vend, struct scan *s)
+static const char *params_member(void *ctx, const char *k, size_t kn, bool kesc,
+				 const char *v, struct scan *s)
 {
 	struct jscan *out = ctx;
+	const char *vend;
 	if (kesc) {
 		s->ok = false;
-		return;
+		return value(s, v);
 	}
-	if (key_is(k, kn, "_meta") && *v == '{') {
-		s->depth++;
-		object(s, v, meta_member, out);
-		s->depth--;
-	} else if (key_is(k, kn, "progressToken")) {
-		set_span(&out->token, v, vend, s);
-	} else if (key_is(k, kn, "requestId")) {
+	if (key_is(k, kn, "_meta")) {
+		seen(s, SEEN_META);
+		if (*v != '{')
+			return value(s, v);
+		vend = nested(s, v, meta_member, out);
+		if (vend)
+			set_span(&out->meta, v, vend, s);
+		return vend;
+	}
+	if (key_is(k, kn, "name")) {
+		seen(s, SEEN_NAME);
+		return string_member(out, &out->name, v, s);
+	}
+	if (key_is(k, kn, "uri")) {
+		seen(s, SEEN_URI);
+		return string_member(out, &out->uri, v, s);
+	}
+	vend = value(s, v);
+	if (vend && key_is(k, kn, "progressToken")) {
+		seen(s, SEEN_PARAMS_TOKEN);
+		s->params_token = (struct jspan){ v, (size_t)(vend - v) };
+	} else if (vend && key_is(k, kn, "requestId")) {
+		seen(s, SEEN_REQUEST_ID);
 		set_span(&out->request_id, v, vend, s);
 	}
+	return vend;
+}
+
+/* Members of result. */
+static const char *result_member(void *ctx, const char *k, size_t kn, bool kesc,
+				 const char *v, struct scan *s)
+{
+	struct jscan *out = ctx;
+	const char *vend = value(s, v);
+	if (kesc) {
+		s->ok = false;
+	} else if (vend && key_is(k, kn, "isError")) {
+		seen(s, SEEN_IS_ERROR);
+		out->is_error = *v == 't';
+	}
+	return vend;
 }
 
 /* Members of the message itself. */
-static void top_member(void *ctx, const char *k, size_t kn, bool kesc,
-		       const char *v, const char *vend, struct scan *s)
+static const char *top_member(void *ctx, const char *k, size_t kn, bool kesc,
+			      const char *v, struct scan *s)
 {
 	struct jscan *out = ctx;
 	if (kesc) {
 		s->ok = false;
-		return;
+		return value(s, v);
 	}
+	if (key_is(k, kn, "params")) {
+		seen(s, SEEN_PARAMS);
+		out->has_params = true;
+		if (*v == '{')
+			return nested(s, v, params_member, out);
+		if (*v != '[')
+			s->ok = false;
+		return value(s, v);
+	}
+	if (key_is(k, kn, "result")) {
+		seen(s, SEEN_RESULT);
+		out->has_result = true;
+		return *v == '{' ? nested(s, v, result_member, out) : value(s, v);
+	}
+	const char *vend = value(s, v);
+	if (!vend)
+		return NULL;
 	if (key_is(k, kn, "id")) {
 		set_span(&out->id, v, vend, s);
 		out->id_is_string = *v == '"';
@@ -313,8 +436,9 @@ static void top_member(void *ctx, const char *k, size_t kn, bool kesc,
 			s->ok = false;  /* null, objects...: the full path answers */
 		if (*v == '"' && memchr(v, '\\', (size_t)(vend - v)))
 			s->ok = false;
-		if (*v != '"' && memchr(v, '.', (size_t)(vend - v)))
-			s->ok = false;
+		for (const char *c = v; *v != '"' && c < vend; c++)
+			if (*c == '.' || *c == 'e' || *c == 'E')
+				s->ok = false;  /* a real: the full path answers */
 	} else if (key_is(k, kn, "method")) {
 		if (*v != '"' || memchr(v, '\\', (size_t)(vend - v)))
 			s->ok = false;
@@ -324,23 +448,11 @@ static void top_member(void *ctx, const char *k, size_t kn, bool kesc,
 		if (vend - v != 5 || memcmp(v, "\"2.0\"", 5) != 0 || out->has_jsonrpc)
 			s->ok = false;
 		out->has_jsonrpc = true;
-	} else if (key_is(k, kn, "params")) {
-		if (*v == '{') {
-			s->depth++;
-			object(s, v, params_member, out);
-			s->depth--;
-		} else if (*v != '[') {
-			s->ok = false;
-		}
-		out->has_params = true;
-	} else if (key_is(k, kn, "result")) {
-		if (out->has_result)
-			s->ok = false;
-		out->has_result = true;
 	} else if (key_is(k, kn, "error")) {
 		out->has_error = true;
 		s->ok = false;  /* error objects are checked on the full path */
 	}
+	return vend;
 }
 
 /* Scans a whole message. */
@@ -351,10 +463,13 @@ bool jscan_message(const char *p, size_t n, struct jscan *out)
 	const char *q = ws(p, s.e);
 	if (q >= s.e || *q != '{')
 		return false;
-	s.depth = 1;
-	q = object(&s, q, top_member, out);
+	s.depth = 0;
+	q = nested(&s, q, top_member, out);
 	if (!q || ws(q, s.e) != s.e || !s.ok || !out->has_jsonrpc)
 		return false;
+	/* a request's token is in _meta; a progress notification's in params */
+	out->token = jspan_eq(out->method, "notifications/progress") ? s.params_token :
+		out->id.p ? s.meta_token : (struct jspan){ NULL, 0 };
 	if (out->method.p)
 		return !out->has_result && !out->has_error;
 	return out->id.p && (out->has_result != out->has_error);

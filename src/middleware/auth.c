@@ -8,7 +8,7 @@
  * compared with every configured hash in constant time. The matching
  * entry names a principal (with roles), which becomes ctx->client for
  * the modules after this one -- policy's "clients" patterns match it --
- * and is recorded in the exchange's scratch as "auth": {principal, roles}.
+ * with its roles in ctx->roles.
  * Without a credential, ctx->client is cleared, so a self-declared
  * clientInfo.name never passes for a principal.
  *
@@ -134,12 +134,11 @@ static json_t *take_token(json_t *msg, const char *key)
 	return tok;
 }
 
-/* Makes T the exchange's principal: ctx->client and scratch "auth". */
+/* Makes T the exchange's principal: ctx->client and ctx->roles. */
 static void set_principal(struct mw_ctx *ctx, const struct token *t)
 {
 	ctx->client = t->principal;  /* the module outlives every exchange it sees */
-	json_object_set_new(mw_scratch(ctx), "auth", json_pack("{s:s,s:O}",
-		"principal", t->principal, "roles", t->roles));
+	ctx->roles = t->roles;
 }
 
 /* Refuses MSG (a request or notification) for WHY. */
@@ -201,17 +200,11 @@ static enum mw_verdict auth_on_message(struct mw_module *m, struct mw_ctx *ctx, 
 	return refuse(a, ctx, msg, why);
 }
 
-/* Puts the principal back: the chain re-derives ctx->client when it routes. */
-static enum mw_verdict auth_on_response(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
+/* Only a message that may carry a token in its _meta is read (to strip it). */
+static bool auth_reads(struct mw_module *m, const struct mw_ctx *ctx)
 {
-	json_t *rec = json_object_get(ctx->scratch, "auth");
-	const char *p = json_string_value(json_object_get(rec, "principal"));
-	struct auth *a = (struct auth *)m;
-	(void)msg;
-	for (size_t i = 0; p && i < a->ntokens; i++)
-		if (strcmp(a->tokens[i].principal, p) == 0)
-			ctx->client = a->tokens[i].principal;
-	return MW_PASS;
+	return ctx->dir == MW_TO_BACKEND && ctx->kind != RPC_RESPONSE &&
+		mw_meta_has(ctx, ((struct auth *)m)->meta_key);
 }
 
 /* Takes the environment credential, if configured. */
@@ -252,8 +245,8 @@ static void auth_destroy(struct mw_module *m)
 
 static const struct mw_module_ops auth_ops = {
 	.name = "auth",
+	.reads = auth_reads,
 	.on_message = auth_on_message,
-	.on_response = auth_on_response,
 	.start = auth_start,
 	.destroy = auth_destroy,
 };

@@ -513,6 +513,14 @@ static enum mw_verdict limit_on_message(struct mw_module *m, struct mw_ctx *ctx,
 	return refuse(ctx, msg, MW_LIMIT_BUSY, why, NULL);
 }
 
+/* Counting needs only the context: no message is ever read. */
+static bool limit_reads(struct mw_module *m, const struct mw_ctx *ctx)
+{
+	(void)m;
+	(void)ctx;
+	return false;
+}
+
 /* The exchange in CTX is over: its slots go to the next in line. */
 static void finish(struct limit *lm, struct mw_ctx *ctx)
 {
@@ -579,6 +587,7 @@ static void limit_destroy(struct mw_module *m)
 
 static const struct mw_module_ops limit_ops = {
 	.name = "limit",
+	.reads = limit_reads,
 	.on_message = limit_on_message,
 	.on_response = limit_on_response,
 	.on_abandon = limit_on_abandon,

@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "config.h"
+#include "log.h"
+#include "rpc.h"
 
 struct pipeline {
 	struct mw_module **mods;
@@ -226,12 +228,52 @@ static struct mw_module *walk_mod(const struct mw_walk *w, size_t i)
 	return i < n0 ? w->stage[0]->mods[i] : w->stage[1]->mods[i - n0];
 }
 
-/* Hands the message to the walk's owner. */
+/* Hands the message to the walk's owner, then frees a copy of the bytes. */
 static void finish(struct mw_walk *w, enum mw_verdict v)
 {
 	json_t *msg = w->msg;
+	char *own = w->raw_own;
 	w->msg = NULL;
+	w->raw_own = NULL;   /* done() may free W; the copy is ours to free */
 	w->done(w, v, msg);
+	free(own);
+}
+
+/* Parses the raw message for module M if it reads it; false on failure. */
+static bool ensure_parsed(struct mw_walk *w, struct mw_module *m)
+{
+	if (w->msg || !w->raw || (m->ops->reads && !m->ops->reads(m, w->ctx)))
+		return true;
+	json_error_t err;
+	w->msg = json_loadb(w->raw, w->raw_len, JSON_ALLOW_NUL, &err);
+	if (w->msg)
+		return true;
+	log_error("pipeline: a message the chain scanned as valid does not parse: %s",
+		  err.text);
+	return false;
+}
+
+/* True unless the message certainly has no params._meta[KEY]. */
+bool mw_meta_has(const struct mw_ctx *ctx, const char *key)
+{
+	const struct mw_walk *w = ctx->walk;
+	if (!w || w->msg || !w->raw) {
+		json_t *params = w && w->msg ? json_object_get(w->msg, "params") : NULL;
+		return !w || !w->msg || json_object_get(json_object_get(params, "_meta"), key);
+	}
+	struct jspan meta = w->span[MW_SPAN_META];
+	size_t kn = strlen(key);
+	if (!meta.p || meta.n < kn + 2)
+		return false;
+	/* the scanner declines escaped keys, so a member KEY is there as "KEY" */
+	for (const char *p = meta.p, *e = meta.p + meta.n - kn - 1; p < e; p++) {
+		p = memchr(p, '"', (size_t)(e - p));
+		if (!p)
+			return false;
+		if (memcmp(p + 1, key, kn) == 0 && p[kn + 1] == '"')
+			return true;
+	}
+	return false;
 }
 
 /* Forward steps until the end, a verdict or an async module. */
@@ -245,6 +287,10 @@ void mw_walk_forward(struct mw_walk *w)
 		if (!m->ops->on_message)
 			continue;
 		w->ctx->walk = w;
+		if (!ensure_parsed(w, m)) {
+			finish(w, MW_DROP);
+			return;
+		}
 		enum mw_verdict v = m->ops->on_message(m, w->ctx, &w->msg);
 		if (v == MW_ASYNC)
 			return;
@@ -280,6 +326,12 @@ void mw_walk_back(struct mw_walk *w)
 		if (!m->ops->on_response)
 			continue;
 		w->ctx->walk = w;
+		if (!ensure_parsed(w, m)) {
+			json_decref(w->msg);
+			w->msg = rpc_errorf(NULL, RPC_INTERNAL_ERROR,
+					    "mcp-chain could not parse the response");
+			w->raw = NULL;
+		}
 		if (m->ops->on_response(m, w->ctx, &w->msg) == MW_ASYNC)
 			return;
 	}
@@ -289,8 +341,24 @@ void mw_walk_back(struct mw_walk *w)
 /* Marks the walk in progress as held by an async module. */
 struct mw_walk *mw_walk_hold(struct mw_ctx *ctx)
 {
-	ctx->walk->held = 1;
-	return ctx->walk;
+	struct mw_walk *w = ctx->walk;
+	w->held = 1;
+	if (!w->msg && w->raw && !w->raw_own) {
+		/* the owner's buffer is reused once we return: keep a copy */
+		char *copy = malloc(w->raw_len ? w->raw_len : 1);
+		if (copy) {
+			memcpy(copy, w->raw, w->raw_len);
+			for (int i = 0; i < MW_SPANS; i++)
+				if (w->span[i].p)
+					w->span[i].p = copy + (w->span[i].p - w->raw);
+			w->raw = copy;
+			w->raw_own = copy;
+		} else {
+			w->msg = json_loadb(w->raw, w->raw_len, JSON_ALLOW_NUL, NULL);  /* best effort */
+			w->raw = NULL;
+		}
+	}
+	return w;
 }
 
 /* Continues a walk after an async step. */

@@ -120,19 +120,25 @@ static const char *str_of(json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key));
 }
 
-/* Fills S with what a client's request MSG (borrowed) is about. */
-static void subject_of(const char *method, json_t *msg, struct subject *s)
+/*
+ * Fills S with what a client's request MSG (borrowed) is about; while the
+ * message travels unparsed (MSG NULL) the chain's ctx->name is that name.
+ */
+static void subject_of(const struct mw_ctx *ctx, json_t *msg, struct subject *s)
 {
+	const char *method = ctx->method;
 	json_t *params = json_object_get(msg, "params");
+	const char *name = msg ? str_of(params, "name") : ctx->name;
+	const char *uri = msg ? str_of(params, "uri") : ctx->name;
 	memset(s, 0, sizeof *s);
 	if (strcmp(method, "tools/call") == 0) {
-		*s = (struct subject){ K_TOOL, str_of(params, "name"), true, true };
+		*s = (struct subject){ K_TOOL, name, true, true };
 	} else if (strcmp(method, "prompts/get") == 0) {
-		*s = (struct subject){ K_PROMPT, str_of(params, "name"), true, false };
+		*s = (struct subject){ K_PROMPT, name, true, false };
 	} else if (strcmp(method, "resources/read") == 0) {
-		*s = (struct subject){ K_RESOURCE, str_of(params, "uri"), true, false };
+		*s = (struct subject){ K_RESOURCE, uri, true, false };
 	} else if (strcmp(method, "resources/subscribe") == 0) {
-		*s = (struct subject){ K_RESOURCE, str_of(params, "uri"), false, false };
+		*s = (struct subject){ K_RESOURCE, uri, false, false };
 	} else if (strcmp(method, "completion/complete") == 0) {
 		json_t *ref = json_object_get(params, "ref");
 		const char *type = str_of(ref, "type");
@@ -320,7 +326,7 @@ static enum mw_verdict policy_on_message(struct mw_module *m, struct mw_ctx *ctx
 	struct subject s;
 	if (ctx->kind != RPC_REQUEST || ctx->dir != MW_TO_BACKEND)
 		return MW_PASS;
-	subject_of(ctx->method, *msg, &s);
+	subject_of(ctx, *msg, &s);
 	if (!(s.kind & p->kinds) || !s.name)
 		return MW_PASS;
 	switch (decide(p, s.kind, s.name, ctx->client)) {
@@ -362,6 +368,28 @@ static void filter_list(const struct policy *p, const struct list_kind *lk,
 	}
 	if (out)
 		json_object_set_new(result, lk->key, out);
+}
+
+/*
+ * The message is read for a list to filter, a question to ask (its
+ * arguments go into it) and completion (its subject is deeper); a use
+ * allowed or denied is decided on ctx->name alone.
+ */
+static bool policy_reads(struct mw_module *m, const struct mw_ctx *ctx)
+{
+	struct policy *p = (struct policy *)m;
+	struct subject s;
+	if (ctx->dir != MW_TO_BACKEND || !ctx->method || ctx->kind == RPC_NOTIFICATION)
+		return false;
+	if (ctx->kind == RPC_RESPONSE) {
+		const struct list_kind *lk = list_kind_of(ctx->method);
+		return lk && (lk->kind & p->kinds);
+	}
+	if (strcmp(ctx->method, "completion/complete") == 0)
+		return true;
+	subject_of(ctx, NULL, &s);
+	return (s.kind & p->kinds) && s.name && s.use &&
+		decide(p, s.kind, s.name, ctx->client) == POL_ASK;
 }
 
 /* Hides denied names from the lists a client gets. */
@@ -469,6 +497,7 @@ static void policy_destroy(struct mw_module *m)
 
 static const struct mw_module_ops policy_ops = {
 	.name = "policy",
+	.reads = policy_reads,
 	.on_message = policy_on_message,
 	.on_response = policy_on_response,
 	.destroy = policy_destroy,

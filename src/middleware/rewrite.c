@@ -233,6 +233,28 @@ static enum mw_verdict rewrite_on_response(struct mw_module *m, struct mw_ctx *c
 	return MW_PASS;
 }
 
+/*
+ * Read: a call this module maps (renamed, hidden, fixed or default
+ * arguments), tools/list results, and call results when result rules
+ * exist. Any other message passes unparsed.
+ */
+static bool rewrite_reads(struct mw_module *m, const struct mw_ctx *ctx)
+{
+	struct rewrite *rw = (struct rewrite *)m;
+	if (ctx->dir != MW_TO_BACKEND || !ctx->method || ctx->kind == RPC_NOTIFICATION)
+		return false;
+	if (ctx->kind == RPC_RESPONSE) {
+		if (strcmp(ctx->method, "tools/list") == 0)
+			return rw->ntools > 0;
+		return strcmp(ctx->method, "tools/call") == 0 && rw_results_active(&rw->results);
+	}
+	if (!rw->ntools || strcmp(ctx->method, "tools/call") != 0 || !ctx->name)
+		return rw->ntools > 0 && strcmp(ctx->method, "tools/call") == 0;
+	bool unknown = false;
+	struct tool_rw *t = called(rw, ctx->name, &unknown);
+	return unknown || (t && (t->rename || t->fixed || t->defaults));
+}
+
 /* Compiles the patterns for speed once the module goes live. */
 static int rewrite_start(struct mw_module *m)
 {
@@ -386,6 +408,7 @@ static void rewrite_destroy(struct mw_module *m)
 
 static const struct mw_module_ops rewrite_ops = {
 	.name = "rewrite",
+	.reads = rewrite_reads,
 	.on_message = rewrite_on_message,
 	.on_response = rewrite_on_response,
 	.start = rewrite_start,

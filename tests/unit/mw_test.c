@@ -11,6 +11,8 @@
 
 #include "mw_test.h"
 
+#include "jscan.h"
+
 /* True when some error line contains TEXT. */
 bool mwt_has_error(const struct cfg_errors *e, const char *text)
 {
@@ -41,4 +43,19 @@ struct pipeline *mwt_buildf(struct cfg_errors *e, const char *fmt, ...)
 	vsnprintf(text, sizeof text, fmt, ap);
 	va_end(ap);
 	return mwt_build(text, e);
+}
+
+/* Makes W carry TEXT unparsed. */
+bool mwt_set_raw(struct mw_walk *w, const char *text)
+{
+	struct jscan js;
+	if (!jscan_message(text, strlen(text), &js))
+		return false;
+	w->msg = NULL;
+	w->raw = text;
+	w->raw_len = strlen(text);
+	w->span[MW_SPAN_ID] = js.id;
+	w->span[MW_SPAN_TOKEN] = js.token;
+	w->span[MW_SPAN_META] = js.meta;
+	return true;
 }

@@ -19,4 +19,11 @@ struct pipeline *mwt_build(const char *text, struct cfg_errors *e);
 struct pipeline *mwt_buildf(struct cfg_errors *e, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * Makes W carry TEXT (borrowed, kept alive by the caller) unparsed, as the
+ * chain does for a scanned message: raw bytes and spans, msg NULL.
+ * Returns false when the scanner declines TEXT.
+ */
+bool mwt_set_raw(struct mw_walk *w, const char *text);
+
 #endif

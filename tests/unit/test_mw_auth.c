@@ -213,9 +213,7 @@ static void test_meta_token(void **state)
 	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\","
 					  "\"progressToken\":5}")), MW_PASS);
 	assert_string_equal(x.ctx.client, "alice");
-	json_t *rec = json_object_get(x.ctx.scratch, "auth");
-	assert_string_equal(json_string_value(json_object_get(rec, "principal")), "alice");
-	assert_int_equal(json_array_size(json_object_get(rec, "roles")), 2);
+	assert_int_equal(json_array_size(x.ctx.roles), 2);
 	json_t *meta = json_object_get(json_object_get(x.got, "params"), "_meta");
 	assert_null(json_object_get(meta, "io.mcp-chain/token"));
 	assert_int_equal(json_integer_value(json_object_get(meta, "progressToken")), 5);
@@ -318,20 +316,70 @@ static void test_to_client(void **state)
 	pipeline_unref(pl);
 }
 
-/* The response walk puts the principal back after the chain changed it. */
-static void test_response_restores_principal(void **state)
+/* Walks TEXT unparsed from the client through PL; returns the verdict. */
+static enum mw_verdict walk_raw(struct xch *x, struct pipeline *pl, const char *text)
+{
+	memset(x, 0, sizeof *x);
+	assert_true(mwt_set_raw(&x->w, text));
+	snprintf(x->method, sizeof x->method, "tools/call");
+	x->ctx.dir = MW_TO_BACKEND;
+	x->ctx.kind = RPC_REQUEST;
+	x->ctx.method = x->method;
+	x->ctx.client = "self-declared";
+	x->w.stage[0] = pl;
+	x->w.ctx = &x->ctx;
+	x->w.done = on_done;
+	mw_walk_forward(&x->w);
+	assert_int_equal(x->done, 1);
+	return x->v;
+}
+
+/* A message whose _meta cannot hold the token is not parsed; one that may is. */
+static void test_reads_only_tokens(void **state)
+{
+	(void)state;
+	setenv("T_AUTH_ENV_RAW", "secret-bob", 1);
+	struct cfg_errors e = { 0 };
+	struct pipeline *pl = mwt_buildf(&e, "[{\"use\":\"auth\",\"env\":\"T_AUTH_ENV_RAW\","
+		"\"tokens\":[{\"sha256\":\"%s\",\"principal\":\"alice\"},"
+		"{\"sha256\":\"%s\",\"principal\":\"bob\",\"roles\":[\"ci\"]}]}]", h_alice, h_bob);
+	assert_non_null(pl);
+	assert_int_equal(pipeline_start(pl), 0);
+	struct xch x;
+	/* no _meta, or one without the key: passes unread, as the env principal */
+	assert_int_equal(walk_raw(&x, pl, CALL("")), MW_PASS);
+	assert_null(x.got);
+	assert_string_equal(x.ctx.client, "bob");
+	assert_int_equal(json_array_size(x.ctx.roles), 1);
+	end(&x);
+	assert_int_equal(walk_raw(&x, pl, CALL(",\"_meta\":{\"progressToken\":7}")), MW_PASS);
+	assert_null(x.got);
+	end(&x);
+	/* a value that looks like the key: parsed to be sure, nothing to strip */
+	assert_int_equal(walk_raw(&x, pl, CALL(",\"_meta\":{\"progressToken\":\"io.mcp-chain/token\"}")),
+			 MW_PASS);
+	assert_non_null(x.got);
+	assert_string_equal(x.ctx.client, "bob");
+	end(&x);
+	/* the key is there: parsed, checked and stripped */
+	assert_int_equal(walk_raw(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\"}")),
+			 MW_PASS);
+	assert_non_null(x.got);
+	assert_string_equal(x.ctx.client, "alice");
+	assert_null(json_object_get(json_object_get(x.got, "params"), "_meta"));
+	end(&x);
+	pipeline_unref(pl);
+	cfg_errors_release(&e);
+}
+
+/* Without any credential an unparsed request is still refused, with a reply. */
+static void test_unread_refused(void **state)
 {
 	(void)state;
 	struct pipeline *pl = auth_with("\"env\":false");
 	struct xch x;
-	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\"}")),
-			 MW_PASS);
-	x.ctx.client = "clientInfo-name";   /* as the chain does when it routes */
-	x.ctx.kind = RPC_RESPONSE;
-	x.w.msg = json_loads("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", 0, NULL);
-	mw_walk_back(&x.w);
-	assert_int_equal(x.done, 2);
-	assert_string_equal(x.ctx.client, "alice");
+	assert_int_equal(walk_raw(&x, pl, CALL("")), MW_REPLY);
+	assert_int_equal(error_code(&x), MW_AUTH_UNAUTHENTICATED);
 	end(&x);
 	pipeline_unref(pl);
 }
@@ -408,7 +456,8 @@ int main(void)
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_public_and_notifications),
 		cmocka_unit_test(test_to_client),
-		cmocka_unit_test(test_response_restores_principal),
+		cmocka_unit_test(test_reads_only_tokens),
+		cmocka_unit_test(test_unread_refused),
 		cmocka_unit_test(test_env_token),
 		cmocka_unit_test(test_env_token_bad),
 	};

@@ -90,7 +90,8 @@ struct exchange {
 	bool abandoned;          /* cancelled or requester gone while walking */
 	bool routed;             /* the responder is chosen */
 	bool responded;          /* a response started back through the modules */
-	char *method;            /* owned copy */
+	char *method;            /* METHOD_BUF, or an owned copy when longer */
+	char method_buf[32];
 	char *name;              /* owned: tool/prompt name or resource URI */
 	struct mw_ctx ctx;
 	struct mw_walk walk;

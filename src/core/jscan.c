@@ -94,18 +94,33 @@ static bool hex4(const char *p, const char *e)
 }
 
 /* Bytes that need a closer look inside a string: controls, '"', '\\', non-ASCII. */
+#define R4(a) a, a, a, a
+#define R16(a) R4(a), R4(a), R4(a), R4(a)
+static const bool special_byte[256] = {
+	R16(1), R16(1),                                     /* 0x00-0x1F */
+	0, 0, 1, R4(0), R4(0), R4(0), 0,                    /* 0x20-0x2F: '"' */
+	R16(0), R16(0),                                     /* 0x30-0x4F */
+	R4(0), R4(0), R4(0), 1, 0, 0, 0,                    /* 0x50-0x5F: '\\' */
+	R16(0), R16(0),                                     /* 0x60-0x7F */
+	R16(1), R16(1), R16(1), R16(1), R16(1), R16(1), R16(1), R16(1),  /* 0x80-0xFF */
+};
+#undef R16
+#undef R4
+
+/* True for a byte that needs a closer look inside a string. */
 static bool special(unsigned char c)
 {
-	return c < 0x20 || c == '"' || c == '\\' || c >= 0x80;
+	return special_byte[c];
 }
 
 /*
- * True when one of the 8 bytes at P is special. Word-at-a-time tests:
- * (x - n) & ~x has a byte's high bit set where that byte is below n
- * (exact as a whole-word answer for n <= 128); a '"' or '\\' becomes a
+ * The special bytes among the 8 at P, as the high bit of each such byte
+ * (the lowest set one is the first special byte: loads are little-endian
+ * and the borrows of these word-at-a-time tests only run upwards).
+ * (x - n) & ~x marks bytes below n (n <= 128); a '"' or '\\' becomes a
  * zero byte once XORed with it; a byte >= 0x80 has its high bit set.
  */
-static bool special8(const char *p)
+static uint64_t special_mask(const char *p)
 {
 	const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
 	uint64_t v, q, b;
@@ -115,14 +130,25 @@ static bool special8(const char *p)
 	return (((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((b - ones) & ~b) | v) & high;
 }
 
+/* The first special byte in [p, e), or e. */
+static const char *next_special(const char *p, const char *e)
+{
+	while (p + 8 <= e) {
+		uint64_t m = special_mask(p);
+		if (m)
+			return p + (__builtin_ctzll(m) >> 3);
+		p += 8;  /* plain ASCII, the common case, eight at a time */
+	}
+	while (p < e && !special((unsigned char)*p))
+		p++;
+	return p;
+}
+
 /* Scans a string at p ('"'); returns the byte after it or NULL. */
 static const char *string(const char *p, const char *e, bool *escaped)
 {
 	for (p++; p < e;) {
-		while (p + 8 <= e && !special8(p))
-			p += 8;  /* plain ASCII, the common case, eight at a time */
-		while (p < e && !special((unsigned char)*p))
-			p++;
+		p = next_special(p, e);
 		if (p >= e)
 			return NULL;
 		unsigned char c = (unsigned char)*p;

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
 
 /* A span of the input; p == NULL when absent. */
 struct jspan {
@@ -51,5 +52,9 @@ bool jscan_message(const char *p, size_t n, struct jscan *out);
 
 /* True when span S holds exactly the bytes of NUL-terminated STR. */
 bool jspan_eq(struct jspan s, const char *str);
+
+/* The same for a string literal LIT, compared inline. */
+#define jspan_is(s, lit) \
+	((s).p && (s).n == sizeof(lit) - 1 && memcmp((s).p, (lit), sizeof(lit) - 1) == 0)
 
 #endif

@@ -64,17 +64,28 @@ static int splice_send(struct peer *to, const char *line, size_t len,
 /* Writes V in decimal into BUF (at least 24 bytes); returns the length. */
 static size_t int_text(json_int_t v, char *buf)
 {
+	static const char pairs[] =
+		"0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849"
+		"5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
 	char tmp[24];
-	size_t n = 0;
+	char *t = tmp + sizeof tmp;
 	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-	do
-		tmp[n++] = (char)('0' + u % 10);
-	while ((u /= 10) > 0);
-	size_t len = 0;
+	while (u >= 100) {   /* two digits per division */
+		unsigned d = (unsigned)(u % 100) * 2;
+		u /= 100;
+		*--t = pairs[d + 1];
+		*--t = pairs[d];
+	}
+	if (u >= 10) {
+		*--t = pairs[u * 2 + 1];
+		*--t = pairs[u * 2];
+	} else {
+		*--t = (char)('0' + u);
+	}
 	if (v < 0)
-		buf[len++] = '-';
-	while (n > 0)
-		buf[len++] = tmp[--n];
+		*--t = '-';
+	size_t len = (size_t)(tmp + sizeof tmp - t);
+	memcpy(buf, t, len);
 	return len;
 }
 
@@ -276,8 +287,8 @@ bool chain_fast(struct peer *from, const char *line, size_t len)
 		return false;
 	if (js.id.p) {
 		/* initialize and server/discover are the session's own to answer */
-		if (from->role == PEER_CLIENT && (jspan_eq(js.method, "initialize") ||
-						  jspan_eq(js.method, "server/discover")))
+		if (from->role == PEER_CLIENT && (jspan_is(js.method, "initialize") ||
+						  jspan_is(js.method, "server/discover")))
 			return false;
 		struct peer *to = from->role == PEER_CLIENT ?
 			chain_route_backend(from) : chain_route_client(from);
@@ -287,11 +298,11 @@ bool chain_fast(struct peer *from, const char *line, size_t len)
 			return false;
 		return chain_raw_request(from, line, len, &js);
 	}
-	if (jspan_eq(js.method, "notifications/progress"))
+	if (jspan_is(js.method, "notifications/progress"))
 		return fast_progress(from, line, len, &js);
-	if (jspan_eq(js.method, "notifications/cancelled"))
+	if (jspan_is(js.method, "notifications/cancelled"))
 		return fast_cancelled(from, line, len, &js);
-	if (jspan_eq(js.method, "notifications/initialized"))
+	if (jspan_is(js.method, "notifications/initialized"))
 		return false;  /* the router keeps track of it */
 	return fast_notification(from, line, len);
 }

@@ -4,6 +4,9 @@
 #include "jscan.h"
 
 #include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <string.h>
 
 #define MAX_DEPTH 64
@@ -133,6 +136,21 @@ static uint64_t special_mask(const char *p)
 /* The first special byte in [p, e), or e. */
 static const char *next_special(const char *p, const char *e)
 {
+#ifdef __SSE2__
+	/* sixteen at a time: '"', '\\', <= 0x1F (unsigned min), >= 0x80 (sign bit) */
+	const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+		ctl = _mm_set1_epi8(0x1F);
+	while (p + 16 <= e) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		__m128i hit = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, quote),
+							_mm_cmpeq_epi8(v, bslash)),
+					   _mm_cmpeq_epi8(_mm_min_epu8(v, ctl), v));
+		unsigned m = (unsigned)_mm_movemask_epi8(hit) | (unsigned)_mm_movemask_epi8(v);
+		if (m)
+			return p + __builtin_ctz(m);
+		p += 16;
+	}
+#endif
 	while (p + 8 <= e) {
 		uint64_t m = special_mask(p);
 		if (m)
@@ -329,11 +347,9 @@ static const char *value(struct scan *s, const char *p)
 	}
 }
 
-/* True when [k, k+kn) is NAME. */
-static bool key_is(const char *k, size_t kn, const char *name)
-{
-	return strlen(name) == kn && memcmp(k, name, kn) == 0;
-}
+/* True when [k, k+kn) is the string literal NAME (compared inline). */
+#define key_is(k, kn, name) \
+	((kn) == sizeof(name) - 1 && memcmp((k), (name), sizeof(name) - 1) == 0)
 
 /* Sets a span once; a second occurrence makes the scan decline. */
 static void set_span(struct jspan *sp, const char *v, const char *vend, struct scan *s)
@@ -494,7 +510,7 @@ bool jscan_message(const char *p, size_t n, struct jscan *out)
 	if (!q || ws(q, s.e) != s.e || !s.ok || !out->has_jsonrpc)
 		return false;
 	/* a request's token is in _meta; a progress notification's in params */
-	out->token = jspan_eq(out->method, "notifications/progress") ? s.params_token :
+	out->token = jspan_is(out->method, "notifications/progress") ? s.params_token :
 		out->id.p ? s.meta_token : (struct jspan){ NULL, 0 };
 	if (out->method.p)
 		return !out->has_result && !out->has_error;

@@ -36,9 +36,9 @@ static size_t open_count;
  * under AddressSanitizer, which must see every use after free.
  */
 #if defined(__SANITIZE_ADDRESS__)
-#define POOL_MAX 0
+static const size_t pool_max = 0;
 #else
-#define POOL_MAX 256
+static const size_t pool_max = 256;
 #endif
 static struct exchange *pool;
 static size_t pool_count;
@@ -214,7 +214,7 @@ void chain_exchange_free(struct exchange *ex)
 		free(ex->method);
 	free(ex->name);
 	open_count--;
-	if (pool_count < POOL_MAX) {
+	if (pool_count < pool_max) {
 		ex->arg = pool;
 		pool = ex;
 		pool_count++;

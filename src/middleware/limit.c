@@ -129,29 +129,40 @@ static const char *name_kind(const struct mw_ctx *ctx)
 	return strncmp(ctx->method, "resources/", 10) == 0 ? "resource" : "name";
 }
 
-/* The key CTX is counted under in R, and a label for messages into LABEL. */
-static const char *key_of(const struct rule *r, const struct mw_ctx *ctx,
-			  char *label, size_t n)
+/* The key CTX is counted under in R. */
+static const char *key_of(const struct rule *r, const struct mw_ctx *ctx)
 {
-	const char *k = "";
+	switch (r->per) {
+	case PER_NAME:
+		return ctx->name ? ctx->name : ctx->method;
+	case PER_BACKEND:
+		return ctx->backend ? ctx->backend : "";
+	case PER_CLIENT:
+		return ctx->client ? ctx->client : "";
+	case PER_RULE:
+		break;
+	}
+	return "";
+}
+
+/* A label for messages about the counter of KEY (CTX's) in R, into LABEL. */
+static void label_of(const struct rule *r, const struct mw_ctx *ctx, const char *key,
+		     char *label, size_t n)
+{
 	switch (r->per) {
 	case PER_RULE:
 		snprintf(label, n, "limit rule %s", r->path);
-		return k;
+		break;
 	case PER_NAME:
-		k = ctx->name ? ctx->name : ctx->method;
-		snprintf(label, n, "%s \"%s\"", ctx->name ? name_kind(ctx) : "method", k);
-		return k;
+		snprintf(label, n, "%s \"%s\"", ctx->name ? name_kind(ctx) : "method", key);
+		break;
 	case PER_BACKEND:
-		k = ctx->backend ? ctx->backend : "";
-		snprintf(label, n, "backend \"%s\"", k);
-		return k;
+		snprintf(label, n, "backend \"%s\"", key);
+		break;
 	case PER_CLIENT:
-		k = ctx->client ? ctx->client : "";
-		snprintf(label, n, "client \"%s\"", k);
-		return k;
+		snprintf(label, n, "client \"%s\"", key);
+		break;
 	}
-	return k;
 }
 
 /* Adds the tokens earned since the bucket was last looked at. */
@@ -201,10 +212,11 @@ static void sweep(struct rule *r)
 static struct counter *counter_get(struct rule *r, const struct mw_ctx *ctx)
 {
 	char label[300];
-	const char *key = key_of(r, ctx, label, sizeof label);
+	const char *key = key_of(r, ctx);
 	struct counter *c = hmap_get(&r->counters, key, strlen(key));
 	if (c)
 		return c;
+	label_of(r, ctx, key, label, sizeof label);
 	if (r->ncounters >= SWEEP_AT)
 		sweep(r);
 	c = calloc(1, sizeof *c);

@@ -3,30 +3,38 @@
  * per finished exchange (a request and its response), and optionally one
  * per notification, written to stderr, a file or syslog after redaction.
  *
- * Cost: a request leaves a small record (time, names, id, size) in its
- * exchange's scratch; bodies are copied only when "params" or "result"
- * ask for them, and a line is serialized once, when it is written.
+ * Cost: the line of an exchange is made from its context when the
+ * response passes (ctx->start, names, ctx->id, sizes, ctx->outcome): the
+ * module keeps nothing per exchange but a copy of the params when
+ * "params" asks for them, and reads (so has the chain parse) a message
+ * only for a body it logs or an error's code and message. The line is
+ * written as text straight into a reused buffer, and queued in its sink,
+ * which writes once per loop iteration (log_sink.c). Only redaction,
+ * which works on a tree, builds the line as a jansson object; both ways
+ * give the same bytes.
  *
  * Cancelled exchanges: an exchange that its requester cancelled (or
  * left behind by going away) ends without a response; the chain calls
- * on_abandon and the record is written with outcome "cancelled".
+ * on_abandon and the line is written with outcome "cancelled".
  */
 #include "mw_log.h"
 
 #include <ev.h>
 #include <fnmatch.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "buf.h"
 #include "config.h"
-#include "hmap.h"
 #include "log.h"
 #include "log_int.h"
 #include "rpc.h"
 
-#define MESSAGE_MAX 256   /* bytes of an error message kept in a line */
+#define TEXT_KEEP (64 * 1024)  /* line buffer memory kept between lines */
 
 enum sink_kind { SINK_STDERR, SINK_FILE, SINK_SYSLOG };
 
@@ -38,8 +46,10 @@ struct log_mod {
 	int facility;               /* SINK_SYSLOG */
 	char **methods;             /* NULL-terminated globs; NULL: all */
 	struct log_redact *redact;  /* NULL: nothing to redact */
-	struct log_sink *file;      /* once started */
-	char key[32];               /* this module's member in a scratch */
+	struct log_sink *out;       /* the file or stderr, once started */
+	struct buf text;            /* the line being made (reused) */
+	char key[32];               /* this module's member in a scratch:
+				     * the params kept ("params": true) */
 };
 
 static const char *const log_keys[] = {
@@ -146,63 +156,47 @@ static void parse_methods(struct log_mod *lm, json_t *v, struct mw_build *b)
 
 /* ---- writing lines ---- */
 
-/* Sets KEY to the string S unless S is NULL. */
-static void set_str(json_t *o, const char *key, const char *s)
+/* L redacted, as text appended to OUT (bodies are copied first: they
+ * belong to the exchange). Returns 0 or -1. */
+static int text_redacted(const struct log_mod *lm, const struct log_line *l,
+			 struct buf *out)
 {
-	if (s)
-		json_object_set_new(o, key, json_string(s));
+	json_t *line = log_line_json(l);
+	json_t *copy = line ? json_deep_copy(line) : NULL;
+	json_decref(line);
+	if (!copy)
+		return -1;
+	log_redact_line(lm->redact, copy);
+	int rc = json_dump_callback(copy, log_dump_to_buf, out, JSON_COMPACT);
+	json_decref(copy);
+	return rc;
 }
 
-/* Copies member KEY of SRC (if any) into DST. */
-static void copy(json_t *dst, json_t *src, const char *key)
+/* Hands the text of a line (LEN bytes in lm->text) to the module's sink. */
+static void deliver(struct log_mod *lm, size_t len)
 {
-	json_t *v = json_object_get(src, key);
-	if (v)
-		json_object_set(dst, key, v);
-}
-
-/* Loop time T as "2025-01-31T12:34:56.789Z". */
-static json_t *iso_time(double t)
-{
-	char buf[48];
-	struct tm tm;
-	time_t sec = (time_t)t;
-	int ms = (int)((t - (double)sec) * 1000.0);
-	gmtime_r(&sec, &tm);
-	size_t n = strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
-	snprintf(buf + n, sizeof buf - n, ".%03dZ", ms < 0 ? 0 : ms > 999 ? 999 : ms);
-	return json_string(buf);
-}
-
-/* Writes TEXT to the module's sink. */
-static void write_text(struct log_mod *lm, const char *text)
-{
-	if (lm->sink == SINK_SYSLOG)
-		log_syslog_write(lm->facility, text);
-	else
-		log_write_line(2, text, strlen(text), "\n", 1);   /* dropped if stderr is full */
-}
-
-/* Redacts a copy of LINE (borrowed) and writes it. */
-static void emit(struct log_mod *lm, json_t *line)
-{
-	json_t *out = lm->redact ? json_deep_copy(line) : json_incref(line);
-	if (!out) {
-		log_error("log: out of memory: an audit line was not written");
+	if (lm->sink == SINK_SYSLOG) {
+		if (buf_append(&lm->text, "", 1) == 0)
+			log_syslog_write(lm->facility, lm->text.data);
 		return;
 	}
-	if (lm->redact)
-		log_redact_line(lm->redact, out);
-	if (lm->sink == SINK_FILE) {
-		if (lm->file)
-			log_sink_write(lm->file, out);
-	} else {
-		char *text = json_dumps(out, JSON_COMPACT);
-		if (text)
-			write_text(lm, text);
-		free(text);
-	}
-	json_decref(out);
+	if (!lm->out && lm->sink == SINK_STDERR)
+		lm->out = log_sink_stderr();   /* a module used without start */
+	if (lm->out)
+		log_sink_write_text(lm->out, lm->text.data, len);
+}
+
+/* Makes L's text (redacted if asked) and writes it. */
+static void emit(struct log_mod *lm, const struct log_line *l)
+{
+	lm->text.off = lm->text.len = 0;
+	int rc = lm->redact ? text_redacted(lm, l, &lm->text) : log_line_text(l, &lm->text);
+	if (rc < 0)
+		log_error("log: out of memory: an audit line was not written");
+	else
+		deliver(lm, lm->text.len);
+	lm->text.len = 0;
+	buf_shrink(&lm->text, TEXT_KEEP);
 }
 
 /* True when METHOD is one the module logs. */
@@ -216,154 +210,148 @@ static bool wanted(const struct log_mod *lm, const char *method)
 	return false;
 }
 
-/* A new line with the head of REC; CTX (or NULL) has the final names. */
-static json_t *line_new(json_t *rec, const struct mw_ctx *ctx)
+/* True when the module logs the message (or exchange) CTX is about. */
+static bool tracked(const struct log_mod *lm, const struct mw_ctx *ctx)
 {
-	json_t *line = json_object();
-	json_object_set_new(line, "time",
-			    iso_time(json_real_value(json_object_get(rec, "start"))));
-	copy(line, rec, "from");
-	if (ctx && ctx->client)
-		set_str(line, "client", ctx->client);
-	else
-		copy(line, rec, "client");
-	if (ctx && ctx->backend)
-		set_str(line, "backend", ctx->backend);
-	else
-		copy(line, rec, "backend");
-	copy(line, rec, "method");
-	copy(line, rec, "name");
-	copy(line, rec, "id");
-	return line;
+	return ctx->method && wanted(lm, ctx->method);
 }
 
-/* MESSAGE cut to MESSAGE_MAX bytes on a character boundary. */
-static json_t *short_message(json_t *message)
-{
-	const char *s = json_string_value(message);
-	size_t n = json_string_length(message);
-	if (n <= MESSAGE_MAX)
-		return json_incref(message);
-	for (n = MESSAGE_MAX; n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80; n--)
-		;
-	return json_sprintf("%.*s...", (int)n, s);
-}
+/* ---- exchanges ---- */
 
-/* Adds "outcome" (and for an error its code and message) from MSG. */
-static void set_outcome(json_t *line, json_t *msg)
+/* Keeps a copy of a request's params in its exchange's scratch (which
+ * owns it): later modules may change the request. */
+static void snapshot_params(struct log_mod *lm, struct mw_ctx *ctx, json_t *msg)
 {
-	json_t *err = json_object_get(msg, "error");
-	json_t *res = json_object_get(msg, "result");
-	if (!err) {
-		set_str(line, "outcome", json_is_true(json_object_get(res, "isError")) ?
-			"tool_error" : "ok");
+	json_t *params = json_object_get(msg, "params");
+	if (!params)
 		return;
-	}
-	set_str(line, "outcome", "error");
-	json_t *code = json_object_get(err, "code");
-	json_t *message = json_object_get(err, "message");
-	if (json_is_integer(code))
-		json_object_set(line, "code", code);
-	if (json_is_string(message))
-		json_object_set_new(line, "message", short_message(message));
+	json_t *copy = json_deep_copy(params);
+	json_t *scratch = copy ? mw_scratch(ctx) : NULL;
+	if (!scratch)
+		json_decref(copy);
+	if (!scratch || json_object_set_new(scratch, lm->key, copy) < 0)
+		log_error("log: out of memory: the params of a request are not logged");
 }
 
-/* Adds duration, sizes and bodies to LINE (stolen), then writes it. */
-static void complete(struct log_mod *lm, json_t *line, json_t *rec, size_t bytes_out,
-		     json_t *msg)
+/* Drops what the module kept for CTX's exchange. */
+static void forget(struct log_mod *lm, struct mw_ctx *ctx)
 {
-	double us = (ev_time() - json_real_value(json_object_get(rec, "start"))) * 1e6;
-	json_object_set_new(line, "duration_us", json_integer(us > 0 ? (json_int_t)(us + 0.5) : 0));
-	copy(line, rec, "bytes_in");
-	json_object_set_new(line, "bytes_out", json_integer((json_int_t)bytes_out));
-	copy(line, rec, "params");
-	if (lm->result && msg) {
-		copy(line, msg, "result");
-		copy(line, msg, "error");
-	}
-	emit(lm, line);
-	json_decref(line);
+	if (lm->params && ctx->scratch)
+		json_object_del(ctx->scratch, lm->key);
 }
 
-/* Writes the line of an exchange that ended without a response. */
-static void write_cancelled(struct log_mod *lm, json_t *rec)
+/* Fills L with what CTX says of its exchange as it ends now, the
+ * response being BYTES_OUT bytes. */
+static void exchange_line(const struct log_mod *lm, const struct mw_ctx *ctx,
+			  size_t bytes_out, struct log_line *l)
 {
-	json_t *line = line_new(rec, NULL);
-	set_str(line, "outcome", "cancelled");
-	complete(lm, line, rec, 0, NULL);
+	double us = (ev_time() - ctx->start) * 1e6;
+	memset(l, 0, sizeof *l);
+	l->time = ctx->start;
+	l->from = ctx->dir == MW_TO_BACKEND ? "client" : "backend";
+	l->client = ctx->client;
+	l->backend = ctx->backend;
+	l->method = ctx->method;
+	l->name = ctx->name;
+	l->id = ctx->id;
+	l->duration_us = us > 0 ? (json_int_t)(us + 0.5) : 0;
+	l->bytes_in = (json_int_t)ctx->request_bytes;
+	l->bytes_out = (json_int_t)bytes_out;
+	l->params = lm->params ? json_object_get(ctx->scratch, lm->key) : NULL;
 }
 
-/* Writes the line of a notification. */
+/*
+ * Sets L's outcome, and for an error its code and message, from the
+ * response MSG; from CTX while the response travels unread (it is then
+ * not an error: those are read).
+ */
+static void set_outcome(struct log_line *l, const struct mw_ctx *ctx, json_t *msg)
+{
+	static const char *const names[] = {
+		[MW_OUTCOME_NONE] = "ok", [MW_OUTCOME_OK] = "ok",
+		[MW_OUTCOME_TOOL_ERROR] = "tool_error", [MW_OUTCOME_ERROR] = "error",
+	};
+	json_t *err = json_object_get(msg, "error");
+	if (!msg) {
+		l->outcome = names[ctx->outcome];
+	} else if (!err) {
+		json_t *res = json_object_get(msg, "result");
+		l->outcome = json_is_true(json_object_get(res, "isError")) ? "tool_error" : "ok";
+	} else {
+		json_t *code = json_object_get(err, "code");
+		json_t *message = json_object_get(err, "message");
+		l->outcome = "error";
+		l->code = json_is_integer(code) ? code : NULL;
+		l->message = json_is_string(message) ? message : NULL;
+	}
+}
+
+/* Writes the line of a notification (MSG may be NULL when unread). */
 static void write_notification(struct log_mod *lm, const struct mw_ctx *ctx, json_t *msg)
 {
-	json_t *line = json_object();
-	json_object_set_new(line, "time", iso_time(ctx->start));
-	set_str(line, "kind", "notification");
-	set_str(line, "from", ctx->dir == MW_TO_BACKEND ? "client" : "backend");
-	set_str(line, "client", ctx->client);
-	set_str(line, "backend", ctx->backend);
-	set_str(line, "method", ctx->method);
-	if (lm->params)
-		copy(line, msg, "params");
-	emit(lm, line);
-	json_decref(line);
-}
-
-/* ---- open exchanges ---- */
-
-/* Records a request in its exchange's scratch (which owns the record). */
-static void track(struct log_mod *lm, struct mw_ctx *ctx, json_t *msg)
-{
-	json_t *scratch = mw_scratch(ctx);
-	json_t *rec = json_object();
-	json_t *id = json_object_get(msg, "id");
-	json_t *params = json_object_get(msg, "params");
-	if (!scratch || !rec || json_object_set_new(scratch, lm->key, rec) < 0) {
-		log_error("log: out of memory: an exchange is not logged");
-		return;
-	}
-	json_object_set_new(rec, "start", json_real(ctx->start));
-	set_str(rec, "from", ctx->dir == MW_TO_BACKEND ? "client" : "backend");
-	set_str(rec, "client", ctx->client);
-	set_str(rec, "backend", ctx->backend);
-	set_str(rec, "method", ctx->method);
-	set_str(rec, "name", ctx->name);
-	if (id)
-		json_object_set(rec, "id", id);
-	json_object_set_new(rec, "bytes_in", json_integer((json_int_t)ctx->request_bytes));
-	if (lm->params && params)   /* a snapshot: later modules may change it */
-		json_object_set_new(rec, "params", json_deep_copy(params));
+	struct log_line l = {
+		.time = ctx->start,
+		.notification = true,
+		.from = ctx->dir == MW_TO_BACKEND ? "client" : "backend",
+		.client = ctx->client,
+		.backend = ctx->backend,
+		.method = ctx->method,
+		.params = lm->params ? json_object_get(msg, "params") : NULL,
+	};
+	emit(lm, &l);
 }
 
 /* ---- hooks ---- */
 
-/* A request is recorded; a notification may be logged at once. */
+/*
+ * Whether the next hook needs the message: a request or notification
+ * only for params it logs, a response only for a result it logs or an
+ * error's code and message (an unknown outcome is read to be safe).
+ */
+static bool log_reads(struct mw_module *m, const struct mw_ctx *ctx)
+{
+	struct log_mod *lm = (struct log_mod *)m;
+	bool need;
+	if (ctx->kind == RPC_RESPONSE)
+		need = lm->result || ctx->outcome == MW_OUTCOME_ERROR ||
+		       ctx->outcome == MW_OUTCOME_NONE;
+	else if (ctx->kind == RPC_REQUEST)
+		need = lm->params;
+	else
+		need = lm->notifications && lm->params;
+	return need && tracked(lm, ctx);
+}
+
+/* A request's params may be kept; a notification may be logged at once. */
 static enum mw_verdict log_on_message(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
 {
 	struct log_mod *lm = (struct log_mod *)m;
-	if (!ctx->method)
-		return MW_PASS;
 	if (ctx->kind == RPC_REQUEST) {
-		if (wanted(lm, ctx->method))
-			track(lm, ctx, *msg);
+		if (lm->params && *msg && tracked(lm, ctx))
+			snapshot_params(lm, ctx, *msg);
 		return MW_PASS;
 	}
-	if (lm->notifications && wanted(lm, ctx->method))
+	if (lm->notifications && tracked(lm, ctx))
 		write_notification(lm, ctx, *msg);
 	return MW_PASS;
 }
 
-/* The response ends the exchange: its line is written. */
+/* The response ends the exchange: its line is written (*MSG may be NULL
+ * when unread). */
 static enum mw_verdict log_on_response(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
 {
 	struct log_mod *lm = (struct log_mod *)m;
-	json_t *rec = json_object_get(ctx->scratch, lm->key);
-	if (!rec)
+	struct log_line l;
+	if (!tracked(lm, ctx))
 		return MW_PASS;
-	json_t *line = line_new(rec, ctx);
-	set_outcome(line, *msg);
-	complete(lm, line, rec, ctx->response_bytes, *msg);
-	json_object_del(ctx->scratch, lm->key);
+	exchange_line(lm, ctx, ctx->response_bytes, &l);
+	set_outcome(&l, ctx, *msg);
+	if (lm->result && *msg) {
+		l.result = json_object_get(*msg, "result");
+		l.error = json_object_get(*msg, "error");
+	}
+	emit(lm, &l);
+	forget(lm, ctx);
 	return MW_PASS;
 }
 
@@ -371,30 +359,37 @@ static enum mw_verdict log_on_response(struct mw_module *m, struct mw_ctx *ctx, 
 static void log_on_abandon(struct mw_module *m, struct mw_ctx *ctx)
 {
 	struct log_mod *lm = (struct log_mod *)m;
-	json_t *rec = json_object_get(ctx->scratch, lm->key);
-	if (!rec)
+	struct log_line l;
+	if (!tracked(lm, ctx))
 		return;
-	write_cancelled(lm, rec);
-	json_object_del(ctx->scratch, lm->key);
+	exchange_line(lm, ctx, 0, &l);
+	l.outcome = "cancelled";
+	emit(lm, &l);
+	forget(lm, ctx);
 }
 
-/* Opens the file or names the syslog identity. */
+/* Opens the file, takes the stderr sink, or names the syslog identity. */
 static int log_start(struct mw_module *m)
 {
 	struct log_mod *lm = (struct log_mod *)m;
-	if (lm->sink == SINK_FILE && !lm->file &&
-	    !(lm->file = log_sink_open(lm->path, lm->chain)))
+	if (lm->sink == SINK_FILE && !lm->out &&
+	    !(lm->out = log_sink_open(lm->path, lm->chain)))
 		return -1;
+	if (lm->sink == SINK_STDERR && !lm->out && !(lm->out = log_sink_stderr())) {
+		log_error("log: out of memory");
+		return -1;
+	}
 	if (lm->sink == SINK_SYSLOG)
 		log_syslog_open();
 	return 0;
 }
 
-/* Writes what is still pending, closes the file and frees the module. */
+/* Writes what is still queued, lets go of the sink and frees the module. */
 static void log_destroy(struct mw_module *m)
 {
 	struct log_mod *lm = (struct log_mod *)m;
-	log_sink_release(lm->file);
+	log_sink_release(lm->out);
+	buf_release(&lm->text);
 	log_redact_free(lm->redact);
 	for (char **g = lm->methods; g && *g; g++)
 		free(*g);
@@ -405,6 +400,7 @@ static void log_destroy(struct mw_module *m)
 
 static const struct mw_module_ops log_ops = {
 	.name = "log",
+	.reads = log_reads,
 	.on_message = log_on_message,
 	.on_response = log_on_response,
 	.on_abandon = log_on_abandon,

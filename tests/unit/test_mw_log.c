@@ -3,10 +3,14 @@
  * (src/middleware/log.c, log_sink.c, log_redact.c, audit.c): option
  * validation, the fields of a line, outcomes, cancellation, redaction in
  * every sink, the hash chain across restarts and reopening, and
- * audit_verify on intact and damaged files.
+ * audit_verify on intact and damaged files; which messages the module
+ * reads, the same line whether the message was read or not, the text
+ * line builder against jansson's, and lines queued per loop iteration.
  *
  * The module is driven directly: pipelines are built from JSON with
  * pipeline_build and messages walked with mw_walk_forward/mw_walk_back.
+ * Lines are written before the loop waits: the helpers run one loop
+ * iteration (loop_once) where the chain's loop would.
  */
 #include <dirent.h>
 #include <fcntl.h>
@@ -26,9 +30,11 @@
 #include "mw_test.h"
 #include <ev.h>
 
+#include "buf.h"
 #include "config.h"
 #include "middleware.h"
 #include "mw_log.h"
+#include "src/middleware/log_int.h"
 
 static char dir[64];   /* a temporary directory for the whole run */
 
@@ -137,6 +143,7 @@ struct xch {
 	struct mw_walk w;
 	struct mw_ctx ctx;
 	char method[64];
+	json_t *id;        /* the requester's id (ctx.id borrows it) */
 	json_t *got;
 	enum mw_verdict v;
 	int done;
@@ -152,14 +159,39 @@ static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 	x->done++;
 }
 
-/* Walks REQ (text) forward through PL as a client request about NAME. */
-static void send_request(struct xch *x, struct pipeline *pl, const char *req, const char *name)
+/* Runs one loop iteration, whose prepare watchers write queued lines. */
+static void loop_once(void)
+{
+	ev_run(EV_DEFAULT, EVRUN_NOWAIT);
+}
+
+/* Gives the walk W the message TEXT: parsed, or as raw bytes (RAW) that
+ * the pipeline parses only for a module that reads them. */
+static void give(struct mw_walk *w, const char *text, bool raw)
+{
+	w->msg = NULL;
+	w->raw = NULL;
+	if (raw) {
+		w->raw = text;
+		w->raw_len = strlen(text);
+	} else {
+		w->msg = json_loads(text, 0, NULL);
+		assert_non_null(w->msg);
+	}
+}
+
+/* Walks REQ (text; RAW: unparsed) forward through PL as a client request
+ * about NAME, the context filled in as the chain does. */
+static void begin_request(struct xch *x, struct pipeline *pl, const char *req,
+			  const char *name, bool raw)
 {
 	json_t *msg = json_loads(req, 0, NULL);
 	assert_non_null(msg);
 	memset(x, 0, sizeof *x);
 	snprintf(x->method, sizeof x->method, "%s",
 		 json_string_value(json_object_get(msg, "method")));
+	x->id = json_incref(json_object_get(msg, "id"));
+	json_decref(msg);
 	x->ctx.dir = MW_TO_BACKEND;
 	x->ctx.kind = RPC_REQUEST;
 	x->ctx.method = x->method;
@@ -167,26 +199,49 @@ static void send_request(struct xch *x, struct pipeline *pl, const char *req, co
 	x->ctx.name = name;
 	x->ctx.start = ev_time() - 0.010;
 	x->ctx.request_bytes = 123;
+	x->ctx.id = x->id;
 	x->w.stage[0] = pl;
 	x->w.ctx = &x->ctx;
-	x->w.msg = msg;
+	give(&x->w, req, raw);
 	x->w.done = on_done;
 	mw_walk_forward(&x->w);
 	assert_int_equal(x->done, 1);
 	assert_int_equal(x->v, MW_PASS);
 }
 
-/* Walks the response RESP (text) back. */
-static void send_response(struct xch *x, const char *resp)
+/* Walks REQ (text) forward through PL as a client request about NAME. */
+static void send_request(struct xch *x, struct pipeline *pl, const char *req, const char *name)
 {
-	json_t *msg = json_loads(resp, 0, NULL);
-	assert_non_null(msg);
+	begin_request(x, pl, req, name, false);
+}
+
+/* How the response TEXT ended, as the chain tells modules. */
+static enum mw_outcome outcome_of(const char *text)
+{
+	json_t *msg = json_loads(text, 0, NULL);
+	json_t *res = json_object_get(msg, "result");
+	enum mw_outcome o = json_object_get(msg, "error") ? MW_OUTCOME_ERROR :
+		json_is_true(json_object_get(res, "isError")) ? MW_OUTCOME_TOOL_ERROR : MW_OUTCOME_OK;
+	json_decref(msg);
+	return o;
+}
+
+/* Walks the response RESP (text; RAW: unparsed) back. */
+static void back_response(struct xch *x, const char *resp, bool raw)
+{
 	x->ctx.kind = RPC_RESPONSE;
 	x->ctx.backend = "fx";
 	x->ctx.response_bytes = 456;
-	x->w.msg = msg;
+	x->ctx.outcome = outcome_of(resp);
+	give(&x->w, resp, raw);
 	mw_walk_back(&x->w);
 	assert_int_equal(x->done, 2);
+}
+
+/* Walks the response RESP (text) back. */
+static void send_response(struct xch *x, const char *resp)
+{
+	back_response(x, resp, false);
 }
 
 /* Frees what the chain frees with an exchange. */
@@ -198,25 +253,30 @@ static void end_exchange(struct xch *x)
 	x->ctx.scratch = NULL;
 	json_decref(x->got);
 	x->got = NULL;
+	json_decref(x->id);
+	x->id = NULL;
 }
 
-/* A whole exchange: request REQ, response RESP. */
+/* A whole exchange: request REQ, response RESP; its line is written. */
 static void exchange(struct pipeline *pl, const char *req, const char *resp, const char *name)
 {
 	struct xch x;
 	send_request(&x, pl, req, name);
 	send_response(&x, resp);
 	end_exchange(&x);
+	loop_once();
 }
 
-/* Walks the notification NOTE (text) through PL from the client. */
-static void send_notification(struct pipeline *pl, const char *note)
+/* Walks the notification NOTE (text; RAW: unparsed) through PL from the
+ * client, then runs the loop once. */
+static void walk_notification(struct pipeline *pl, const char *note, bool raw)
 {
 	struct xch x;
 	memset(&x, 0, sizeof x);
 	json_t *msg = json_loads(note, 0, NULL);
 	snprintf(x.method, sizeof x.method, "%s",
 		 json_string_value(json_object_get(msg, "method")));
+	json_decref(msg);
 	x.ctx.dir = MW_TO_BACKEND;
 	x.ctx.kind = RPC_NOTIFICATION;
 	x.ctx.method = x.method;
@@ -225,12 +285,19 @@ static void send_notification(struct pipeline *pl, const char *note)
 	x.ctx.start = ev_time();
 	x.w.stage[0] = pl;
 	x.w.ctx = &x.ctx;
-	x.w.msg = msg;
+	give(&x.w, note, raw);
 	x.w.done = on_done;
 	mw_walk_forward(&x.w);
 	assert_int_equal(x.done, 1);
 	json_decref(x.got);
 	assert_null(x.ctx.scratch);
+	loop_once();
+}
+
+/* Walks the notification NOTE (text) through PL from the client. */
+static void send_notification(struct pipeline *pl, const char *note)
+{
+	walk_notification(pl, note, false);
 }
 
 static int saved_stderr = -1;
@@ -531,6 +598,7 @@ static void test_cancelled(void **state)
 	/* the client cancels x: the notification passes, the chain frees x */
 	send_notification(pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":3}}");
 	end_exchange(&x);
+	loop_once();
 	char *s = slurp(p);
 	assert_int_equal(count_lines(s), 1);
 	json_t *l = line_at(s, 0);
@@ -542,6 +610,7 @@ static void test_cancelled(void **state)
 	/* y still open: finishes normally */
 	send_response(&y, RESP_OK);
 	end_exchange(&y);
+	loop_once();
 	s = slurp(p);
 	assert_int_equal(count_lines(s), 2);
 	free(s);
@@ -884,6 +953,411 @@ static void test_shared_file(void **state)
 	pipeline_unref(pl);
 }
 
+/* ---- reading messages only when needed ---- */
+
+/* A log module made from the options OPTS (JSON text), not started. */
+static struct mw_module *make_log(const char *opts)
+{
+	struct cfg_errors e = { 0 };
+	struct mw_build b = { .file = "t.json", .path = "/middleware/0", .errs = &e };
+	json_t *o = json_loads(opts, 0, NULL);
+	assert_non_null(o);
+	struct mw_module *m = mw_log_create(o, &b);
+	json_decref(o);
+	assert_non_null(m);
+	assert_non_null(m->ops->reads);
+	cfg_errors_release(&e);
+	return m;
+}
+
+/* M's reads() for a message of KIND and METHOD (a response: OUTCOME). */
+static bool reads(struct mw_module *m, enum rpc_kind kind, const char *method,
+		  enum mw_outcome outcome)
+{
+	struct mw_ctx ctx = { .kind = kind, .method = method, .outcome = outcome,
+			      .dir = MW_TO_BACKEND };
+	return m->ops->reads(m, &ctx);
+}
+
+/* reads(): params for requests and notifications, results and errors. */
+static void test_reads(void **state)
+{
+	(void)state;
+	struct mw_module *m = make_log("{\"use\":\"log\"}");
+	assert_false(reads(m, RPC_REQUEST, "tools/call", MW_OUTCOME_NONE));
+	assert_false(reads(m, RPC_NOTIFICATION, "notifications/progress", MW_OUTCOME_NONE));
+	assert_false(reads(m, RPC_RESPONSE, "tools/call", MW_OUTCOME_OK));
+	assert_false(reads(m, RPC_RESPONSE, "tools/call", MW_OUTCOME_TOOL_ERROR));
+	assert_true(reads(m, RPC_RESPONSE, "tools/call", MW_OUTCOME_ERROR));  /* code, message */
+	assert_true(reads(m, RPC_RESPONSE, "tools/call", MW_OUTCOME_NONE));   /* not told: read */
+	assert_false(reads(m, RPC_REQUEST, NULL, MW_OUTCOME_NONE));
+	m->ops->destroy(m);
+
+	m = make_log("{\"use\":\"log\",\"params\":true}");
+	assert_true(reads(m, RPC_REQUEST, "tools/call", MW_OUTCOME_NONE));
+	assert_false(reads(m, RPC_NOTIFICATION, "notifications/progress", MW_OUTCOME_NONE));
+	assert_false(reads(m, RPC_RESPONSE, "tools/call", MW_OUTCOME_OK));
+	m->ops->destroy(m);
+
+	m = make_log("{\"use\":\"log\",\"params\":true,\"notifications\":true}");
+	assert_true(reads(m, RPC_NOTIFICATION, "notifications/progress", MW_OUTCOME_NONE));
+	m->ops->destroy(m);
+
+	m = make_log("{\"use\":\"log\",\"notifications\":true}");
+	assert_false(reads(m, RPC_NOTIFICATION, "notifications/progress", MW_OUTCOME_NONE));
+	m->ops->destroy(m);
+
+	m = make_log("{\"use\":\"log\",\"result\":true}");
+	assert_false(reads(m, RPC_REQUEST, "tools/call", MW_OUTCOME_NONE));
+	assert_true(reads(m, RPC_RESPONSE, "tools/call", MW_OUTCOME_OK));
+	assert_true(reads(m, RPC_RESPONSE, "tools/call", MW_OUTCOME_TOOL_ERROR));
+	m->ops->destroy(m);
+
+	/* methods not logged are never read */
+	m = make_log("{\"use\":\"log\",\"params\":true,\"result\":true,\"notifications\":true,"
+		     "\"methods\":[\"tools/*\"]}");
+	assert_true(reads(m, RPC_REQUEST, "tools/call", MW_OUTCOME_NONE));
+	assert_false(reads(m, RPC_REQUEST, "ping", MW_OUTCOME_NONE));
+	assert_false(reads(m, RPC_RESPONSE, "ping", MW_OUTCOME_ERROR));
+	assert_false(reads(m, RPC_NOTIFICATION, "notifications/progress", MW_OUTCOME_NONE));
+	m->ops->destroy(m);
+}
+
+/* Line I of S (a copy, caller frees) with the digits of duration_us
+ * taken out: the one member that differs between two runs. */
+static char *line_masked(const char *s, size_t i)
+{
+	const char *p = line_ptr(s, i);
+	char *l = strndup(p, (size_t)(strchr(p, '\n') - p));
+	char *d = strstr(l, "\"duration_us\":");
+	assert_non_null(l);
+	if (d) {
+		char *v = d + strlen("\"duration_us\":"), *e = v;
+		while (*e >= '0' && *e <= '9')
+			e++;
+		memmove(v, e, strlen(e) + 1);
+	}
+	return l;
+}
+
+/* One exchange with the request and response read (RAW false) or not. */
+static void exchange_as(struct pipeline *pl, const char *resp, bool raw, double start,
+			bool expect_unread)
+{
+	struct xch x;
+	begin_request(&x, pl, REQ_ECHO, "echo", raw);
+	if (expect_unread)
+		assert_null(x.got);   /* nobody read it: it would travel as bytes */
+	x.ctx.start = start;
+	back_response(&x, resp, raw);
+	if (expect_unread)
+		assert_null(x.got);
+	end_exchange(&x);
+	loop_once();
+}
+
+/* Asserts that lines I and I + 1 of the file PATH are the same line. */
+static void assert_same_lines(const char *path, size_t i)
+{
+	char *s = slurp(path);
+	assert_true(count_lines(s) >= i + 2);
+	char *a = line_masked(s, i), *b = line_masked(s, i + 1);
+	assert_string_equal(a, b);
+	free(a);
+	free(b);
+	free(s);
+}
+
+/* A walk with *msg == NULL (reads() said no) gives the line a read
+ * message gives, for every outcome and option. */
+static void test_unread_same_line(void **state)
+{
+	(void)state;
+	static const char *const resps[] = {
+		RESP_OK,
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[],\"isError\":true}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32602,\"message\":\"Unknown \\\"x\\\"\"}}",
+	};
+	static const char *const opts[] = { "", ",\"params\":true", ",\"result\":true" };
+	double start = ev_time() - 0.5;
+	for (size_t o = 0; o < 3; o++) {
+		char p[128];
+		snprintf(p, sizeof p, "%s/unread-%zu.jsonl", dir, o);
+		struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\""
+					       "%s}]", p, opts[o]);
+		for (size_t r = 0; r < 3; r++) {
+			exchange_as(pl, resps[r], false, start, false);
+			exchange_as(pl, resps[r], true, start, o == 0 && r < 2);
+			assert_same_lines(p, 2 * r);
+		}
+		pipeline_unref(pl);
+	}
+	/* a notification logged without params is not read either */
+	char p[128];
+	tpath(p, sizeof p, "unread-notes.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
+				       "\"notifications\":true}]", p);
+	static const char note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+				   "\"params\":{\"progress\":1}}";
+	walk_notification(pl, note, false);
+	walk_notification(pl, note, true);
+	char *s = slurp(p);
+	assert_int_equal(count_lines(s), 2);
+	char *a = line_masked(s, 0), *b = line_masked(s, 1);
+	assert_non_null(strstr(a, "\"kind\""));
+	assert_string_equal(strstr(a, "\"kind\""), strstr(b, "\"kind\""));   /* all but the time */
+	free(a);
+	free(b);
+	free(s);
+	pipeline_unref(pl);
+}
+
+/* ---- the text of a line ---- */
+
+/* Asserts that L as text is L as a jansson object dumped. */
+static void assert_text_is_json(const struct log_line *l)
+{
+	struct buf b = BUF_INIT;
+	json_t *o = log_line_json(l);
+	char *want = json_dumps(o, JSON_COMPACT);
+	assert_non_null(want);
+	assert_int_equal(log_line_text(l, &b), 0);
+	assert_int_equal(b.len, strlen(want));
+	assert_memory_equal(b.data, want, b.len);
+	free(want);
+	json_decref(o);
+	buf_release(&b);
+}
+
+/* A string of LEN bytes: FILL repeated, with AT (if any) written at POS. */
+static json_t *long_string(size_t len, char fill, const char *at, size_t pos)
+{
+	char *s = malloc(len);
+	memset(s, fill, len);
+	if (at)
+		memcpy(s + pos, at, strlen(at));
+	json_t *v = json_stringn(s, len);
+	free(s);
+	assert_non_null(v);
+	return v;
+}
+
+/* The text builder writes what json_dumps writes, for awkward content. */
+static void test_text_matches_json(void **state)
+{
+	(void)state;
+	json_t *ids[] = { json_integer(7), json_integer(-9223372036854775807LL - 1),
+			  json_string("id \"q\" \\ \x01"), json_real(1.5), json_null(), NULL };
+	static const char odd[] = "nul\0tab\tquote\"bs\\ctl\x1f\x7f";
+	json_t *msgs[] = {
+		json_stringn(odd, sizeof odd - 1),
+		long_string(600, 'm', NULL, 0),
+		long_string(600, 'm', "\xc3\xa9", 255),           /* é across the cut */
+		long_string(600, 'm', "\xe2\x82\xac", 254),       /* € across the cut */
+		long_string(600, 'm', "\xf0\x9f\x98\x80", 256),   /* 😀 right at it */
+		long_string(600, 'm', "\0", 100),                 /* NUL before it */
+		long_string(256, 'x', NULL, 0), NULL,
+	};
+	json_t *params = json_loads("{\"name\":\"\\u00e9\\u20ac\\ud83d\\ude00\",\"a\":[1,2.5,"
+				    "true,null,\"\\u0000\\u001f\\\"\\\\/\"],\"o\":{}}", 0, NULL);
+	json_t *result = json_loads("{\"content\":[{\"type\":\"text\",\"text\":\"hi\\n\"}]}", 0, NULL);
+	json_t *error = json_loads("{\"code\":-1,\"message\":\"m\",\"data\":[]}", 0, NULL);
+	json_t *code = json_integer(-32602);
+	static const char *const strs[] = {
+		"plain", "q\"b\\s/\b\f\n\r\t\x01\x1f\x7f", "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+		"\xff\xfe", "\xc0\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "ok\xe2\x82", "",
+	};
+	double times[] = { 0.0, 1700000000.9996, 1700000000.25, 1700000001.0, 1.5e9 };
+	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+		struct log_line l = {
+			.time = times[i % 5], .from = "client", .client = strs[i],
+			.backend = strs[(i + 1) % 9], .method = "tools/call", .name = strs[(i + 2) % 9],
+			.id = ids[i % 6], .outcome = i % 2 ? "error" : "ok", .code = i % 2 ? code : NULL,
+			.message = msgs[i % 8], .duration_us = (json_int_t)i * 1000003,
+			.bytes_in = 123, .bytes_out = i ? 456 : 0,
+			.params = i % 3 ? params : NULL, .result = i % 2 ? NULL : result,
+			.error = i % 2 ? error : NULL,
+		};
+		assert_text_is_json(&l);
+		l.notification = true;
+		assert_text_is_json(&l);
+	}
+	for (size_t i = 0; i < 6; i++)
+		json_decref(ids[i]);
+	for (size_t i = 0; i < 8; i++)
+		json_decref(msgs[i]);
+	json_decref(params);
+	json_decref(result);
+	json_decref(error);
+	json_decref(code);
+}
+
+/* The escapes themselves, and where a long message is cut. */
+static void test_text_escaping(void **state)
+{
+	(void)state;
+	struct buf b = BUF_INIT;
+	json_t *message = long_string(300, 'm', "\xc3\xa9", 255);
+	struct log_line l = {
+		.time = 1700000000.125, .from = "client",
+		.client = "q\"b\\s\n\t\x01\x1f\x7f/\xc3\xa9\xf0\x9f\x98\x80",
+		.backend = "bad\xff", .outcome = "error", .message = message,
+	};
+	assert_int_equal(log_line_text(&l, &b), 0);
+	assert_int_equal(buf_append(&b, "", 1), 0);
+	assert_non_null(strstr(b.data, "{\"time\":\"2023-11-14T22:13:20.125Z\",\"from\":\"client\","));
+	assert_non_null(strstr(b.data, "\"client\":\"q\\\"b\\\\s\\n\\t\\u0001\\u001F\x7f/"
+				       "\xc3\xa9\xf0\x9f\x98\x80\""));
+	assert_null(strstr(b.data, "\"backend\""));   /* not UTF-8: left out */
+	/* 255 'm', and the é that would straddle byte 256 goes with the rest */
+	const char *m = strstr(b.data, "\"message\":\"");
+	assert_non_null(m);
+	m += strlen("\"message\":\"");
+	assert_int_equal(strspn(m, "m"), 255);
+	assert_memory_equal(m + 255, "...\",", 5);
+	json_decref(message);
+	buf_release(&b);
+}
+
+/* ---- lines queued per loop iteration ---- */
+
+/* Sends an exchange about NAME through PL without running the loop. */
+static void exchange_queued(struct pipeline *pl, const char *name, const char *resp)
+{
+	struct xch x;
+	send_request(&x, pl, REQ_ECHO, name);
+	send_response(&x, resp);
+	end_exchange(&x);
+}
+
+/* Lines wait for the end of the loop iteration, then all go, in order. */
+static void test_batched_per_iteration(void **state)
+{
+	(void)state;
+	char p[128], rep[512];
+	tpath(p, sizeof p, "batch.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	static const char *const names[] = { "n0", "n1", "n2", "n3", "n4" };
+	for (size_t i = 0; i < 5; i++)
+		exchange_queued(pl, names[i], RESP_OK);
+	char *s = slurp(p);
+	assert_int_equal(count_lines(s), 0);
+	free(s);
+	loop_once();
+	s = slurp(p);
+	assert_int_equal(count_lines(s), 5);
+	for (size_t i = 0; i < 5; i++) {
+		json_t *l = line_at(s, i);
+		assert_string_equal(json_string_value(json_object_get(l, "name")), names[i]);
+		json_decref(l);
+	}
+	free(s);
+	pipeline_unref(pl);
+
+	/* two chained modules on one file: whole lines, one unbroken chain */
+	tpath(p, sizeof p, "batch-chain.jsonl");
+	pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true},"
+		      "{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p, p);
+	for (size_t i = 0; i < 3; i++)
+		exchange_queued(pl, names[i], RESP_OK);
+	loop_once();
+	exchange_queued(pl, names[3], RESP_OK);
+	loop_once();
+	s = slurp(p);
+	assert_int_equal(count_lines(s), 8);
+	free(s);
+	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	assert_non_null(strstr(rep, "8 lines, hash chain intact"));
+	pipeline_unref(pl);
+}
+
+/* Past 64 KiB queued, lines are written at once. */
+static void test_batch_flushed_when_large(void **state)
+{
+	(void)state;
+	char p[128];
+	tpath(p, sizeof p, "batch-large.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
+				       "\"result\":true}]", p);
+	size_t n = 30000;
+	char *resp = malloc(n + 200);
+	int k = snprintf(resp, n + 200, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":"
+			 "[{\"type\":\"text\",\"text\":\"");
+	memset(resp + k, 'z', n);
+	strcpy(resp + k + n, "\"}]}}");
+	exchange_queued(pl, "big", resp);
+	exchange_queued(pl, "big", resp);
+	char *s = slurp(p);
+	assert_int_equal(count_lines(s), 0);   /* 60 KB: still queued */
+	free(s);
+	exchange_queued(pl, "big", resp);      /* 90 KB: written now */
+	s = slurp(p);
+	assert_int_equal(count_lines(s), 3);
+	free(s);
+	exchange_queued(pl, "big", resp);
+	loop_once();
+	s = slurp(p);
+	assert_int_equal(count_lines(s), 4);
+	assert_int_equal(s[strlen(s) - 1], '\n');
+	free(s);
+	free(resp);
+	pipeline_unref(pl);
+}
+
+/* Queued lines are written when the sink is released and on reopen. */
+static void test_batch_flushed_on_release_and_reopen(void **state)
+{
+	(void)state;
+	char p[128], old[128], rep[1024];
+	tpath(p, sizeof p, "batch-release.jsonl");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	exchange_queued(pl, "a", RESP_OK);
+	exchange_queued(pl, "b", RESP_OK);
+	pipeline_unref(pl);
+	char *s = slurp(p);
+	assert_int_equal(count_lines(s), 2);
+	free(s);
+
+	tpath(p, sizeof p, "batch-reopen.jsonl");
+	tpath(old, sizeof old, "batch-reopen.jsonl.1");
+	pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p);
+	exchange_queued(pl, "before", RESP_OK);
+	assert_int_equal(rename(p, old), 0);
+	assert_int_equal(mw_log_reopen_all(), 0);
+	exchange_queued(pl, "after", RESP_OK);
+	loop_once();
+	char *a = slurp(old), *b = slurp(p);
+	assert_int_equal(count_lines(a), 1);
+	assert_non_null(strstr(a, "\"before\""));
+	assert_int_equal(count_lines(b), 1);
+	assert_non_null(strstr(b, "\"after\""));
+	free(a);
+	free(b);
+	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	pipeline_unref(pl);
+}
+
+/* A sink that cannot be written says so once, not per line or batch. */
+static void test_write_failure_reported_once(void **state)
+{
+	(void)state;
+	char cap[128];
+	if (access("/dev/full", W_OK) != 0)
+		skip();
+	tpath(cap, sizeof cap, "stderr-full.txt");
+	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"/dev/full\"}]");
+	capture_begin(cap);
+	for (int i = 0; i < 3; i++)
+		exchange(pl, REQ_ECHO, RESP_OK, "echo");
+	capture_end();
+	char *err = slurp(cap);
+	const char *first = strstr(err, "cannot write to audit file /dev/full");
+	assert_non_null(first);
+	assert_null(strstr(first + 1, "cannot write to audit file"));
+	free(err);
+	pipeline_unref(pl);
+}
+
 /* Creates the temporary directory. */
 static int setup(void **state)
 {
@@ -934,6 +1408,14 @@ int main(void)
 		cmocka_unit_test(test_chain_refuses_broken_tail),
 		cmocka_unit_test(test_reopen_after_rotation),
 		cmocka_unit_test(test_shared_file),
+		cmocka_unit_test(test_reads),
+		cmocka_unit_test(test_unread_same_line),
+		cmocka_unit_test(test_text_matches_json),
+		cmocka_unit_test(test_text_escaping),
+		cmocka_unit_test(test_batched_per_iteration),
+		cmocka_unit_test(test_batch_flushed_when_large),
+		cmocka_unit_test(test_batch_flushed_on_release_and_reopen),
+		cmocka_unit_test(test_write_failure_reported_once),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

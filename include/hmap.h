@@ -14,9 +14,11 @@ struct hmap {
 	struct hmap_entry **slots;
 	size_t nslots;
 	size_t count;
+	struct hmap_entry *spare;  /* removed entries kept for reuse */
+	size_t nspare;
 };
 
-#define HMAP_INIT { NULL, 0, 0 }
+#define HMAP_INIT { NULL, 0, 0, NULL, 0 }
 
 /* Frees the entries (not the values). */
 void hmap_release(struct hmap *m);

@@ -21,6 +21,7 @@
 
 #include "chain_internal.h"
 #include "log.h"
+#include "pool.h"
 #include "router.h"
 #include "rpc.h"
 
@@ -32,14 +33,26 @@ static struct pipeline *global_pl;
 static size_t open_count;
 
 /*
- * Freed exchanges kept for reuse (linked through their arg member). Not
- * under AddressSanitizer, which must see every use after free.
+ * Freed exchanges kept for reuse, linked through their arg member and
+ * otherwise poisoned for AddressSanitizer while kept.
  */
-#if defined(__SANITIZE_ADDRESS__)
-static const size_t pool_max = 0;
-#else
-static const size_t pool_max = 256;
-#endif
+#define POOL_MAX 256
+#define ARG_AT offsetof(struct exchange, arg)
+#define ARG_END (ARG_AT + sizeof(void *))
+
+/* Marks EX, kept in the pool, unusable but for its link. */
+static void pool_poison(struct exchange *ex)
+{
+	POOL_POISON(ex, ARG_AT);
+	POOL_POISON((char *)ex + ARG_END, sizeof *ex - ARG_END);
+}
+
+/* Makes EX, taken from the pool, usable again. */
+static void pool_unpoison(struct exchange *ex)
+{
+	POOL_UNPOISON(ex, ARG_AT);
+	POOL_UNPOISON((char *)ex + ARG_END, sizeof *ex - ARG_END);
+}
 static struct exchange *pool;
 static size_t pool_count;
 
@@ -169,6 +182,7 @@ struct exchange *chain_exchange_new(struct peer *from, json_t *id, const char *m
 	if (ex) {
 		pool = ex->arg;
 		pool_count--;
+		pool_unpoison(ex);
 		memset(ex, 0, sizeof *ex);
 	} else if (!(ex = calloc(1, sizeof *ex))) {
 		return NULL;
@@ -214,10 +228,11 @@ void chain_exchange_free(struct exchange *ex)
 		free(ex->method);
 	free(ex->name);
 	open_count--;
-	if (pool_count < pool_max) {
+	if (pool_count < POOL_MAX) {
 		ex->arg = pool;
 		pool = ex;
 		pool_count++;
+		pool_poison(ex);
 	} else {
 		free(ex);
 	}
@@ -957,6 +972,7 @@ void chain_release(void)
 	while (pool) {
 		struct exchange *ex = pool;
 		pool = ex->arg;
+		pool_unpoison(ex);
 		free(ex);
 	}
 	pool_count = 0;

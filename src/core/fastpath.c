@@ -100,14 +100,22 @@ static json_int_t span_int(struct jspan s)
 	return neg ? -v : v;
 }
 
-/* A json_t for an id or token span (string without escapes, or integer). */
+/*
+ * A json_t for an id or token span: plain strings and integers made
+ * directly, anything else (escapes, reals) parsed as jansson would.
+ */
 json_t *chain_span_value(struct jspan s)
 {
-	if (s.n >= 2 && s.p[0] == '"')
-		return json_stringn(s.p + 1, s.n - 2);
-	if (s.n == 0 || s.n > 19)
+	if (s.n == 0)
 		return NULL;
-	return json_integer(span_int(s));
+	if (s.p[0] == '"') {
+		if (s.n >= 2 && !memchr(s.p, '\\', s.n))
+			return json_stringn(s.p + 1, s.n - 2);
+	} else if (s.n <= 19 && !memchr(s.p, '.', s.n) && !memchr(s.p, 'e', s.n) &&
+		   !memchr(s.p, 'E', s.n)) {
+		return json_integer(span_int(s));
+	}
+	return json_loadb(s.p, s.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
 }
 #define span_value chain_span_value
 

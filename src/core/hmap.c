@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool.h"
+
 struct hmap_entry {
 	struct hmap_entry *next;
 	uint64_t hash;
@@ -13,6 +15,42 @@ struct hmap_entry {
 	size_t klen;
 	unsigned char key[];
 };
+
+/*
+ * Entries are made with room for a key of at least SMALL_KEY bytes, and up
+ * to SPARE_MAX removed ones are kept for reuse, so that a map whose keys
+ * come and go (the chain's request ids) stops calling malloc. A kept
+ * entry is poisoned for AddressSanitizer but for its link.
+ */
+#define SMALL_KEY 16
+#define SPARE_MAX 64
+#define ENTRY_TAIL (sizeof(struct hmap_entry) + SMALL_KEY - sizeof(struct hmap_entry *))
+
+/* A new entry with room for KLEN key bytes, reused when it can be. */
+static struct hmap_entry *entry_new(struct hmap *m, size_t klen)
+{
+	struct hmap_entry *e = m->spare;
+	if (e && klen <= SMALL_KEY) {
+		m->spare = e->next;
+		m->nspare--;
+		POOL_UNPOISON(&e->hash, ENTRY_TAIL);
+		return e;
+	}
+	return malloc(sizeof *e + (klen > SMALL_KEY ? klen : SMALL_KEY));
+}
+
+/* Frees entry E, or keeps it for reuse when its key room is the small one. */
+static void entry_free(struct hmap *m, struct hmap_entry *e)
+{
+	if (e->klen <= SMALL_KEY && m->nspare < SPARE_MAX) {
+		e->next = m->spare;
+		m->spare = e;
+		m->nspare++;
+		POOL_POISON(&e->hash, ENTRY_TAIL);
+		return;
+	}
+	free(e);
+}
 
 /* FNV-1a over the key bytes. */
 static uint64_t hash_bytes(const void *key, size_t n)
@@ -39,6 +77,13 @@ void hmap_release(struct hmap *m)
 	free(m->slots);
 	m->slots = NULL;
 	m->nslots = m->count = 0;
+	while (m->spare) {
+		struct hmap_entry *e = m->spare;
+		m->spare = e->next;
+		POOL_UNPOISON(&e->hash, ENTRY_TAIL);
+		free(e);
+	}
+	m->nspare = 0;
 }
 
 /* Rehashes into twice as many slots. */
@@ -87,7 +132,7 @@ int hmap_put(struct hmap *m, const void *key, size_t klen, void *value)
 		(*pp)->value = value;
 		return 0;
 	}
-	struct hmap_entry *e = malloc(sizeof *e + klen);
+	struct hmap_entry *e = entry_new(m, klen);
 	if (!e)
 		return -1;
 	e->next = NULL;
@@ -120,7 +165,7 @@ void *hmap_del(struct hmap *m, const void *key, size_t klen)
 		return NULL;
 	void *v = e->value;
 	*pp = e->next;
-	free(e);
+	entry_free(m, e);
 	m->count--;
 	return v;
 }

@@ -47,6 +47,13 @@ struct policy {
 	size_t nrules;
 	unsigned kinds;         /* union of the rules' kinds: skip the rest */
 	char *ask_message;      /* template, or NULL for the default */
+	/*
+	 * The decision reads() took for the request of DECIDED_FOR, which
+	 * on_message (called right after it, with the message unparsed)
+	 * uses once instead of deciding again.
+	 */
+	const struct mw_ctx *decided_for;
+	enum pol_action decided;
 };
 
 /* What a request is about. */
@@ -327,9 +334,11 @@ static enum mw_verdict policy_on_message(struct mw_module *m, struct mw_ctx *ctx
 	if (ctx->kind != RPC_REQUEST || ctx->dir != MW_TO_BACKEND)
 		return MW_PASS;
 	subject_of(ctx, *msg, &s);
+	bool cached = !*msg && p->decided_for == ctx;
+	p->decided_for = NULL;
 	if (!(s.kind & p->kinds) || !s.name)
 		return MW_PASS;
-	switch (decide(p, s.kind, s.name, ctx->client)) {
+	switch (cached ? p->decided : decide(p, s.kind, s.name, ctx->client)) {
 	case POL_DENY:
 		refuse_denied(msg, &s);
 		return MW_REPLY;
@@ -388,8 +397,11 @@ static bool policy_reads(struct mw_module *m, const struct mw_ctx *ctx)
 	if (strcmp(ctx->method, "completion/complete") == 0)
 		return true;
 	subject_of(ctx, NULL, &s);
-	return (s.kind & p->kinds) && s.name && s.use &&
-		decide(p, s.kind, s.name, ctx->client) == POL_ASK;
+	if (!(s.kind & p->kinds) || !s.name)
+		return false;
+	p->decided = decide(p, s.kind, s.name, ctx->client);
+	p->decided_for = ctx;
+	return s.use && p->decided == POL_ASK;
 }
 
 /* Hides denied names from the lists a client gets. */

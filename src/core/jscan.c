@@ -249,25 +249,6 @@ static const char *literal(const char *p, const char *e, const char *word)
 	return p + n;
 }
 
-/* Scans an array. */
-static const char *array(struct scan *s, const char *p)
-{
-	p = ws(p + 1, s->e);
-	if (p < s->e && *p == ']')
-		return p + 1;
-	for (;;) {
-		p = value(s, p);
-		if (!p)
-			return NULL;
-		p = ws(p, s->e);
-		if (p < s->e && *p == ',') {
-			p++;
-			continue;
-		}
-		return p < s->e && *p == ']' ? p + 1 : NULL;
-	}
-}
-
 /*
  * Called for each member with its value at V; scans the value (with
  * value(), or object() to record members inside it) and returns the byte
@@ -318,33 +299,80 @@ static const char *nested(struct scan *s, const char *v, member_fn fn, void *ctx
 	return r;
 }
 
-/* Scans any value. */
-static const char *value(struct scan *s, const char *p)
+/* Scans a scalar (string, literal or number) at P, which is in range. */
+static const char *scalar(const char *p, const char *e)
 {
-	p = ws(p, s->e);
-	if (p >= s->e)
-		return NULL;
 	switch (*p) {
 	case '"':
-		return string(p, s->e, NULL);
-	case '{':
-		return nested(s, p, NULL, NULL);
-	case '[': {
-		if (++s->depth > MAX_DEPTH)
-			return NULL;
-		const char *r = array(s, p);
-		s->depth--;
-		return r;
-	}
+		return string(p, e, NULL);
 	case 't':
-		return literal(p, s->e, "true");
+		return literal(p, e, "true");
 	case 'f':
-		return literal(p, s->e, "false");
+		return literal(p, e, "false");
 	case 'n':
-		return literal(p, s->e, "null");
+		return literal(p, e, "null");
 	default:
-		return number(p, s->e);
+		return number(p, e);
 	}
+}
+
+/*
+ * Scans any value, iteratively: containers nest up to MAX_DEPTH levels in
+ * all (S->depth are open around P), remembered one bit each in OBJ (set:
+ * an object, so a key comes next after a comma).
+ */
+static const char *value(struct scan *s, const char *p)
+{
+	const char *e = s->e;
+	uint64_t obj = 0;
+	int open = 0;
+next_value:
+	p = ws(p, e);
+	if (p >= e)
+		return NULL;
+	if (*p == '{' || *p == '[') {
+		bool is_obj = *p == '{';
+		if (s->depth + open + 1 > MAX_DEPTH)
+			return NULL;
+		p = ws(p + 1, e);
+		if (p < e && *p == (is_obj ? '}' : ']')) {
+			p++;
+		} else {
+			open++;
+			obj = (obj << 1) | is_obj;
+			if (is_obj)
+				goto next_key;
+			goto next_value;
+		}
+	} else if (!(p = scalar(p, e))) {
+		return NULL;
+	}
+after_value:
+	if (open == 0)
+		return p;
+	p = ws(p, e);
+	if (p >= e)
+		return NULL;
+	if (*p == ',') {
+		p = ws(p + 1, e);
+		if (obj & 1)
+			goto next_key;
+		goto next_value;
+	}
+	if (*p != ((obj & 1) ? '}' : ']'))
+		return NULL;
+	p++;
+	open--;
+	obj >>= 1;
+	goto after_value;
+next_key:
+	if (p >= e || *p != '"' || !(p = string(p, e, NULL)))
+		return NULL;
+	p = ws(p, e);
+	if (p >= e || *p != ':')
+		return NULL;
+	p++;
+	goto next_value;
 }
 
 /* True when [k, k+kn) is the string literal NAME (compared inline). */

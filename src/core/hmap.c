@@ -1,5 +1,6 @@
 /*
- * hmap.c - chained hash map, FNV-1a hashed, doubling at load factor 1.
+ * hmap.c - chained hash map, hashed a word at a time, doubling at load
+ * factor 1.
  */
 #include "hmap.h"
 
@@ -52,16 +53,20 @@ static void entry_free(struct hmap *m, struct hmap_entry *e)
 	free(e);
 }
 
-/* FNV-1a over the key bytes. */
+/* Hashes the key a word at a time, each step multiplied and folded. */
 static uint64_t hash_bytes(const void *key, size_t n)
 {
 	const unsigned char *p = key;
-	uint64_t h = 1469598103934665603ULL;
-	for (size_t i = 0; i < n; i++) {
-		h ^= p[i];
-		h *= 1099511628211ULL;
+	uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, v;
+	for (; n >= 8; p += 8, n -= 8) {
+		memcpy(&v, p, 8);
+		h = (h ^ v) * 0xBF58476D1CE4E5B9ULL;
+		h ^= h >> 31;
 	}
-	return h;
+	v = 0;
+	memcpy(&v, p, n);
+	h = (h ^ v) * 0x94D049BB133111EBULL;
+	return h ^ (h >> 29);   /* the slot is taken from the low bits */
 }
 
 /* Frees every entry. */

@@ -285,6 +285,11 @@ if (otherSkips.length) {
   for (const s of otherSkips) emit(`- ${s.case} / ${s.path}: ${s.skipped}`);
   emit();
 }
+emit('## Where the numbers come from');
+emit();
+emit('Profiles (callgrind instruction counts) and the reasoning behind each target that is met or');
+emit('missed are in [ANALYSIS.md](ANALYSIS.md), written by hand for the run recorded here.');
+emit();
 if (meta.notes && meta.notes.length) {
   emit('## Notes');
   emit();

@@ -276,6 +276,16 @@ bool mw_meta_has(const struct mw_ctx *ctx, const char *key)
 	return false;
 }
 
+/*
+ * Gives a module's reply the requester's id: a module that replied to a
+ * message it did not read could not copy it.
+ */
+static void reply_id(struct mw_walk *w)
+{
+	if (w->msg && w->ctx->id && json_is_null(json_object_get(w->msg, "id")))
+		json_object_set(w->msg, "id", w->ctx->id);
+}
+
 /* Forward steps until the end, a verdict or an async module. */
 void mw_walk_forward(struct mw_walk *w)
 {
@@ -288,6 +298,7 @@ void mw_walk_forward(struct mw_walk *w)
 			continue;
 		w->ctx->walk = w;
 		if (!ensure_parsed(w, m)) {
+			w->reached--;  /* the module never saw it */
 			finish(w, MW_DROP);
 			return;
 		}
@@ -296,6 +307,7 @@ void mw_walk_forward(struct mw_walk *w)
 			return;
 		if (v == MW_REPLY) {
 			w->reached--;  /* the replying module does not see it back */
+			reply_id(w);
 			finish(w, MW_REPLY);
 			return;
 		}
@@ -372,6 +384,7 @@ void mw_resume(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 	}
 	if (v == MW_REPLY) {
 		w->reached--;
+		reply_id(w);
 		finish(w, MW_REPLY);
 	} else if (v == MW_DROP) {
 		finish(w, MW_DROP);

@@ -4,7 +4,10 @@
  * control and the middleware hooks, driven through fake peers.
  *
  * A fake peer records every message the chain sends it (deep copies, in a
- * JSON array); tests feed messages in with chain_receive().
+ * JSON array); tests feed messages in with chain_receive(). With
+ * fake_raw_ops it also takes messages as bytes (send_raw), kept as text in
+ * its raw array (and parsed in got); feed() then goes through chain_fast()
+ * as a transport does, to test messages that walk the modules unparsed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,11 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <cmocka.h>
 #include <ev.h>
 
 #include "chain.h"
+#include "config.h"
 #include "log.h"
 #include "middleware.h"
 #include "peer.h"
@@ -32,6 +37,8 @@ struct fake {
 	struct exchange *last_ex;  /* the exchange passed with the last message */
 	bool fail_send;            /* make send return -1 */
 	int pauses, resumes;       /* flow-control calls */
+	json_t *raw;               /* with fake_raw_ops: the text of each send_raw */
+	int tree_sends;            /* messages given to send (as trees) */
 };
 
 static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
@@ -41,6 +48,32 @@ static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
 		return -1;
 	json_array_append_new(f->got, json_deep_copy(msg));
 	f->last_ex = ex;
+	f->tree_sends++;
+	return 0;
+}
+
+/* Records the bytes the chain sends as pieces, and their parsed copy in got. */
+static int fake_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+{
+	struct fake *f = (struct fake *)p;
+	char text[4096];
+	size_t len = 0;
+	(void)request;
+	if (f->fail_send)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		assert_true(len + iov[i].iov_len < sizeof text);
+		memcpy(text + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	text[len] = '\0';
+	json_error_t e;
+	json_t *m = json_loads(text, 0, &e);
+	if (!m)
+		fail_msg("send_raw produced invalid JSON (%s): %s", e.text, text);
+	json_array_append_new(f->got, m);
+	json_array_append_new(f->raw, json_string(text));
+	f->last_ex = NULL;
 	return 0;
 }
 
@@ -54,6 +87,9 @@ static void fake_pause(struct peer *p, bool paused)
 }
 
 static const struct peer_ops fake_ops = { .send = fake_send, .pause = fake_pause };
+static const struct peer_ops fake_raw_ops = {
+	.send = fake_send, .send_raw = fake_send_raw, .pause = fake_pause,
+};
 
 static struct fake client, client2, idle, backend;
 
@@ -76,6 +112,8 @@ static void fake_release(struct fake *f)
 	peer_release(&f->peer);
 	json_decref(f->got);
 	f->got = NULL;
+	json_decref(f->raw);
+	f->raw = NULL;
 }
 
 /* Number of messages F received. */
@@ -1286,6 +1324,614 @@ static void test_notification_scratch_released(void **state)
 	assert_int_equal(refs, 1);
 }
 
+/* ---- messages that travel as bytes through modules that do not read ---- */
+
+/* A module that says whether it reads, and records what it saw. */
+struct wmod {
+	struct mw_module base;     /* must be first */
+	bool reads;                /* what reads() answers */
+	enum mw_verdict verdict;   /* for requests: MW_PASS, MW_REPLY or MW_DROP */
+	bool hold;                 /* go async on requests */
+	bool hold_resp;            /* go async on responses */
+	struct mw_walk *held;
+	int messages, responses, abandons;
+	bool saw_null;             /* the last request hook got *MSG == NULL */
+	bool resp_saw_null;        /* the last response hook got *MSG == NULL */
+	json_t *saw;               /* owned: a copy of the last request tree seen */
+	char id[64];               /* ctx->id of the last request, as JSON text */
+	char resp_id[64];          /* ctx->id of the last response, as JSON text */
+	char name[128];            /* ctx->name of the last request ("-" when NULL) */
+	enum mw_outcome outcome;   /* ctx->outcome of the last response */
+};
+
+/* The JSON text of V into OUT ("-" for NULL). */
+static void text_of(json_t *v, char *out, size_t n)
+{
+	char *t = v ? json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+	snprintf(out, n, "%s", t ? t : "-");
+	free(t);
+}
+
+/* Answers as configured. */
+static bool wmod_reads(struct mw_module *m, const struct mw_ctx *ctx)
+{
+	(void)ctx;
+	return ((struct wmod *)m)->reads;
+}
+
+/* Records a request, then passes, replies, drops or holds it as configured. */
+static enum mw_verdict wmod_on_message(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
+{
+	struct wmod *w = (struct wmod *)m;
+	if (ctx->kind != RPC_REQUEST)
+		return MW_PASS;
+	w->messages++;
+	w->saw_null = *msg == NULL;
+	json_decref(w->saw);
+	w->saw = *msg ? json_deep_copy(*msg) : NULL;
+	text_of(ctx->id, w->id, sizeof w->id);
+	snprintf(w->name, sizeof w->name, "%s", ctx->name ? ctx->name : "-");
+	if (w->hold) {
+		w->held = mw_walk_hold(ctx);
+		return MW_ASYNC;
+	}
+	if (w->verdict == MW_REPLY) {
+		json_decref(*msg);   /* NULL when unread */
+		*msg = rpc_result(NULL, json_pack("{s:b}", "cached", 1));
+	}
+	return w->verdict;
+}
+
+/* Records a response, then passes or holds it. */
+static enum mw_verdict wmod_on_response(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
+{
+	struct wmod *w = (struct wmod *)m;
+	w->responses++;
+	w->resp_saw_null = *msg == NULL;
+	w->outcome = ctx->outcome;
+	text_of(ctx->id, w->resp_id, sizeof w->resp_id);
+	if (w->hold_resp) {
+		w->held = mw_walk_hold(ctx);
+		return MW_ASYNC;
+	}
+	return MW_PASS;
+}
+
+/* Counts requests that ended without a response. */
+static void wmod_on_abandon(struct mw_module *m, struct mw_ctx *ctx)
+{
+	(void)ctx;
+	((struct wmod *)m)->abandons++;
+}
+
+/* Frees what the module holds. */
+static void wmod_destroy(struct mw_module *m)
+{
+	struct wmod *w = (struct wmod *)m;
+	json_decref(w->saw);   /* static storage: only what it holds */
+	w->saw = NULL;
+}
+
+static const struct mw_module_ops wmod_ops = {
+	.name = "wmod", .reads = wmod_reads, .on_message = wmod_on_message,
+	.on_response = wmod_on_response, .on_abandon = wmod_on_abandon,
+	.destroy = wmod_destroy,
+};
+
+static struct wmod wm, wm_be;   /* global, backend's own */
+
+/* Client and backend take messages as bytes too (send_raw). */
+static void use_raw_peers(void)
+{
+	client.peer.ops = backend.peer.ops = &fake_raw_ops;
+	client.raw = json_array();
+	backend.raw = json_array();
+}
+
+/* Installs WM (reading or not) globally; client and backend take bytes. */
+static void install_wmod(bool reads)
+{
+	memset(&wm, 0, sizeof wm);
+	wm.base.ops = &wmod_ops;
+	wm.reads = reads;
+	struct pipeline *pl = pipeline_new();
+	assert_int_equal(pipeline_add(pl, &wm.base), 0);
+	chain_set_pipeline(pl);
+	pipeline_unref(pl);
+	use_raw_peers();
+}
+
+/*
+ * Feeds TEXT from F as a transport does: the fast path first, from a
+ * buffer that is reused (overwritten, then freed) once it returns; the
+ * full path if it declines. Returns whether the fast path took it.
+ */
+static bool feed(struct fake *f, const char *text)
+{
+	size_t n = strlen(text);
+	char *line = malloc(n + 1);
+	assert_non_null(line);
+	memcpy(line, text, n + 1);
+	bool fast = chain_fast(&f->peer, line, n);
+	memset(line, 'X', n);
+	free(line);
+	if (!fast)
+		chain_receive(&f->peer, J(text));
+	return fast;
+}
+
+/* The text of the I-th message F got as bytes. */
+static const char *raw_at(const struct fake *f, size_t i)
+{
+	const char *t = json_string_value(json_array_get(f->raw, i));
+	if (!t)
+		fail_msg("%s got only %zu messages as bytes, wanted #%zu", f->peer.name,
+			 json_array_size(f->raw), i);
+	return t;
+}
+
+/* The text of the last message F got as bytes. */
+static const char *raw_last(const struct fake *f)
+{
+	assert_true(json_array_size(f->raw) > 0);
+	return raw_at(f, json_array_size(f->raw) - 1);
+}
+
+/* A request with unusual spacing and numbers a serializer would change. */
+#define RAW_CALL "{\"jsonrpc\":\"2.0\", \"id\" : %s,\"method\":\"tools/call\",\"params\":" \
+	"{\"name\":\"echo\",\"arguments\":{\"x\":[1, 2.50,\"s\"],\"y\":1e2}," \
+	"\"_meta\":{\"progressToken\":%s,\"o\":true}}}"
+#define RAW_RESULT "{\"jsonrpc\":\"2.0\",\"id\":%s , \"result\":{\"content\":" \
+	"[{\"type\":\"text\",\"text\":\"a\"}],\"n\":1.50}}"
+
+/*
+ * The client's request goes to the backend as its own bytes with only the
+ * id (and progress token) replaced; progress and the response come back
+ * mapped, the response as the backend's bytes with the client's id.
+ */
+static void check_raw_round_trip(const char *cid, const char *ctok)
+{
+	char in[1024], want[1024], bid_text[32], tok_notif[256];
+	size_t before = json_array_size(backend.raw), cbefore = json_array_size(client.raw);
+	snprintf(in, sizeof in, RAW_CALL, cid, ctok);
+	assert_true(feed(&client, in));
+	assert_int_equal(json_array_size(backend.raw), before + 1);
+	assert_int_equal(backend.tree_sends, 0);
+	json_int_t bid = int_at(last(&backend), "id");
+	snprintf(bid_text, sizeof bid_text, "%" JSON_INTEGER_FORMAT, bid);
+	snprintf(want, sizeof want, RAW_CALL, bid_text, bid_text);   /* the token is the new id too */
+	assert_string_equal(raw_last(&backend), want);
+	assert_true(wm.saw_null);
+	assert_string_equal(wm.id, cid);
+	assert_string_equal(wm.name, "echo");
+
+	/* progress for it goes back with the client's own token */
+	snprintf(tok_notif, sizeof tok_notif, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+		 "\"params\":{\"progressToken\":%s,\"progress\":1,\"total\":2}}", bid_text);
+	feed(&backend, tok_notif);
+	snprintf(tok_notif, sizeof tok_notif, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+		 "\"params\":{\"progressToken\":%s,\"progress\":1,\"total\":2}}", ctok);
+	expect_json(last(&client), tok_notif);
+
+	/* the response: the backend's bytes, with the client's id */
+	snprintf(in, sizeof in, RAW_RESULT, bid_text);
+	assert_true(feed(&backend, in));
+	assert_int_equal(json_array_size(client.raw), cbefore + 1);
+	snprintf(want, sizeof want, RAW_RESULT, cid);
+	assert_string_equal(raw_last(&client), want);
+	assert_true(wm.resp_saw_null);
+	assert_int_equal(wm.outcome, MW_OUTCOME_OK);
+	assert_string_equal(wm.resp_id, cid);
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/* String and integer ids, string and integer tokens: bytes in, bytes out. */
+static void test_raw_request_and_response_bytes(void **state)
+{
+	(void)state;
+	install_wmod(false);
+	check_raw_round_trip("\"abc\"", "\"tok-1\"");
+	check_raw_round_trip("42", "77");
+	assert_int_equal(wm.messages, 2);
+	assert_int_equal(wm.responses, 2);
+	assert_int_equal(json_array_size(client.raw), 2);
+	assert_int_equal(backend.tree_sends, 0);
+}
+
+/* Without a progress token nothing but the id changes. */
+static void test_raw_request_without_token(void **state)
+{
+	(void)state;
+	install_wmod(false);
+	static const char tmpl[] = "{\"method\":\"resources/read\",\"params\":{\"uri\":\"file:///a b\"},"
+		"\"jsonrpc\":\"2.0\",\"id\":%s}";
+	char in[256], want[256], bid[32];
+	snprintf(in, sizeof in, tmpl, "-3");
+	assert_true(feed(&client, in));
+	snprintf(bid, sizeof bid, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(want, sizeof want, tmpl, bid);
+	assert_string_equal(raw_last(&backend), want);
+	assert_string_equal(wm.name, "file:///a b");   /* ctx->name from params.uri */
+	assert_string_equal(wm.id, "-3");
+	snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"contents\":[]}}", bid);
+	assert_true(feed(&backend, in));
+	assert_string_equal(raw_last(&client), "{\"jsonrpc\":\"2.0\",\"id\":-3,\"result\":{\"contents\":[]}}");
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/* A module that reads: the request goes as a serialized tree, with the backend's id. */
+static void test_raw_read_goes_as_tree(void **state)
+{
+	(void)state;
+	install_wmod(true);
+	char in[1024];
+	snprintf(in, sizeof in, RAW_CALL, "5", "\"t\"");
+	feed(&client, in);
+	assert_false(wm.saw_null);
+	json_t *want = J(in);
+	assert_true(json_equal(wm.saw, want));   /* the tree is the text */
+	assert_int_equal(json_array_size(backend.raw), 0);
+	assert_int_equal(backend.tree_sends, 1);
+	json_t *fwd = got(&backend, 0);
+	json_int_t bid = int_at(fwd, "id");
+	/* equal to the request but for the id and token, which are the backend's id */
+	json_object_set_new(want, "id", json_integer(bid));
+	json_object_set_new(json_object_get(json_object_get(want, "params"), "_meta"),
+			    "progressToken", json_integer(bid));
+	assert_true(json_equal(fwd, want));
+	json_decref(want);
+	/* the response is read too */
+	char out[256], bid_text[32];
+	snprintf(bid_text, sizeof bid_text, "%" JSON_INTEGER_FORMAT, bid);
+	snprintf(out, sizeof out, RAW_RESULT, bid_text);
+	feed(&backend, out);
+	assert_false(wm.resp_saw_null);
+	assert_int_equal(json_array_size(client.raw), 0);
+	expect_json(last(&client), "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":"
+		    "[{\"type\":\"text\",\"text\":\"a\"}],\"n\":1.5}}");
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/* A module replies to, or drops, a request it did not read: the client gets its id. */
+static void test_raw_reply_and_drop(void **state)
+{
+	(void)state;
+	install_wmod(false);
+	wm.verdict = MW_REPLY;
+	char in[1024];
+	snprintf(in, sizeof in, RAW_CALL, "\"r1\"", "1");
+	assert_true(feed(&client, in));
+	assert_true(wm.saw_null);
+	assert_int_equal(count(&backend), 0);
+	expect_json(last(&client), "{\"jsonrpc\":\"2.0\",\"id\":\"r1\",\"result\":{\"cached\":true}}");
+	assert_int_equal(wm.responses, 0);       /* the replying module does not see it back */
+	assert_int_equal(chain_open_exchanges(), 0);
+
+	wm.verdict = MW_DROP;
+	snprintf(in, sizeof in, RAW_CALL, "9", "1");
+	assert_true(feed(&client, in));
+	assert_int_equal(count(&backend), 0);
+	assert_int_equal(err_code(last(&client)), RPC_INVALID_REQUEST);
+	assert_int_equal(int_at(last(&client), "id"), 9);
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/* Held by an async module, resumed after the input buffer was reused: the right bytes go. */
+static void test_raw_async_resume(void **state)
+{
+	(void)state;
+	install_wmod(false);
+	wm.hold = true;
+	char in[1024], want[1024], bid[32];
+	snprintf(in, sizeof in, RAW_CALL, "\"h\"", "\"p\"");
+	assert_true(feed(&client, in));          /* feed overwrites and frees its buffer */
+	assert_non_null(wm.held);
+	assert_int_equal(count(&backend), 0);
+	assert_int_equal(chain_open_exchanges(), 1);
+	mw_resume(wm.held, MW_PASS, NULL);
+	assert_int_equal(json_array_size(backend.raw), 1);
+	snprintf(bid, sizeof bid, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(want, sizeof want, RAW_CALL, bid, bid);
+	assert_string_equal(raw_last(&backend), want);
+	/* progress and response map back as usual */
+	snprintf(in, sizeof in, RAW_RESULT, bid);
+	assert_true(feed(&backend, in));
+	snprintf(want, sizeof want, RAW_RESULT, "\"h\"");
+	assert_string_equal(raw_last(&client), want);
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/* Held in the global stage, then through the backend's own (non-reading) modules. */
+static void test_raw_async_then_backend_stage(void **state)
+{
+	(void)state;
+	install_wmod(false);
+	wm.hold = true;
+	memset(&wm_be, 0, sizeof wm_be);
+	wm_be.base.ops = &wmod_ops;
+	struct pipeline *own = pipeline_new();
+	assert_int_equal(pipeline_add(own, &wm_be.base), 0);
+	backend.peer.pl = own;
+	char in[1024], want[1024], bid[32];
+	snprintf(in, sizeof in, RAW_CALL, "\"s\"", "3");
+	assert_true(feed(&client, in));
+	mw_resume(wm.held, MW_PASS, NULL);
+	assert_int_equal(wm_be.messages, 1);
+	assert_true(wm_be.saw_null);
+	assert_int_equal(json_array_size(backend.raw), 1);
+	snprintf(bid, sizeof bid, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(want, sizeof want, RAW_CALL, bid, bid);
+	assert_string_equal(raw_last(&backend), want);
+	snprintf(in, sizeof in, RAW_RESULT, bid);
+	assert_true(feed(&backend, in));
+	assert_int_equal(wm_be.responses, 1);
+	assert_true(wm_be.resp_saw_null);
+	snprintf(want, sizeof want, RAW_RESULT, "\"s\"");
+	assert_string_equal(raw_last(&client), want);
+	assert_int_equal(chain_open_exchanges(), 0);
+	backend.peer.pl = NULL;
+	pipeline_unref(own);
+}
+
+/* Cancelled while a module holds the raw walk: nothing reaches the backend. */
+static void test_raw_cancel_while_held(void **state)
+{
+	(void)state;
+	install_wmod(false);
+	wm.hold = true;
+	char in[1024];
+	snprintf(in, sizeof in, RAW_CALL, "\"h\"", "\"p\"");
+	assert_true(feed(&client, in));
+	assert_non_null(wm.held);
+	feed(&client, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+	     "\"params\":{\"requestId\":\"h\",\"reason\":\"stop\"}}");
+	assert_int_equal(count(&backend), 0);    /* nothing was sent: nothing to cancel there */
+	assert_int_equal(chain_open_exchanges(), 1);
+	mw_resume(wm.held, MW_PASS, NULL);
+	assert_int_equal(count(&backend), 0);
+	assert_int_equal(count(&client), 0);
+	assert_int_equal(wm.abandons, 1);
+	assert_int_equal(wm.responses, 0);
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/* ctx->name, ctx->id and ctx->outcome as modules see them on the raw path. */
+static void test_raw_ctx_fields(void **state)
+{
+	(void)state;
+	install_wmod(false);
+	char bid[32], in[512];
+	/* prompts/get: the name; a tool error result: TOOL_ERROR */
+	assert_true(feed(&client, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\","
+			 "\"params\":{\"name\":\"greet\"}}"));
+	assert_string_equal(wm.name, "greet");
+	assert_string_equal(wm.id, "1");
+	snprintf(bid, sizeof bid, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"messages\":[]}}", bid);
+	assert_true(feed(&backend, in));
+	assert_int_equal(wm.outcome, MW_OUTCOME_OK);
+
+	assert_true(feed(&client, "{\"jsonrpc\":\"2.0\",\"id\":\"t\",\"method\":\"tools/call\","
+			 "\"params\":{\"name\":\"fail\"}}"));
+	assert_string_equal(wm.name, "fail");
+	snprintf(bid, sizeof bid, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[],"
+		 "\"isError\":true}}", bid);
+	assert_true(feed(&backend, in));
+	assert_true(wm.resp_saw_null);
+	assert_int_equal(wm.outcome, MW_OUTCOME_TOOL_ERROR);
+	assert_string_equal(wm.resp_id, "\"t\"");
+	assert_string_equal(raw_last(&client), "{\"jsonrpc\":\"2.0\",\"id\":\"t\",\"result\":"
+			    "{\"content\":[],\"isError\":true}}");
+
+	/* isError false is a plain result */
+	assert_true(feed(&client, "{\"jsonrpc\":\"2.0\",\"id\":\"f\",\"method\":\"tools/call\","
+			 "\"params\":{\"name\":\"ok\"}}"));
+	snprintf(bid, sizeof bid, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[],"
+		 "\"isError\":false}}", bid);
+	assert_true(feed(&backend, in));
+	assert_int_equal(wm.outcome, MW_OUTCOME_OK);
+
+	/* a method without a subject: no name */
+	assert_true(feed(&client, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}"));
+	assert_string_equal(wm.name, "-");
+	snprintf(bid, sizeof bid, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+
+	/* an error response goes the parsed way, as an ERROR */
+	size_t raw_before = json_array_size(client.raw);
+	snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":-32601,"
+		 "\"message\":\"nope\"}}", bid);
+	assert_false(feed(&backend, in));
+	assert_false(wm.resp_saw_null);
+	assert_int_equal(wm.outcome, MW_OUTCOME_ERROR);
+	assert_string_equal(wm.resp_id, "2");
+	assert_int_equal(json_array_size(client.raw), raw_before);
+	expect_json(last(&client), "{\"jsonrpc\":\"2.0\",\"id\":2,\"error\":{\"code\":-32601,"
+		    "\"message\":\"nope\"}}");
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/* Held on the way back: the response's bytes are kept until the module resumes. */
+static void test_raw_async_on_response(void **state)
+{
+	(void)state;
+	install_wmod(false);
+	wm.hold_resp = true;
+	char in[1024], want[1024], bid[32];
+	snprintf(in, sizeof in, RAW_CALL, "\"w\"", "1");
+	assert_true(feed(&client, in));
+	snprintf(bid, sizeof bid, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(in, sizeof in, RAW_RESULT, bid);
+	assert_true(feed(&backend, in));         /* its buffer is gone once feed returns */
+	assert_non_null(wm.held);
+	assert_true(wm.resp_saw_null);
+	assert_int_equal(count(&client), 0);
+	mw_resume(wm.held, MW_PASS, NULL);
+	snprintf(want, sizeof want, RAW_RESULT, "\"w\"");
+	assert_string_equal(raw_last(&client), want);
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/* A backend's own request to the client travels as bytes both ways too. */
+static void test_raw_server_request(void **state)
+{
+	(void)state;
+	install_wmod(false);
+	static const char tmpl[] = "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"roots/list\","
+		"\"params\":{ }}";
+	char in[256], want[256], cid[32];
+	snprintf(in, sizeof in, tmpl, "\"srv-1\"");
+	assert_true(feed(&backend, in));
+	assert_true(wm.saw_null);
+	assert_string_equal(wm.id, "\"srv-1\"");
+	snprintf(cid, sizeof cid, "%" JSON_INTEGER_FORMAT, int_at(last(&client), "id"));
+	snprintf(want, sizeof want, tmpl, cid);
+	assert_string_equal(raw_last(&client), want);
+	snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"roots\":[ ]}}", cid);
+	assert_true(feed(&client, in));
+	assert_true(wm.resp_saw_null);
+	assert_string_equal(raw_last(&backend), "{\"jsonrpc\":\"2.0\",\"id\":\"srv-1\",\"result\":{\"roots\":[ ]}}");
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/* The limit module queues a request that came as bytes; a response lets it go, intact. */
+static void test_raw_limit_queue(void **state)
+{
+	(void)state;
+	struct cfg_errors e = { 0 };
+	json_t *arr = J("[{\"use\":\"limit\",\"rules\":[{\"concurrency\":1,\"queue\":1}]}]");
+	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", &e);
+	json_decref(arr);
+	assert_non_null(pl);
+	assert_int_equal(pipeline_start(pl), 0);
+	chain_set_pipeline(pl);
+	pipeline_unref(pl);
+	use_raw_peers();
+	char in[1024], want[1024], b1[32], b2[32];
+	snprintf(in, sizeof in, RAW_CALL, "1", "\"p1\"");
+	assert_true(feed(&client, in));
+	snprintf(in, sizeof in, RAW_CALL, "2", "\"p2\"");
+	assert_true(feed(&client, in));          /* queued: its buffer is reused at once */
+	assert_int_equal(count(&backend), 1);
+	snprintf(b1, sizeof b1, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(in, sizeof in, RAW_RESULT, b1);
+	assert_true(feed(&backend, in));         /* 1 answered: 2 goes now */
+	assert_string_equal(raw_last(&client), "{\"jsonrpc\":\"2.0\",\"id\":1 , \"result\":{\"content\":"
+			    "[{\"type\":\"text\",\"text\":\"a\"}],\"n\":1.50}}");
+	assert_int_equal(count(&backend), 2);
+	snprintf(b2, sizeof b2, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(want, sizeof want, RAW_CALL, b2, b2);
+	assert_string_equal(raw_last(&backend), want);
+	assert_int_equal(json_array_size(backend.raw), 2);
+	snprintf(in, sizeof in, RAW_RESULT, b2);
+	assert_true(feed(&backend, in));
+	assert_int_equal(int_at(last(&client), "id"), 2);
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/*
+ * Sends a tools/call whose progress token is the JSON text TOKEN through
+ * the raw path, then progress for it; returns what the client got as the
+ * token (JSON text, caller frees), and checks what the parsed path gives.
+ */
+static char *raw_token_round_trip(const char *token)
+{
+	char in[512], bid[32];
+	snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"id\":\"q\",\"method\":\"tools/call\","
+		 "\"params\":{\"name\":\"t\",\"_meta\":{\"progressToken\":%s}}}", token);
+	feed(&client, in);
+	snprintf(bid, sizeof bid, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+		 "\"params\":{\"progressToken\":%s,\"progress\":1}}", bid);
+	size_t before = count(&client);
+	feed(&backend, in);
+	char *got_tok = NULL;
+	if (count(&client) > before)
+		got_tok = json_dumps(json_object_get(json_object_get(last(&client), "params"),
+				     "progressToken"), JSON_ENCODE_ANY | JSON_COMPACT);
+	snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}", bid);
+	feed(&backend, in);
+	assert_int_equal(chain_open_exchanges(), 0);
+	return got_tok;
+}
+
+/* Checks every kind of token, through a non-reading module or (NONE) no module. */
+static void check_tokens_exact(bool none)
+{
+	if (none)
+		use_raw_peers();      /* no middleware: the plain fast path */
+	else
+		install_wmod(false);
+	static const char *const tokens[] = { "\"plain\"", "-12", "1.5", "\"a\\\"b\"", "\"\\u00e9\"" };
+	char wrong[512] = "";
+	for (size_t i = 0; i < sizeof tokens / sizeof *tokens; i++) {
+		char *got_tok = raw_token_round_trip(tokens[i]);
+		json_t *want = J(tokens[i]);
+		char *want_tok = json_dumps(want, JSON_ENCODE_ANY | JSON_COMPACT);
+		json_decref(want);
+		if (!got_tok || strcmp(got_tok, want_tok) != 0)
+			snprintf(wrong + strlen(wrong), sizeof wrong - strlen(wrong),
+				 " %s came back as %s;", tokens[i], got_tok ? got_tok : "(nothing)");
+		free(got_tok);
+		free(want_tok);
+	}
+	if (wrong[0])
+		fail_msg("progress tokens not given back exactly:%s", wrong);
+}
+
+/*
+ * The requester's progress token comes back exactly, whatever its JSON
+ * form. Guards a bug found in fastpath.c chain_span_value (jscan.c does
+ * not vet the token): rebuilt from its text as an escape-free string or an
+ * integer, a token 1.5 came back as 1, "a\"b" as "a\\\"b", "\u00e9" as
+ * "\\u00e9", on the raw path and on the plain fast path alike.
+ */
+static void test_raw_progress_token_exact(void **state)
+{
+	(void)state;
+	check_tokens_exact(false);
+}
+
+/* The same on the fast path without middleware. */
+static void test_fast_progress_token_exact(void **state)
+{
+	(void)state;
+	check_tokens_exact(true);
+}
+
+/*
+ * Cancelling request 1.5 (a real id, which only the full path takes) must
+ * not cancel request 1. Guards a bug found in fastpath.c fast_cancelled /
+ * chain_span_value with no middleware: the requestId was rebuilt from its
+ * text as the integer 1, so the backend heard request 1 cancelled, the
+ * client never got its response, and 1.5 stayed open.
+ */
+static void test_fast_cancel_real_id(void **state)
+{
+	(void)state;
+	use_raw_peers();
+	assert_true(feed(&client, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+			 "\"params\":{\"name\":\"one\"}}"));
+	assert_false(feed(&client, "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"tools/call\","
+			  "\"params\":{\"name\":\"other\"}}"));   /* a real id: the full path */
+	json_int_t b1 = int_at(got(&backend, 0), "id"), b15 = int_at(got(&backend, 1), "id");
+	feed(&client, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+	     "\"params\":{\"requestId\":1.5}}");
+	assert_int_equal(count(&backend), 3);
+	json_int_t cancelled = int_at(json_object_get(last(&backend), "params"), "requestId");
+	/* the backend answers both: only the request not cancelled reaches the client */
+	char in[128];
+	snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT ",\"result\":{}}", b1);
+	feed(&backend, in);
+	snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT ",\"result\":{}}", b15);
+	feed(&backend, in);
+	assert_int_equal(chain_open_exchanges(), 0);
+	assert_int_equal(cancelled, b15);
+	assert_int_equal(count(&client), 1);
+	assert_int_equal(int_at(last(&client), "id"), 1);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
@@ -1331,6 +1977,20 @@ int main(void)
 		TT(test_client_gone_request_not_forwarded),
 		TT(test_mw_abort),
 		TT(test_mw_abort_while_walking),
+		T(test_raw_request_and_response_bytes),
+		T(test_raw_request_without_token),
+		T(test_raw_read_goes_as_tree),
+		T(test_raw_reply_and_drop),
+		T(test_raw_async_resume),
+		T(test_raw_async_then_backend_stage),
+		T(test_raw_cancel_while_held),
+		T(test_raw_ctx_fields),
+		T(test_raw_async_on_response),
+		T(test_raw_server_request),
+		T(test_raw_limit_queue),
+		T(test_raw_progress_token_exact),
+		T(test_fast_progress_token_exact),
+		T(test_fast_cancel_real_id),
 	};
 #undef T
 #undef TT

@@ -508,6 +508,131 @@ static void test_destroy_with_queue(void **state)
 }
 
 /* Runs the tests. */
+/* ---- requests that travel unparsed ---- */
+
+/* What a raw walk's done saw of the bytes (they are freed once it returns). */
+struct xraw {
+	struct xch x;            /* must be first */
+	char raw[512];
+	char id[32];
+};
+
+/* The walk's end: keeps the message and a copy of the bytes it carries. */
+static void on_done_raw(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+{
+	struct xraw *r = (struct xraw *)(void *)w;
+	on_done(w, v, msg);
+	r->raw[0] = r->id[0] = '\0';
+	if (w->raw)
+		snprintf(r->raw, sizeof r->raw, "%.*s", (int)w->raw_len, w->raw);
+	if (w->raw && w->span[MW_SPAN_ID].p)
+		snprintf(r->id, sizeof r->id, "%.*s", (int)w->span[MW_SPAN_ID].n,
+			 w->span[MW_SPAN_ID].p);
+}
+
+/* Walks TEXT, a tools/call of NAME, unparsed from "c" to "fx" through PL. */
+static void call_raw(struct xraw *r, struct pipeline *pl, const char *name, const char *text)
+{
+	memset(r, 0, sizeof *r);
+	r->x.ctx.dir = MW_TO_BACKEND;
+	r->x.ctx.kind = RPC_REQUEST;
+	r->x.ctx.method = "tools/call";
+	r->x.ctx.name = name;
+	r->x.ctx.client = "c";
+	r->x.ctx.backend = "fx";
+	r->x.w.stage[0] = pl;
+	r->x.w.ctx = &r->x.ctx;
+	r->x.w.done = on_done_raw;
+	assert_true(mwt_set_raw(&r->x.w, text));
+	mw_walk_forward(&r->x.w);
+}
+
+/* Walks an unparsed response back: it stays unread. */
+static void respond_raw(struct xraw *r)
+{
+	assert_int_equal(r->x.done, 1);
+	assert_int_equal(r->x.v, MW_PASS);
+	r->x.ctx.kind = RPC_RESPONSE;
+	assert_true(mwt_set_raw(&r->x.w, "{\"jsonrpc\":\"2.0\",\"id\":31,\"result\":{}}"));
+	mw_walk_back(&r->x.w);
+	assert_int_equal(r->x.done, 2);
+	assert_null(r->x.got);
+	assert_string_equal(r->id, "31");
+	json_decref(r->x.ctx.scratch);
+	r->x.ctx.scratch = NULL;
+}
+
+#define LIM_CALL(id, name) "{\"jsonrpc\":\"2.0\",\"id\":" id ",\"method\":\"tools/call\"," \
+	"\"params\":{\"name\":\"" name "\",\"arguments\":{\"n\":1.50}}}"
+
+/* Counting needs no message: requests and responses pass unread. */
+static void test_raw_unread(void **state)
+{
+	(void)state;
+	struct pipeline *pl = limit_with("[{\"concurrency\":2},{\"tools\":\"t\",\"rate\":0.001,\"burst\":1}]");
+	struct xraw a, b;
+	call_raw(&a, pl, "t", LIM_CALL("1", "t"));
+	assert_int_equal(a.x.done, 1);
+	assert_int_equal(a.x.v, MW_PASS);
+	assert_null(a.x.got);
+	assert_string_equal(a.raw, LIM_CALL("1", "t"));
+	/* refused without reading: the module's reply is the message */
+	call_raw(&b, pl, "t", LIM_CALL("2", "t"));
+	assert_int_equal(b.x.done, 1);
+	assert_int_equal(b.x.v, MW_REPLY);
+	assert_int_equal(code_of(&b.x), MW_LIMIT_RATE);
+	finish(&b.x);
+	respond_raw(&a);
+	pipeline_unref(pl);
+}
+
+/* A queued request keeps its bytes: released later, the right bytes go on. */
+static void test_raw_queued_then_released(void **state)
+{
+	(void)state;
+	struct pipeline *pl = limit_with("[{\"concurrency\":1,\"queue\":1}]");
+	static const char text_b[] = LIM_CALL("\"b\"", "slow");
+	char buf[sizeof text_b];
+	memcpy(buf, text_b, sizeof buf);
+	struct xraw a, b;
+	call_raw(&a, pl, "slow", LIM_CALL("1", "slow"));
+	assert_int_equal(a.x.v, MW_PASS);
+	call_raw(&b, pl, "slow", buf);
+	assert_int_equal(b.x.done, 0);            /* queued */
+	assert_int_equal(b.x.w.held, 1);
+	assert_non_null(b.x.w.raw_own);           /* the walk keeps its own copy */
+	assert_ptr_not_equal(b.x.w.raw, buf);
+	memset(buf, 'X', sizeof buf - 1);         /* the transport reuses its buffer */
+	respond_raw(&a);                          /* the slot frees: b goes */
+	assert_int_equal(b.x.done, 1);
+	assert_int_equal(b.x.v, MW_PASS);
+	assert_null(b.x.got);
+	assert_string_equal(b.raw, text_b);
+	assert_string_equal(b.id, "\"b\"");
+	assert_null(b.x.w.raw_own);               /* freed once done returned */
+	respond_raw(&b);
+	pipeline_unref(pl);
+}
+
+/* A queued unparsed request that waits too long is refused with an error. */
+static void test_raw_queue_timeout(void **state)
+{
+	(void)state;
+	struct pipeline *pl = limit_with("[{\"concurrency\":1,\"queueTimeoutMs\":30}]");
+	struct xraw a, b;
+	call_raw(&a, pl, "x", LIM_CALL("1", "x"));
+	call_raw(&b, pl, "x", LIM_CALL("2", "x"));
+	assert_int_equal(b.x.done, 0);
+	run_until(&b.x.done, 2.0);
+	assert_int_equal(b.x.done, 1);
+	assert_int_equal(b.x.v, MW_REPLY);
+	assert_int_equal(code_of(&b.x), MW_LIMIT_BUSY);
+	assert_non_null(strstr(message_of(&b.x), "without getting one"));
+	finish(&b.x);
+	respond_raw(&a);
+	pipeline_unref(pl);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -524,6 +649,9 @@ int main(void)
 		cmocka_unit_test(test_other_traffic),
 		cmocka_unit_test(test_timeout_until_response),
 		cmocka_unit_test(test_destroy_with_queue),
+		cmocka_unit_test(test_raw_unread),
+		cmocka_unit_test(test_raw_queued_then_released),
+		cmocka_unit_test(test_raw_queue_timeout),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

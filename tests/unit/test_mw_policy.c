@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include <cmocka.h>
 
@@ -505,6 +506,188 @@ static void test_untouched(void **state)
 	pipeline_unref(pl);
 }
 
+/* ---- what the module reads (messages walked unparsed) ---- */
+
+/*
+ * Walks TEXT, a request from CLIENT about NAME (as the chain finds it in
+ * params.name or params.uri), unparsed through PL. Returns what done got:
+ * NULL when nobody read it.
+ */
+static json_t *request_raw(struct run *r, struct pipeline *pl, const char *client,
+			   const char *method, const char *name, const char *text)
+{
+	memset(r, 0, sizeof *r);
+	r->ctx.dir = MW_TO_BACKEND;
+	r->ctx.kind = RPC_REQUEST;
+	r->ctx.method = method;
+	r->ctx.client = client;
+	r->ctx.name = name;
+	r->w.stage[0] = pl;
+	r->w.ctx = &r->ctx;
+	r->w.done = on_done;
+	assert_true(mwt_set_raw(&r->w, text));
+	mw_walk_forward(&r->w);
+	assert_int_equal(r->done_calls, 1);
+	return r->out;
+}
+
+/* Walks the response TEXT unparsed back; returns what done got. */
+static json_t *respond_raw(struct run *r, const char *text)
+{
+	assert_int_equal(r->verdict, MW_PASS);
+	json_decref(r->out);
+	r->out = NULL;
+	r->ctx.kind = RPC_RESPONSE;
+	assert_true(mwt_set_raw(&r->w, text));
+	mw_walk_back(&r->w);
+	assert_int_equal(r->done_calls, 2);
+	return r->out;
+}
+
+/* The reply to TEXT walked unparsed equals the reply to it walked parsed (but for the id). */
+static void expect_same_refusal(struct pipeline *pl, const char *method, const char *name,
+				const char *text)
+{
+	struct run raw, parsed;
+	json_t *a = request_raw(&raw, pl, "c", method, name, text);
+	assert_int_equal(raw.verdict, MW_REPLY);
+	json_t *req = J(text);
+	json_t *params = json_incref(json_object_get(req, "params"));
+	json_t *b = request(&parsed, pl, "c", method, params);
+	json_decref(req);
+	assert_int_equal(parsed.verdict, MW_REPLY);
+	assert_non_null(a);
+	assert_non_null(b);
+	/* the chain puts the requester's id on a module's reply; the rest must match */
+	json_t *ca = json_deep_copy(a), *cb = json_deep_copy(b);
+	json_object_del(ca, "id");
+	json_object_del(cb, "id");
+	if (!json_equal(ca, cb)) {
+		char *sa = json_dumps(ca, JSON_SORT_KEYS), *sb = json_dumps(cb, JSON_SORT_KEYS);
+		print_error("unparsed: %s\nparsed:   %s\n", sa, sb);
+		free(sa);
+		free(sb);
+		fail();
+	}
+	json_decref(ca);
+	json_decref(cb);
+	run_release(&raw);
+	run_release(&parsed);
+}
+
+#define RAW_REQ(method, params) "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"" method "\"," \
+	"\"params\":" params "}"
+
+/* An allowed use is decided on ctx->name alone: the request is never parsed. */
+static void test_reads_allowed_unread(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\"]},"
+		"{\"deny\":[\"admin\"],\"on\":\"prompts\"},{\"deny\":[\"file:///etc/*\"],\"on\":\"resources\"}]}]");
+	struct run r;
+	assert_null(request_raw(&r, pl, "c", "tools/call", "read_file",
+		RAW_REQ("tools/call", "{\"name\":\"read_file\",\"arguments\":{\"x\":1}}")));
+	assert_int_equal(r.verdict, MW_PASS);
+	/* its response is no list: unread too */
+	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"content\":[]}}"));
+	run_release(&r);
+	assert_null(request_raw(&r, pl, "c", "prompts/get", "greet",
+		RAW_REQ("prompts/get", "{\"name\":\"greet\"}")));
+	assert_int_equal(r.verdict, MW_PASS);
+	run_release(&r);
+	assert_null(request_raw(&r, pl, "c", "resources/read", "file:///tmp/x",
+		RAW_REQ("resources/read", "{\"uri\":\"file:///tmp/x\"}")));
+	assert_int_equal(r.verdict, MW_PASS);
+	run_release(&r);
+	assert_null(request_raw(&r, pl, "c", "ping", NULL, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}"));
+	assert_int_equal(r.verdict, MW_PASS);
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* A denied use is refused without parsing, with the same refusal as the parsed path. */
+static void test_reads_denied_same_refusal(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\"]},"
+		"{\"deny\":[\"admin\"],\"on\":\"prompts\"},{\"deny\":[\"file:///etc/*\"],\"on\":\"resources\"}]}]");
+	struct run r;
+	json_t *out = request_raw(&r, pl, "c", "tools/call", "delete_all",
+		RAW_REQ("tools/call", "{\"name\":\"delete_all\",\"arguments\":{\"x\":1}}"));
+	assert_int_equal(r.verdict, MW_REPLY);
+	assert_true(json_is_true(json_object_get(json_object_get(out, "result"), "isError")));
+	assert_non_null(strstr(result_text(out), "\"delete_all\" is not allowed"));
+	run_release(&r);
+	expect_same_refusal(pl, "tools/call", "delete_all",
+		RAW_REQ("tools/call", "{\"name\":\"delete_all\",\"arguments\":{\"x\":1}}"));
+	expect_same_refusal(pl, "prompts/get", "admin", RAW_REQ("prompts/get", "{\"name\":\"admin\"}"));
+	expect_same_refusal(pl, "resources/read", "file:///etc/passwd",
+		RAW_REQ("resources/read", "{\"uri\":\"file:///etc/passwd\"}"));
+	expect_same_refusal(pl, "resources/subscribe", "file:///etc/x",
+		RAW_REQ("resources/subscribe", "{\"uri\":\"file:///etc/x\"}"));
+	pipeline_unref(pl);
+}
+
+/* Lists, questions and completion are read; lists come back filtered. */
+static void test_reads_lists_ask_completion(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\"]},"
+				       "{\"ask\":[\"move_*\"]}]}]");
+	struct run r;
+	char names[128];
+	/* tools/list: the request is not read, its response is, and filtered */
+	assert_null(request_raw(&r, pl, "c", "tools/list", NULL,
+				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}"));
+	json_t *out = respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":"
+		"[{\"name\":\"delete_a\"},{\"name\":\"read\"},{\"name\":\"move\"}],\"nextCursor\":\"n\"}}");
+	assert_non_null(out);
+	names_of(out, "tools", "name", names, sizeof names);
+	assert_string_equal(names, "read move");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(out, "result"), "nextCursor")), "n");
+	run_release(&r);
+	/* a list of a kind no rule is about is not read */
+	assert_null(request_raw(&r, pl, "c", "prompts/list", NULL,
+				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"prompts/list\"}"));
+	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"prompts\":[{\"name\":\"delete_a\"}]}}"));
+	run_release(&r);
+	/* ask: read (its arguments go into the question); outside the chain, refused */
+	out = request_raw(&r, pl, "c", "tools/call", "move_file",
+		RAW_REQ("tools/call", "{\"name\":\"move_file\",\"arguments\":{\"to\":\"b\"}}"));
+	assert_int_equal(r.verdict, MW_REPLY);
+	assert_non_null(strstr(result_text(out), "elicitation unavailable"));
+	run_release(&r);
+	/* completion: its subject is deeper, so it is read, allowed or not */
+	out = request_raw(&r, pl, "c", "completion/complete", NULL,
+		RAW_REQ("completion/complete", "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"p\"},"
+			"\"argument\":{\"name\":\"a\",\"value\":\"v\"}}"));
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_non_null(out);
+	json_t *ref = json_object_get(json_object_get(out, "params"), "ref");
+	assert_string_equal(json_string_value(json_object_get(ref, "name")), "p");
+	run_release(&r);
+	/* a backend's request to the client and notifications are not read */
+	memset(&r, 0, sizeof r);
+	r.ctx = (struct mw_ctx){ .dir = MW_TO_CLIENT, .kind = RPC_REQUEST, .method = "tools/call",
+				 .name = "delete_x" };
+	r.w = (struct mw_walk){ .stage = { pl, NULL }, .ctx = &r.ctx, .done = on_done };
+	assert_true(mwt_set_raw(&r.w, RAW_REQ("tools/call", "{\"name\":\"delete_x\"}")));
+	mw_walk_forward(&r.w);
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_null(r.out);
+	run_release(&r);
+	memset(&r, 0, sizeof r);
+	r.ctx = (struct mw_ctx){ .dir = MW_TO_BACKEND, .kind = RPC_NOTIFICATION,
+				 .method = "notifications/roots/list_changed" };
+	r.w = (struct mw_walk){ .stage = { pl, NULL }, .ctx = &r.ctx, .done = on_done };
+	assert_true(mwt_set_raw(&r.w, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\"}"));
+	mw_walk_forward(&r.w);
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_null(r.out);
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
 /* ---- ask, through the real chain between fake peers ---- */
 
 struct fake {
@@ -710,6 +893,94 @@ static void test_ask_cancelled(void **state)
 	assert_int_equal(json_array_size(client.got), n);    /* and never answered */
 }
 
+/* ---- ask on a request that came in as bytes ---- */
+
+static json_t *raw_got;   /* texts the peers got as bytes, in order */
+
+/* Records what the chain sends a peer as bytes. */
+static int fake_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+{
+	char text[2048];
+	size_t len = 0;
+	(void)p;
+	(void)request;
+	for (int i = 0; i < n; i++) {
+		assert_true(len + iov[i].iov_len < sizeof text);
+		memcpy(text + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	text[len] = '\0';
+	json_array_append_new(raw_got, json_string(text));
+	return 0;
+}
+
+static const struct peer_ops fake_raw_ops = { .send = fake_send, .send_raw = fake_send_raw };
+
+/* Feeds TEXT from F the way a transport does: fast path, else parsed. */
+static bool feed(struct fake *f, const char *text)
+{
+	size_t n = strlen(text);
+	char *line = strdup(text);
+	assert_non_null(line);
+	bool fast = chain_fast(&f->peer, line, n);
+	memset(line, 'X', n);   /* the transport reuses its buffer */
+	free(line);
+	if (!fast)
+		chain_receive(&f->peer, J(text));
+	return fast;
+}
+
+/* The ask policy reads a request that came in as bytes; an allowed one goes as bytes. */
+static void test_ask_on_raw_request(void **state)
+{
+	(void)state;
+	use_ask_policy("");
+	raw_got = json_array();
+	client.peer.ops = backend.peer.ops = &fake_raw_ops;
+	/* an allowed call is not read: the backend gets the bytes */
+	assert_true(feed(&client, "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"tools/call\","
+			 "\"params\":{\"name\":\"read\",\"arguments\":{\"n\":1.50}}}"));
+	assert_int_equal(json_array_size(raw_got), 1);
+	assert_int_equal(json_array_size(backend.got), 0);
+	assert_non_null(strstr(json_string_value(json_array_get(raw_got, 0)), "{\"n\":1.50}"));
+	/* a denied call is refused, never sent */
+	assert_true(feed(&client, "{\"jsonrpc\":\"2.0\",\"id\":\"d\",\"method\":\"tools/call\","
+			 "\"params\":{\"name\":\"rm\"}}"));
+	assert_string_equal(json_string_value(json_object_get(last(&client), "id")), "d");
+	assert_true(json_is_true(json_object_get(json_object_get(last(&client), "result"), "isError")));
+	/* ask: read, so the question quotes its arguments */
+	assert_true(feed(&client, "{\"jsonrpc\":\"2.0\",\"id\":\"c1\",\"method\":\"tools/call\","
+			 "\"params\":{\"name\":\"move_file\",\"arguments\":{\"from\":\"a\",\"to\":\"b\"}}}"));
+	json_t *q = last(&client);
+	assert_string_equal(json_string_value(json_object_get(q, "method")), "elicitation/create");
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(q, "params"), "message")),
+			       "{\"from\":\"a\",\"to\":\"b\"}"));
+	answer(q, "\"result\":{\"action\":\"accept\",\"content\":{}}");
+	/* accepted: it goes on as the tree the module read */
+	assert_int_equal(json_array_size(raw_got), 1);
+	json_t *fwd = last(&backend);
+	assert_non_null(fwd);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(fwd, "params"), "name")),
+			    "move_file");
+	char resp[200];
+	snprintf(resp, sizeof resp, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
+		 ",\"result\":{\"content\":[]}}", json_integer_value(json_object_get(fwd, "id")));
+	chain_receive(&backend.peer, J(resp));
+	assert_string_equal(json_string_value(json_object_get(last(&client), "id")), "c1");
+	/* the first call's response still comes back */
+	json_t *first = J(json_string_value(json_array_get(raw_got, 0)));
+	snprintf(resp, sizeof resp, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
+		 ",\"result\":{}}", json_integer_value(json_object_get(first, "id")));
+	json_decref(first);
+	assert_true(feed(&backend, resp));   /* unread: back to the client as bytes */
+	assert_int_equal(json_array_size(raw_got), 2);
+	assert_string_equal(json_string_value(json_array_get(raw_got, 1)),
+			    "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{}}");
+	json_decref(raw_got);
+	raw_got = NULL;
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
 /* Runs the tests. */
 int main(void)
 {
@@ -726,11 +997,15 @@ int main(void)
 		cmocka_unit_test(test_prompts_and_resources),
 		cmocka_unit_test(test_list_filtering),
 		cmocka_unit_test(test_untouched),
+		cmocka_unit_test(test_reads_allowed_unread),
+		cmocka_unit_test(test_reads_denied_same_refusal),
+		cmocka_unit_test(test_reads_lists_ask_completion),
 		C(test_ask_accept),
 		C(test_ask_decline_cancel),
 		C(test_ask_no_elicitation),
 		C(test_ask_client_gone),
 		C(test_ask_cancelled),
+		C(test_ask_on_raw_request),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -537,6 +537,161 @@ static void test_untouched(void **state)
 	pipeline_unref(pl);
 }
 
+/* ---- what the module reads (messages walked unparsed) ---- */
+
+/* Walks TEXT, a client request about NAME (ctx->name), unparsed through PL. */
+static json_t *request_raw(struct run *r, struct pipeline *pl, const char *method,
+			   const char *name, const char *text)
+{
+	memset(r, 0, sizeof *r);
+	r->ctx.dir = MW_TO_BACKEND;
+	r->ctx.kind = RPC_REQUEST;
+	r->ctx.method = method;
+	r->ctx.name = name;
+	r->w.stage[0] = pl;
+	r->w.ctx = &r->ctx;
+	r->w.done = on_done;
+	assert_true(mwt_set_raw(&r->w, text));
+	mw_walk_forward(&r->w);
+	assert_int_equal(r->done_calls, 1);
+	r->seen_name = r->ctx.name;
+	return r->out;
+}
+
+/* Walks the response TEXT unparsed back; returns what done got (NULL: unread). */
+static json_t *respond_raw(struct run *r, const char *text)
+{
+	assert_int_equal(r->verdict, MW_PASS);
+	json_decref(r->out);
+	r->out = NULL;
+	r->ctx.kind = RPC_RESPONSE;
+	r->ctx.response_bytes = strlen(text);
+	assert_true(mwt_set_raw(&r->w, text));
+	mw_walk_back(&r->w);
+	assert_int_equal(r->done_calls, 2);
+	return r->out;
+}
+
+#define RW_CALL(params) "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":" params "}"
+
+static const char reads_module[] =
+	"[{\"use\":\"rewrite\",\"tools\":{"
+	"\"read_file\":{\"rename\":\"fs_read\"},"
+	"\"debug\":{\"hide\":true},"
+	"\"write_file\":{\"fixed\":{\"mode\":\"0600\"}},"
+	"\"list\":{\"defaults\":{\"limit\":10}},"
+	"\"pretty\":{\"title\":\"Pretty\",\"description\":\"Only shown differently.\"}}}]";
+
+/* Calls of tools the module does not map are not parsed, nor are their results. */
+static void test_reads_unmapped_unread(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok(reads_module);
+	struct run r;
+	assert_null(request_raw(&r, pl, "tools/call", "other",
+				RW_CALL("{\"name\":\"other\",\"arguments\":{\"a\":1}}")));
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_string_equal(r.seen_name, "other");
+	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"content\":[]}}"));
+	run_release(&r);
+	/* an entry that only changes how the tool is listed: its calls are not read */
+	assert_null(request_raw(&r, pl, "tools/call", "pretty", RW_CALL("{\"name\":\"pretty\"}")));
+	assert_int_equal(r.verdict, MW_PASS);
+	run_release(&r);
+	/* other methods */
+	assert_null(request_raw(&r, pl, "prompts/get", "fs_read",
+				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"prompts/get\","
+				"\"params\":{\"name\":\"fs_read\"}}"));
+	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"messages\":[]}}"));
+	run_release(&r);
+	pipeline_unref(pl);
+	/* a module without tools reads no call */
+	pl = build_ok("[{\"use\":\"rewrite\",\"maxResultBytes\":100}]");
+	assert_null(request_raw(&r, pl, "tools/call", "debug", RW_CALL("{\"name\":\"debug\"}")));
+	/* nor a tools/list result */
+	run_release(&r);
+	assert_null(request_raw(&r, pl, "tools/list", NULL,
+				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}"));
+	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":[]}}"));
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* Calls the module maps are read and mapped. */
+static void test_reads_mapped_calls(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok(reads_module);
+	struct run r;
+	/* renamed: goes on under the real name, and its result is not read */
+	json_t *out = request_raw(&r, pl, "tools/call", "fs_read",
+				  RW_CALL("{\"name\":\"fs_read\",\"arguments\":{\"path\":\"/x\"}}"));
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_non_null(out);
+	expect_json(out, "params", "{\"name\":\"read_file\",\"arguments\":{\"path\":\"/x\"}}");
+	assert_string_equal(r.seen_name, "read_file");
+	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"content\":[]}}"));
+	assert_string_equal(r.ctx.name, "fs_read");   /* back to the client's name */
+	run_release(&r);
+	/* fixed arguments */
+	out = request_raw(&r, pl, "tools/call", "write_file",
+			  RW_CALL("{\"name\":\"write_file\",\"arguments\":{\"mode\":\"0777\",\"p\":1}}"));
+	assert_non_null(out);
+	expect_json(out, "params.arguments", "{\"mode\":\"0600\",\"p\":1}");
+	run_release(&r);
+	/* defaults */
+	out = request_raw(&r, pl, "tools/call", "list", RW_CALL("{\"name\":\"list\"}"));
+	assert_non_null(out);
+	expect_json(out, "params.arguments", "{\"limit\":10}");
+	run_release(&r);
+	/* hidden, and the old name of a renamed tool: read, and unknown */
+	const char *unknown[][2] = {
+		{ "debug", RW_CALL("{\"name\":\"debug\"}") },
+		{ "read_file", RW_CALL("{\"name\":\"read_file\"}") },
+	};
+	for (int i = 0; i < 2; i++) {
+		out = request_raw(&r, pl, "tools/call", unknown[i][0], unknown[i][1]);
+		assert_int_equal(r.verdict, MW_REPLY);
+		assert_int_equal(json_integer_value(at(out, "error.code")), RPC_INVALID_PARAMS);
+		assert_non_null(strstr(str_at(out, "error.message"), unknown[i][0]));
+		assert_int_equal(json_integer_value(at(out, "id")), 9);  /* it read the message */
+		run_release(&r);
+	}
+	pipeline_unref(pl);
+}
+
+/* tools/list results are read and rewritten; call results only with result rules. */
+static void test_reads_results(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok(reads_module);
+	struct run r;
+	assert_null(request_raw(&r, pl, "tools/list", NULL,
+				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}"));
+	json_t *out = respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":["
+		"{\"name\":\"read_file\"},{\"name\":\"debug\"},{\"name\":\"pretty\"},{\"name\":\"x\"}]}}");
+	assert_non_null(out);
+	expect_json(out, "result.tools", "[{\"name\":\"fs_read\"},{\"name\":\"pretty\",\"title\":\"Pretty\","
+		    "\"description\":\"Only shown differently.\"},{\"name\":\"x\"}]");
+	run_release(&r);
+	pipeline_unref(pl);
+
+	/* with result rules, a call's result is read (the call itself is not) */
+	pl = build_ok(redact_module);
+	assert_null(request_raw(&r, pl, "tools/call", "t", RW_CALL("{\"name\":\"t\"}")));
+	out = respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"content\":"
+			  "[{\"type\":\"text\",\"text\":\"to a@b.cd\"}]}}");
+	assert_non_null(out);
+	assert_string_equal(str_at(out, "result.content.0.text"), "to [email]");
+	run_release(&r);
+	/* but not a tools/list result, which it has nothing to do with */
+	assert_null(request_raw(&r, pl, "tools/list", NULL,
+				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}"));
+	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":[]}}"));
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
 /* Runs the tests. */
 int main(void)
 {
@@ -552,6 +707,9 @@ int main(void)
 		cmocka_unit_test(test_size_cap),
 		cmocka_unit_test(test_patterns_then_cap),
 		cmocka_unit_test(test_untouched),
+		cmocka_unit_test(test_reads_unmapped_unread),
+		cmocka_unit_test(test_reads_mapped_calls),
+		cmocka_unit_test(test_reads_results),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

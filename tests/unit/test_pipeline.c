@@ -14,7 +14,9 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "jscan.h"
 #include "middleware.h"
+#include "rpc.h"
 
 /* ---- a configurable test module ---- */
 
@@ -544,6 +546,535 @@ static void test_skips_and_empty(void **state)
 	run_release(&r);
 }
 
+/* ---- messages that travel unparsed (raw) ---- */
+
+/* A module whose reads() answer is set per test; it records what it saw. */
+struct rmod {
+	struct mw_module base;   /* must be first */
+	const char *tag;
+	bool reads;              /* what reads() answers */
+	enum mw_verdict on_msg;  /* verdict of on_message */
+	enum mw_verdict on_resp; /* verdict of on_response (MW_ASYNC holds) */
+	int reads_calls;
+	int seen;                /* hook calls */
+	bool saw_null;           /* the last hook got *MSG == NULL */
+	json_t *saw;             /* the tree the last hook got (pointer only) */
+	json_t *saw_copy;        /* owned: a copy of it */
+	struct mw_walk *held;
+};
+
+/* Answers as configured, counting the calls. */
+static bool r_reads(struct mw_module *m, const struct mw_ctx *ctx)
+{
+	struct rmod *t = (struct rmod *)m;
+	assert_non_null(ctx);
+	t->reads_calls++;
+	return t->reads;
+}
+
+/* Records what a hook of T got in *MSG. */
+static void r_record(struct rmod *t, json_t *msg)
+{
+	t->seen++;
+	t->saw_null = msg == NULL;
+	t->saw = msg;
+	json_decref(t->saw_copy);
+	t->saw_copy = msg ? json_deep_copy(msg) : NULL;
+}
+
+/* Records a request, then passes, replies, drops or holds it as configured. */
+static enum mw_verdict r_on_message(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
+{
+	struct rmod *t = (struct rmod *)m;
+	note(t->tag, ">");
+	r_record(t, *msg);
+	switch (t->on_msg) {
+	case MW_REPLY:
+		json_decref(*msg);
+		*msg = rpc_result(NULL, json_pack("{s:s}", "by", t->tag));
+		return MW_REPLY;
+	case MW_DROP:
+		return MW_DROP;
+	case MW_ASYNC:
+		t->held = mw_walk_hold(ctx);
+		return MW_ASYNC;   /* *msg is kept by the walk while NULL */
+	default:
+		return MW_PASS;
+	}
+}
+
+/* Records a response, then passes or holds it. */
+static enum mw_verdict r_on_response(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
+{
+	struct rmod *t = (struct rmod *)m;
+	note(t->tag, "<");
+	r_record(t, *msg);
+	if (t->on_resp == MW_ASYNC) {
+		t->held = mw_walk_hold(ctx);
+		return MW_ASYNC;
+	}
+	return MW_PASS;
+}
+
+/* Frees the module. */
+static void r_destroy(struct mw_module *m)
+{
+	struct rmod *t = (struct rmod *)m;
+	json_decref(t->saw_copy);
+	destroyed++;
+	free(m);
+}
+
+static const struct mw_module_ops rmod_ops = {
+	.name = "rtest", .reads = r_reads, .on_message = r_on_message,
+	.on_response = r_on_response, .destroy = r_destroy,
+};
+
+/* Like rmod_ops but without a reads() hook: such a module reads everything. */
+static const struct mw_module_ops rmod_noreads_ops = {
+	.name = "rtest-noreads", .on_message = r_on_message,
+	.on_response = r_on_response, .destroy = r_destroy,
+};
+
+/* Makes a raw-aware module that READS (or not) and appends it to PL. */
+static struct rmod *radd(struct pipeline *pl, const char *tag, bool reads, enum mw_verdict v)
+{
+	struct rmod *t = calloc(1, sizeof *t);
+	assert_non_null(t);
+	t->base.ops = &rmod_ops;
+	t->tag = tag;
+	t->reads = reads;
+	t->on_msg = v;
+	t->on_resp = MW_PASS;
+	assert_int_equal(pipeline_add(pl, &t->base), 0);
+	return t;
+}
+
+/* Makes W carry TEXT (N bytes, kept alive by the caller) unparsed, as the chain does. */
+static void set_raw_n(struct mw_walk *w, const char *text, size_t n)
+{
+	struct jscan js;
+	if (!jscan_message(text, n, &js))
+		fail_msg("the scanner declines the test message %.*s", (int)n, text);
+	json_decref(w->msg);
+	w->msg = NULL;
+	w->raw = text;
+	w->raw_len = n;
+	w->span[MW_SPAN_ID] = js.id;
+	w->span[MW_SPAN_TOKEN] = js.token;
+	w->span[MW_SPAN_META] = js.meta;
+}
+
+/* Same for a NUL-terminated TEXT. */
+static void set_raw(struct mw_walk *w, const char *text)
+{
+	set_raw_n(w, text, strlen(text));
+}
+
+/* Asserts that span S holds exactly the text WANT. */
+static void expect_span(struct jspan s, const char *want)
+{
+	assert_non_null(s.p);
+	if (s.n != strlen(want) || memcmp(s.p, want, s.n) != 0)
+		fail_msg("span is \"%.*s\", want \"%s\"", (int)s.n, s.p, want);
+}
+
+/* Asserts that the tree MSG is the JSON TEXT. */
+static void expect_tree(json_t *msg, const char *text)
+{
+	json_t *want = json_loads(text, 0, NULL);
+	assert_non_null(want);
+	assert_non_null(msg);
+	assert_true(json_equal(msg, want));
+	json_decref(want);
+}
+
+static const char raw_req[] =
+	"{\"jsonrpc\":\"2.0\", \"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"t\","
+	"\"arguments\":{\"n\":2.50},\"_meta\":{\"progressToken\":\"tok\",\"k\":1}}}";
+static const char raw_resp[] =
+	"{\"jsonrpc\":\"2.0\",\"id\":12,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}}";
+
+/* What a raw walk's done saw of the bytes (they are freed once it returns). */
+static char done_raw[512];
+static char done_span_id[32];
+
+/* The walk is over: keeps the message and a copy of the bytes it carries. */
+static void on_done_raw(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+{
+	on_done(w, v, msg);
+	done_raw[0] = done_span_id[0] = '\0';
+	if (w->raw) {
+		snprintf(done_raw, sizeof done_raw, "%.*s", (int)w->raw_len, w->raw);
+		if (w->span[MW_SPAN_ID].p)
+			snprintf(done_span_id, sizeof done_span_id, "%.*s",
+				 (int)w->span[MW_SPAN_ID].n, w->span[MW_SPAN_ID].p);
+	}
+}
+
+/* Prepares a walk of the request TEXT, unparsed, through S0. */
+static void run_init_raw(struct run *r, struct pipeline *s0, const char *text)
+{
+	run_init(r, s0, NULL);
+	set_raw(&r->w, text);
+	r->w.done = on_done_raw;
+	done_raw[0] = done_span_id[0] = '\0';
+}
+
+/* Modules that do not read: msg stays NULL to the end, both ways. */
+static void test_raw_unread_to_end(void **state)
+{
+	(void)state;
+	struct pipeline *pl = pipeline_new();
+	struct rmod *a = radd(pl, "A", false, MW_PASS);
+	struct rmod *b = radd(pl, "B", false, MW_PASS);
+	struct rmod *c = radd(pl, "C", false, MW_PASS);
+	struct run r;
+	run_init_raw(&r, pl, raw_req);
+	mw_walk_forward(&r.w);
+	assert_string_equal(trace, "A>B>C>");
+	assert_int_equal(r.done_calls, 1);
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_null(r.out);                      /* still unread */
+	assert_ptr_equal(r.w.raw, raw_req);      /* the caller's bytes, not a copy */
+	assert_null(r.w.raw_own);
+	assert_string_equal(done_raw, raw_req);
+	assert_string_equal(done_span_id, "7");
+	for (struct rmod *t = a; t; t = t == a ? b : t == b ? c : NULL) {
+		assert_int_equal(t->seen, 1);
+		assert_true(t->saw_null);
+		assert_int_equal(t->reads_calls, 1);
+	}
+	assert_int_equal(r.w.reached, 3);
+
+	/* the response, also unread */
+	r.ctx.kind = RPC_RESPONSE;
+	set_raw(&r.w, raw_resp);
+	mw_walk_back(&r.w);
+	assert_string_equal(trace, "A>B>C>C<B<A<");
+	assert_int_equal(r.done_calls, 2);
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_null(r.out);
+	assert_string_equal(done_raw, raw_resp);
+	assert_string_equal(done_span_id, "12");
+	assert_true(a->saw_null && b->saw_null && c->saw_null);
+	assert_int_equal(a->seen + b->seen + c->seen, 6);
+	run_release(&r);
+	pipeline_unref(pl);
+	assert_int_equal(destroyed, 3);
+}
+
+/* A module that reads gets the parsed tree; the ones after it see the same tree. */
+static void test_raw_parsed_when_read(void **state)
+{
+	(void)state;
+	struct pipeline *pl = pipeline_new();
+	struct rmod *a = radd(pl, "A", false, MW_PASS);
+	struct rmod *b = radd(pl, "B", true, MW_PASS);
+	struct rmod *c = radd(pl, "C", false, MW_PASS);
+	struct run r;
+	run_init_raw(&r, pl, raw_req);
+	mw_walk_forward(&r.w);
+	assert_string_equal(trace, "A>B>C>");
+	assert_true(a->saw_null);
+	assert_false(b->saw_null);
+	expect_tree(b->saw_copy, raw_req);       /* the tree equals the text */
+	assert_ptr_equal(c->saw, b->saw);        /* the very same tree, not parsed again */
+	assert_int_equal(c->reads_calls, 0);     /* no need to ask once parsed */
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_ptr_equal(r.out, b->saw);         /* and done gets it */
+	expect_tree(r.out, raw_req);
+	assert_null(r.w.raw_own);
+
+	/* the way back: C does not read, B does, A sees B's tree */
+	json_decref(r.out);
+	r.out = NULL;
+	r.ctx.kind = RPC_RESPONSE;
+	set_raw(&r.w, raw_resp);
+	mw_walk_back(&r.w);
+	assert_string_equal(trace, "A>B>C>C<B<A<");
+	assert_true(c->saw_null);
+	assert_false(b->saw_null);
+	expect_tree(b->saw_copy, raw_resp);
+	assert_ptr_equal(a->saw, b->saw);
+	assert_ptr_equal(r.out, b->saw);
+	expect_tree(r.out, raw_resp);
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* A module without a reads() hook reads every message. */
+static void test_raw_no_reads_hook_reads(void **state)
+{
+	(void)state;
+	struct pipeline *pl = pipeline_new();
+	struct rmod *a = radd(pl, "A", false, MW_PASS);
+	struct rmod *b = radd(pl, "B", false, MW_PASS);
+	b->base.ops = &rmod_noreads_ops;
+	struct run r;
+	run_init_raw(&r, pl, raw_req);
+	mw_walk_forward(&r.w);
+	assert_true(a->saw_null);
+	assert_false(b->saw_null);
+	assert_int_equal(b->reads_calls, 0);
+	expect_tree(r.out, raw_req);
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* MW_REPLY and MW_DROP from a module that did not read (its *MSG was NULL). */
+static void test_raw_reply_and_drop(void **state)
+{
+	(void)state;
+	struct pipeline *pl = pipeline_new();
+	radd(pl, "A", false, MW_PASS);
+	struct rmod *b = radd(pl, "B", false, MW_REPLY);
+	struct rmod *c = radd(pl, "C", false, MW_PASS);
+	struct run r;
+	run_init_raw(&r, pl, raw_req);
+	mw_walk_forward(&r.w);
+	assert_string_equal(trace, "A>B>");
+	assert_true(b->saw_null);
+	assert_int_equal(c->seen, 0);
+	assert_int_equal(r.done_calls, 1);
+	assert_int_equal(r.verdict, MW_REPLY);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r.out, "result"), "by")), "B");
+	assert_int_equal(r.w.reached, 1);        /* B does not see its own reply */
+	/* the reply goes back as a tree through A */
+	json_t *reply = r.out;
+	r.out = NULL;
+	run_back(&r, reply);
+	assert_string_equal(trace, "A>B>A<");
+	assert_int_equal(r.done_calls, 2);
+	assert_ptr_equal(r.out, reply);
+	run_release(&r);
+	pipeline_unref(pl);
+
+	trace[0] = '\0';
+	pl = pipeline_new();
+	radd(pl, "A", false, MW_PASS);
+	b = radd(pl, "B", false, MW_DROP);
+	c = radd(pl, "C", false, MW_PASS);
+	run_init_raw(&r, pl, raw_req);
+	mw_walk_forward(&r.w);
+	assert_string_equal(trace, "A>B>");
+	assert_true(b->saw_null);
+	assert_int_equal(c->seen, 0);
+	assert_int_equal(r.done_calls, 1);
+	assert_int_equal(r.verdict, MW_DROP);
+	assert_null(r.out);                      /* nothing was parsed, nothing to free */
+	assert_int_equal(r.w.reached, 2);
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* An async module holding a raw walk: the bytes are copied, spans follow the copy. */
+static void test_raw_hold_copies(void **state)
+{
+	(void)state;
+	struct pipeline *pl = pipeline_new();
+	radd(pl, "A", false, MW_PASS);
+	struct rmod *b = radd(pl, "B", false, MW_ASYNC);
+	struct rmod *c = radd(pl, "C", false, MW_PASS);
+	char buf[sizeof raw_req];
+	memcpy(buf, raw_req, sizeof raw_req);
+	struct run r;
+	run_init_raw(&r, pl, buf);
+	mw_walk_forward(&r.w);
+	assert_string_equal(trace, "A>B>");
+	assert_int_equal(r.done_calls, 0);
+	assert_ptr_equal(b->held, &r.w);
+	assert_int_equal(r.w.held, 1);
+	assert_null(r.w.msg);
+	/* a copy, owned by the walk, with the same bytes */
+	assert_non_null(r.w.raw_own);
+	assert_ptr_equal(r.w.raw, r.w.raw_own);
+	assert_ptr_not_equal(r.w.raw, buf);
+	assert_int_equal(r.w.raw_len, strlen(raw_req));
+	assert_memory_equal(r.w.raw, raw_req, r.w.raw_len);
+	/* the spans point into the copy and still hold their text */
+	for (int i = 0; i < MW_SPANS; i++) {
+		assert_true(r.w.span[i].p >= r.w.raw);
+		assert_true(r.w.span[i].p + r.w.span[i].n <= r.w.raw + r.w.raw_len);
+	}
+	expect_span(r.w.span[MW_SPAN_ID], "7");
+	expect_span(r.w.span[MW_SPAN_TOKEN], "\"tok\"");
+	expect_span(r.w.span[MW_SPAN_META], "{\"progressToken\":\"tok\",\"k\":1}");
+
+	/* the caller reuses its buffer before the module resumes */
+	memset(buf, 'X', sizeof buf - 1);
+	mw_resume(b->held, MW_PASS, NULL);
+	assert_string_equal(trace, "A>B>C>");
+	assert_true(c->saw_null);
+	assert_int_equal(r.done_calls, 1);
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_null(r.out);
+	assert_string_equal(done_raw, raw_req);  /* readable inside done */
+	assert_string_equal(done_span_id, "7");
+	assert_null(r.w.raw_own);                /* freed once done returned */
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* A module reading after a hold parses the copy, not the reused buffer. */
+static void test_raw_hold_then_read(void **state)
+{
+	(void)state;
+	struct pipeline *pl = pipeline_new();
+	struct rmod *a = radd(pl, "A", false, MW_ASYNC);
+	struct rmod *b = radd(pl, "B", true, MW_PASS);
+	char buf[sizeof raw_req];
+	memcpy(buf, raw_req, sizeof raw_req);
+	struct run r;
+	run_init_raw(&r, pl, buf);
+	mw_walk_forward(&r.w);
+	assert_int_equal(r.done_calls, 0);
+	memset(buf, ' ', sizeof buf - 1);
+	mw_resume(a->held, MW_PASS, NULL);
+	assert_false(b->saw_null);
+	expect_tree(b->saw_copy, raw_req);
+	assert_int_equal(r.verdict, MW_PASS);
+	expect_tree(r.out, raw_req);
+	assert_null(r.w.raw_own);
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* Holding the walk back: the response's bytes are copied likewise. */
+static void test_raw_hold_back(void **state)
+{
+	(void)state;
+	struct pipeline *pl = pipeline_new();
+	struct rmod *a = radd(pl, "A", false, MW_PASS);
+	struct rmod *b = radd(pl, "B", false, MW_PASS);
+	radd(pl, "C", false, MW_PASS);
+	b->on_resp = MW_ASYNC;
+	struct run r;
+	run_init_raw(&r, pl, raw_req);
+	mw_walk_forward(&r.w);
+	assert_int_equal(r.done_calls, 1);
+	assert_null(r.w.raw_own);                /* nobody held it: nothing copied */
+
+	char buf[sizeof raw_resp];
+	memcpy(buf, raw_resp, sizeof raw_resp);
+	r.ctx.kind = RPC_RESPONSE;
+	set_raw(&r.w, buf);
+	mw_walk_back(&r.w);
+	assert_string_equal(trace, "A>B>C>C<B<");
+	assert_int_equal(r.done_calls, 1);
+	assert_int_equal(r.w.held, 1);
+	assert_ptr_equal(r.w.raw, r.w.raw_own);
+	assert_ptr_not_equal(r.w.raw, buf);
+	assert_memory_equal(r.w.raw, raw_resp, strlen(raw_resp));
+	expect_span(r.w.span[MW_SPAN_ID], "12");
+	assert_null(r.w.span[MW_SPAN_TOKEN].p);
+	memset(buf, 'X', sizeof buf - 1);
+	mw_resume(b->held, MW_PASS, NULL);
+	assert_string_equal(trace, "A>B>C>C<B<A<");
+	assert_true(a->saw_null);
+	assert_int_equal(r.done_calls, 2);
+	assert_int_equal(r.verdict, MW_PASS);
+	assert_null(r.out);
+	assert_string_equal(done_raw, raw_resp);
+	assert_string_equal(done_span_id, "12");
+	assert_null(r.w.raw_own);
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* Bytes that do not parse: a request is dropped, a response becomes an error. */
+static void test_raw_unparseable(void **state)
+{
+	(void)state;
+	static const char bad[] = "{\"jsonrpc\":\"2.0\",\"id\":7,";
+	struct pipeline *pl = pipeline_new();
+	struct rmod *a = radd(pl, "A", false, MW_PASS);
+	struct rmod *b = radd(pl, "B", true, MW_PASS);
+	struct run r;
+	run_init(&r, pl, NULL);
+	json_decref(r.w.msg);
+	r.w.msg = NULL;
+	r.w.raw = bad;                           /* as if the scanner had let it through */
+	r.w.raw_len = strlen(bad);
+	r.w.done = on_done_raw;
+	mw_walk_forward(&r.w);
+	assert_string_equal(trace, "A>");        /* B never runs */
+	assert_int_equal(b->seen, 0);
+	assert_int_equal(r.done_calls, 1);
+	assert_int_equal(r.verdict, MW_DROP);
+	assert_null(r.out);
+
+	/* back: B gets an error response instead */
+	r.w.reached = 2;
+	r.ctx.kind = RPC_RESPONSE;
+	r.w.raw = bad;
+	r.w.raw_len = strlen(bad);
+	mw_walk_back(&r.w);
+	assert_int_equal(r.done_calls, 2);
+	assert_false(b->saw_null);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(b->saw_copy, "error"), "code")),
+			 RPC_INTERNAL_ERROR);
+	assert_ptr_equal(a->saw, b->saw);
+	assert_non_null(json_object_get(r.out, "error"));
+	run_release(&r);
+	pipeline_unref(pl);
+}
+
+/* Runs mw_meta_has(KEY) on the raw request TEXT. */
+static bool meta_has_raw(const char *text, const char *key)
+{
+	struct mw_walk w = { 0 };
+	struct mw_ctx ctx = { .walk = &w, .dir = MW_TO_BACKEND, .kind = RPC_REQUEST };
+	w.ctx = &ctx;
+	set_raw(&w, text);
+	return mw_meta_has(&ctx, key);
+}
+
+/* Runs mw_meta_has(KEY) on TEXT parsed. */
+static bool meta_has_parsed(const char *text, const char *key)
+{
+	struct mw_walk w = { 0 };
+	struct mw_ctx ctx = { .walk = &w, .dir = MW_TO_BACKEND, .kind = RPC_REQUEST };
+	w.ctx = &ctx;
+	w.msg = json_loads(text, 0, NULL);
+	assert_non_null(w.msg);
+	bool has = mw_meta_has(&ctx, key);
+	json_decref(w.msg);
+	return has;
+}
+
+#define META_REQ(meta) "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\"," \
+	"\"params\":{\"name\":\"t\"" meta "}}"
+
+/* mw_meta_has: from the bytes (conservative) and from a tree (exact). */
+static void test_meta_has(void **state)
+{
+	(void)state;
+	static const char none[] = META_REQ("");
+	static const char present[] = META_REQ(",\"_meta\":{\"a\":1,\"io.x/key\":\"v\"}");
+	static const char absent[] = META_REQ(",\"_meta\":{\"a\":1,\"io.x/keys\":2,\"y\":\"io.x/ke\"}");
+	static const char as_value[] = META_REQ(",\"_meta\":{\"a\":\"io.x/key\"}");
+	static const char elsewhere[] =
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+		"\"params\":{\"name\":\"t\",\"arguments\":{\"io.x/key\":1},\"_meta\":{}}}";
+	/* unparsed */
+	assert_false(meta_has_raw(none, "io.x/key"));
+	assert_true(meta_has_raw(present, "io.x/key"));
+	assert_true(meta_has_raw(present, "a"));
+	assert_false(meta_has_raw(absent, "io.x/key"));
+	assert_true(meta_has_raw(as_value, "io.x/key"));   /* only a value: true, to be safe */
+	assert_false(meta_has_raw(elsewhere, "io.x/key")); /* outside _meta does not count */
+	/* parsed: a real lookup */
+	assert_false(meta_has_parsed(none, "io.x/key"));
+	assert_true(meta_has_parsed(present, "io.x/key"));
+	assert_false(meta_has_parsed(absent, "io.x/key"));
+	assert_false(meta_has_parsed(as_value, "io.x/key"));
+	assert_false(meta_has_parsed(elsewhere, "io.x/key"));
+	/* no walk at all: nothing is known, so true */
+	struct mw_ctx ctx = { 0 };
+	assert_true(mw_meta_has(&ctx, "io.x/key"));
+}
+
 /* ---- building pipelines from configuration ---- */
 
 /* True when some error line equals LINE. */
@@ -688,6 +1219,15 @@ int main(void)
 		cmocka_unit_test_setup(test_replacement, setup),
 		cmocka_unit_test_setup(test_two_stages, setup),
 		cmocka_unit_test_setup(test_skips_and_empty, setup),
+		cmocka_unit_test_setup(test_raw_unread_to_end, setup),
+		cmocka_unit_test_setup(test_raw_parsed_when_read, setup),
+		cmocka_unit_test_setup(test_raw_no_reads_hook_reads, setup),
+		cmocka_unit_test_setup(test_raw_reply_and_drop, setup),
+		cmocka_unit_test_setup(test_raw_hold_copies, setup),
+		cmocka_unit_test_setup(test_raw_hold_then_read, setup),
+		cmocka_unit_test_setup(test_raw_hold_back, setup),
+		cmocka_unit_test_setup(test_raw_unparseable, setup),
+		cmocka_unit_test_setup(test_meta_has, setup),
 		cmocka_unit_test_setup(test_build_empty, setup),
 		cmocka_unit_test_setup(test_build_errors, setup),
 		cmocka_unit_test_setup(test_module_option_errors, setup),

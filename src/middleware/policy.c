@@ -5,11 +5,13 @@
  *   {"use": "policy", "rules": [
  *      {"deny": ["delete_*", "write_file"]},
  *      {"allow": ["read_*"], "clients": ["claude-code"]},
+ *      {"allow": ["*"], "roles": ["admin"]},
  *      {"ask": ["move_file"]},
  *      {"deny": ["*.env", "*secret*"], "on": "resources"}]}
  *
  * For one name, the rules that apply to it (its kind is in "on", the
- * client matches "clients") decide: a "deny" match refuses whatever else
+ * client matches "clients", one of the principal's roles -- given by
+ * auth -- matches "roles") decide: a "deny" match refuses whatever else
  * matches; when one of them has an "allow" list, the name must match an
  * "allow" or an "ask" pattern; an "ask" match asks the user through
  * elicitation/create before the request goes on.
@@ -37,8 +39,8 @@ enum pol_action { POL_ALLOW, POL_DENY, POL_ASK };
 struct rule {
 	unsigned kinds;       /* K_* it applies to */
 	bool has_allow;       /* an "allow" key, even an empty list */
-	bool has_clients;
-	struct glob_list allow, deny, ask, clients;
+	bool has_clients, has_roles;
+	struct glob_list allow, deny, ask, clients, roles;
 };
 
 struct policy {
@@ -94,21 +96,45 @@ static const char *kind_word(unsigned kind)
 
 /* ---- deciding ---- */
 
-/* True when rule R applies to a name of KIND asked for by CLIENT. */
-static bool rule_applies(const struct rule *r, unsigned kind, const char *client)
+/* Who asks: the client (principal) and its roles, either may be NULL. */
+struct asker {
+	const char *client;
+	json_t *roles;
+};
+
+/* The asker of the exchange CTX describes. */
+static struct asker asker_of(const struct mw_ctx *ctx)
 {
-	return (r->kinds & kind) &&
-	       (!r->has_clients || glob_list_match(&r->clients, client));
+	return (struct asker){ ctx->client, ctx->roles };
 }
 
-/* What the rules say about NAME of KIND for CLIENT (may be NULL). */
+/* True when one of the strings in the array ROLES matches a pattern of L. */
+static bool any_role(const struct glob_list *l, json_t *roles)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(roles, i, v)
+		if (json_is_string(v) && glob_list_match(l, json_string_value(v)))
+			return true;
+	return false;
+}
+
+/* True when rule R applies to a name of KIND asked for by A. */
+static bool rule_applies(const struct rule *r, unsigned kind, struct asker a)
+{
+	return (r->kinds & kind) &&
+	       (!r->has_clients || glob_list_match(&r->clients, a.client)) &&
+	       (!r->has_roles || any_role(&r->roles, a.roles));
+}
+
+/* What the rules say about NAME of KIND for A. */
 static enum pol_action decide(const struct policy *p, unsigned kind,
-			      const char *name, const char *client)
+			      const char *name, struct asker a)
 {
 	bool listed = false, allowed = false, ask = false;
 	for (size_t i = 0; i < p->nrules; i++) {
 		const struct rule *r = &p->rules[i];
-		if (!rule_applies(r, kind, client))
+		if (!rule_applies(r, kind, a))
 			continue;
 		if (glob_list_match(&r->deny, name))
 			return POL_DENY;
@@ -338,7 +364,7 @@ static enum mw_verdict policy_on_message(struct mw_module *m, struct mw_ctx *ctx
 	p->decided_for = NULL;
 	if (!(s.kind & p->kinds) || !s.name)
 		return MW_PASS;
-	switch (cached ? p->decided : decide(p, s.kind, s.name, ctx->client)) {
+	switch (cached ? p->decided : decide(p, s.kind, s.name, asker_of(ctx))) {
 	case POL_DENY:
 		refuse_denied(msg, &s);
 		return MW_REPLY;
@@ -358,15 +384,15 @@ static const struct list_kind *list_kind_of(const char *method)
 	return NULL;
 }
 
-/* Takes the denied entries out of the list RESULT[LK->key]. */
+/* Takes the entries denied to A out of the list RESULT[LK->key]. */
 static void filter_list(const struct policy *p, const struct list_kind *lk,
-			json_t *result, const char *client)
+			json_t *result, struct asker a)
 {
 	json_t *arr = json_object_get(result, lk->key), *out = NULL, *e;
 	size_t i;
 	json_array_foreach(arr, i, e) {
 		const char *name = str_of(e, lk->field);
-		bool denied = name && decide(p, lk->kind, name, client) == POL_DENY;
+		bool denied = name && decide(p, lk->kind, name, a) == POL_DENY;
 		if (denied && !out) {
 			out = json_array();
 			for (size_t j = 0; j < i; j++)
@@ -399,7 +425,7 @@ static bool policy_reads(struct mw_module *m, const struct mw_ctx *ctx)
 	subject_of(ctx, NULL, &s);
 	if (!(s.kind & p->kinds) || !s.name)
 		return false;
-	p->decided = decide(p, s.kind, s.name, ctx->client);
+	p->decided = decide(p, s.kind, s.name, asker_of(ctx));
 	p->decided_for = ctx;
 	return s.use && p->decided == POL_ASK;
 }
@@ -413,7 +439,7 @@ static enum mw_verdict policy_on_response(struct mw_module *m, struct mw_ctx *ct
 		return MW_PASS;
 	const struct list_kind *lk = list_kind_of(ctx->method);
 	if (lk && (lk->kind & p->kinds))
-		filter_list(p, lk, json_object_get(*msg, "result"), ctx->client);
+		filter_list(p, lk, json_object_get(*msg, "result"), asker_of(ctx));
 	return MW_PASS;
 }
 
@@ -457,7 +483,8 @@ static bool parse_list(struct mw_build *b, const char *key, json_t *obj,
 /* Parses rule I (V) into R. */
 static void parse_rule(struct mw_build *b, size_t i, json_t *v, struct rule *r)
 {
-	static const char *const keys[] = { "allow", "deny", "ask", "clients", "on", NULL };
+	static const char *const keys[] = { "allow", "deny", "ask", "clients", "roles", "on",
+					    NULL };
 	char key[64], k[80];
 	snprintf(key, sizeof key, "/rules/%zu", i);
 	if (!json_is_object(v)) {
@@ -475,6 +502,10 @@ static void parse_rule(struct mw_build *b, size_t i, json_t *v, struct rule *r)
 	snprintf(k, sizeof k, "%s/clients", key);
 	if (r->has_clients && r->clients.n == 0)
 		mw_error(b, k, "empty: leave \"clients\" out to apply the rule to every client");
+	r->has_roles = parse_list(b, key, v, "roles", &r->roles);
+	snprintf(k, sizeof k, "%s/roles", key);
+	if (r->has_roles && r->roles.n == 0)
+		mw_error(b, k, "empty: leave \"roles\" out to apply the rule whatever the roles");
 	snprintf(k, sizeof k, "%s/on", key);
 	json_t *on = json_object_get(v, "on");
 	r->kinds = on ? parse_kinds(b, k, on) : K_TOOL;
@@ -501,6 +532,7 @@ static void policy_destroy(struct mw_module *m)
 		glob_list_release(&p->rules[i].deny);
 		glob_list_release(&p->rules[i].ask);
 		glob_list_release(&p->rules[i].clients);
+		glob_list_release(&p->rules[i].roles);
 	}
 	free(p->rules);
 	free(p->ask_message);

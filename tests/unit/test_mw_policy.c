@@ -356,6 +356,50 @@ static void test_client_limited(void **state)
 	pipeline_unref(pl);
 }
 
+/* The verdict on a call of TOOL with the token TOKEN in _meta, through PL. */
+static enum mw_verdict call_with_token(struct pipeline *pl, const char *token, const char *tool)
+{
+	struct run r;
+	request(&r, pl, "self-declared", "tools/call", json_pack("{s:s,s:{},s:{s:s}}",
+		"name", tool, "arguments", "_meta", "io.mcp-chain/token", token));
+	enum mw_verdict v = r.verdict;
+	run_release(&r);
+	return v;
+}
+
+/* Rules limited to roles apply to principals with one of them (auth gives the roles). */
+static void test_role_limited(void **state)
+{
+	(void)state;
+	struct pipeline *pl = build_ok("["
+		"{\"use\":\"auth\",\"env\":false,\"tokens\":["
+		"{\"sha256\":\"df6adb0b23fa33235f4aee6a0d62c118b00d71c07c81be87067b4f5892e66dbc\","
+		"\"principal\":\"alice\",\"roles\":[\"admin\",\"dev\"]},"
+		"{\"sha256\":\"5ca4a69350b4fcad3e869cfe723ad0892f1394ded157e9114798ca33bfab4c7f\","
+		"\"principal\":\"bob\",\"roles\":[\"dev\"]},"
+		"{\"sha256\":\"7b6f314146b7f4acac6db4d7c268a745a86adb201e9344935519e80b85643934\","
+		"\"principal\":\"carol\"}]},"
+		"{\"use\":\"policy\",\"rules\":["
+		"{\"allow\":[\"read_*\"],\"roles\":[\"dev\",\"ops\"]},"
+		"{\"allow\":[\"*\"],\"roles\":\"adm*\"},"
+		"{\"deny\":[\"shell\"],\"roles\":[\"dev\"],\"clients\":[\"bob\"]}]}]");
+	assert_int_equal(pipeline_start(pl), 0);
+	/* alice (admin, dev): everything is allowed */
+	assert_int_equal(call_with_token(pl, "tok-admin", "write_file"), MW_PASS);
+	assert_int_equal(call_with_token(pl, "tok-admin", "shell"), MW_PASS);
+	/* bob (dev): read_* only, and shell denied by the rule for bob as a dev */
+	assert_int_equal(call_with_token(pl, "tok-dev", "read_file"), MW_PASS);
+	assert_int_equal(call_with_token(pl, "tok-dev", "write_file"), MW_REPLY);
+	assert_int_equal(call_with_token(pl, "tok-dev", "shell"), MW_REPLY);
+	/* carol has no roles: no role-limited rule applies to her */
+	assert_int_equal(call_with_token(pl, "tok-none", "write_file"), MW_PASS);
+	pipeline_unref(pl);
+	struct cfg_errors e = { 0 };
+	assert_null(mwt_build("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"roles\":[]}]}]", &e));
+	assert_true(mwt_has_error(&e, "/rules/0/roles: empty"));
+	cfg_errors_release(&e);
+}
+
 /* Walks METHOD with PARAMS (stolen) and returns the verdict, checking the error code. */
 static enum mw_verdict other_verdict(struct pipeline *pl, const char *method, json_t *params)
 {
@@ -994,6 +1038,7 @@ int main(void)
 		cmocka_unit_test(test_deny_wins),
 		cmocka_unit_test(test_allow_list),
 		cmocka_unit_test(test_client_limited),
+		cmocka_unit_test(test_role_limited),
 		cmocka_unit_test(test_prompts_and_resources),
 		cmocka_unit_test(test_list_filtering),
 		cmocka_unit_test(test_untouched),

@@ -100,6 +100,17 @@ static json_int_t span_int(struct jspan s)
 	return neg ? -v : v;
 }
 
+/* True when [P, E) is one or more decimal digits. */
+static bool all_digits(const char *p, const char *e)
+{
+	if (p >= e)
+		return false;
+	for (; p < e; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
 /*
  * A json_t for an id or token span: plain strings and integers made
  * directly, anything else (escapes, reals) parsed as jansson would.
@@ -111,8 +122,7 @@ json_t *chain_span_value(struct jspan s)
 	if (s.p[0] == '"') {
 		if (s.n >= 2 && !memchr(s.p, '\\', s.n))
 			return json_stringn(s.p + 1, s.n - 2);
-	} else if (s.n <= 19 && !memchr(s.p, '.', s.n) && !memchr(s.p, 'e', s.n) &&
-		   !memchr(s.p, 'E', s.n)) {
+	} else if (s.n <= 19 && all_digits(s.p + (s.p[0] == '-'), s.p + s.n)) {
 		return json_integer(span_int(s));
 	}
 	return json_loadb(s.p, s.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);

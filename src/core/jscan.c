@@ -39,7 +39,7 @@ static void seen(struct scan *s, unsigned bit)
 static const char *value(struct scan *s, const char *p);
 
 /* Skips white space. */
-static const char *ws(const char *p, const char *e)
+static inline __attribute__((always_inline)) const char *ws(const char *p, const char *e)
 {
 	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
 		p++;
@@ -133,8 +133,11 @@ static uint64_t special_mask(const char *p)
 	return (((v - ones * 0x20) & ~v) | ((q - ones) & ~q) | ((b - ones) & ~b) | v) & high;
 }
 
+/* Inlined into the hot loops: a call costs as much as the work. */
+#define HOT static inline __attribute__((always_inline))
+
 /* The first special byte in [p, e), or e. */
-static const char *next_special(const char *p, const char *e)
+HOT const char *next_special(const char *p, const char *e)
 {
 #ifdef __SSE2__
 	/* sixteen at a time: '"', '\\', <= 0x1F (unsigned min), >= 0x80 (sign bit) */
@@ -162,10 +165,13 @@ static const char *next_special(const char *p, const char *e)
 	return p;
 }
 
-/* Scans a string at p ('"'); returns the byte after it or NULL. */
-static const char *string(const char *p, const char *e, bool *escaped)
+/*
+ * The rest of a string from P, inside it, on a special byte (or E):
+ * escapes and non-ASCII, out of line. Returns the byte after it or NULL.
+ */
+static const char *string_rest(const char *p, const char *e, bool *escaped)
 {
-	for (p++; p < e;) {
+	for (; p < e;) {
 		p = next_special(p, e);
 		if (p >= e)
 			return NULL;
@@ -196,6 +202,15 @@ static const char *string(const char *p, const char *e, bool *escaped)
 		p += n;
 	}
 	return NULL;
+}
+
+/* Scans a string at p ('"'); returns the byte after it or NULL. */
+HOT const char *string(const char *p, const char *e, bool *escaped)
+{
+	const char *q = next_special(p + 1, e);
+	if (q < e && *q == '"')
+		return q + 1;   /* plain ASCII to the closing quote: the common case */
+	return string_rest(q, e, escaped);
 }
 
 /* Scans a number; declines integers jansson might overflow. */
@@ -258,7 +273,7 @@ typedef const char *(*member_fn)(void *ctx, const char *k, size_t kn, bool kesc,
 				 const char *v, struct scan *s);
 
 /* Scans an object, calling FN (if any) for each member. */
-static const char *object(struct scan *s, const char *p, member_fn fn, void *ctx)
+HOT const char *object(struct scan *s, const char *p, member_fn fn, void *ctx)
 {
 	p = ws(p + 1, s->e);
 	if (p < s->e && *p == '}')
@@ -290,7 +305,7 @@ static const char *object(struct scan *s, const char *p, member_fn fn, void *ctx
 }
 
 /* Scans the object at V one level down, with FN for its members. */
-static const char *nested(struct scan *s, const char *v, member_fn fn, void *ctx)
+HOT const char *nested(struct scan *s, const char *v, member_fn fn, void *ctx)
 {
 	if (++s->depth > MAX_DEPTH)
 		return NULL;
@@ -496,7 +511,8 @@ static const char *top_member(void *ctx, const char *k, size_t kn, bool kesc,
 		out->has_result = true;
 		return *v == '{' ? nested(s, v, result_member, out) : value(s, v);
 	}
-	const char *vend = value(s, v);
+	bool esc = false;   /* strings are scanned here to learn about escapes */
+	const char *vend = *v == '"' ? string(v, s->e, &esc) : value(s, v);
 	if (!vend)
 		return NULL;
 	if (key_is(k, kn, "id")) {
@@ -504,13 +520,13 @@ static const char *top_member(void *ctx, const char *k, size_t kn, bool kesc,
 		out->id_is_string = *v == '"';
 		if (*v != '"' && *v != '-' && (*v < '0' || *v > '9'))
 			s->ok = false;  /* null, objects...: the full path answers */
-		if (*v == '"' && memchr(v, '\\', (size_t)(vend - v)))
+		if (esc)
 			s->ok = false;
 		for (const char *c = v; *v != '"' && c < vend; c++)
 			if (*c == '.' || *c == 'e' || *c == 'E')
 				s->ok = false;  /* a real: the full path answers */
 	} else if (key_is(k, kn, "method")) {
-		if (*v != '"' || memchr(v, '\\', (size_t)(vend - v)))
+		if (*v != '"' || esc)
 			s->ok = false;
 		else
 			set_span(&out->method, v + 1, vend - 1, s);

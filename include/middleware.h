@@ -124,6 +124,15 @@ struct mw_module_ops {
 	 */
 	void (*on_abandon)(struct mw_module *m, struct mw_ctx *ctx);
 	/*
+	 * Optional: the request whose walk this module holds (it returned
+	 * MW_ASYNC from on_message) was cancelled, or its requester went
+	 * away. The module must forget the walk at once (never mw_resume it)
+	 * and free the message it kept; the chain then ends the request.
+	 * Without it, the chain waits for the module to resume the walk and
+	 * drops the request then.
+	 */
+	void (*on_cancel)(struct mw_module *m, struct mw_ctx *ctx);
+	/*
 	 * Optional: goes live (opens files, starts processes). create() only
 	 * validates and allocates, so "mcp-chain check" has no side effects.
 	 * Returns 0 or -1 (logged).
@@ -256,6 +265,14 @@ void mw_walk_forward(struct mw_walk *w);
 
 /* Tells the first W->reached modules, reversed, that no response will come. */
 void mw_walk_abandon(struct mw_walk *w);
+
+/*
+ * The request W carries ends while a module holds its walk: the holder is
+ * told with on_cancel and the modules before it with on_abandon. Returns
+ * true when done (W may be freed now), false when the holder has no
+ * on_cancel (the owner must wait for it to resume the walk).
+ */
+bool mw_walk_cancel(struct mw_walk *w);
 
 /* Walks a response back through the first W->reached modules, reversed. */
 void mw_walk_back(struct mw_walk *w);

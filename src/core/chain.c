@@ -642,6 +642,21 @@ bool chain_raw_response(struct peer *from, struct exchange *ex, const char *line
 	return true;
 }
 
+/*
+ * Ends EX, whose requester cancelled it or went away: now, unless a module
+ * holds its walk and cannot let go, in which case the walk ends it when it
+ * resumes, without going on.
+ */
+static void end_abandoned(struct exchange *ex)
+{
+	if (ex->walking && !mw_walk_cancel(&ex->walk)) {
+		ex->abandoned = true;
+		return;
+	}
+	ex->walking = false;
+	chain_exchange_free(ex);
+}
+
 /* A cancellation from the requester: forward it with the responder's id. */
 static void on_cancelled(struct peer *from, json_t *msg)
 {
@@ -663,11 +678,7 @@ static void on_cancelled(struct peer *from, json_t *msg)
 	}
 	if (from->ops->unanswered)
 		from->ops->unanswered(from, ex);
-	if (ex->walking) {
-		ex->abandoned = true;
-		return;
-	}
-	chain_exchange_free(ex);
+	end_abandoned(ex);
 }
 
 /* Progress from the responder: give it back the requester's token. */
@@ -948,10 +959,7 @@ void chain_peer_gone(struct peer *p, const char *reason)
 			ex->to->ops->send(ex->to, c, NULL);
 			json_decref(c);
 		}
-		if (ex->walking)
-			ex->abandoned = true;  /* the walk ends it without going on */
-		else
-			chain_exchange_free(ex);
+		end_abandoned(ex);
 	}
 	free(v);
 	v = hmap_drain(&p->sent, &n);

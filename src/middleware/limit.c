@@ -559,6 +559,12 @@ static void limit_on_abandon(struct mw_module *m, struct mw_ctx *ctx)
 	finish((struct limit *)m, ctx);
 }
 
+/* The queued request was cancelled: its place (and message) go at once. */
+static void limit_on_cancel(struct mw_module *m, struct mw_ctx *ctx)
+{
+	finish((struct limit *)m, ctx);
+}
+
 /* Frees one record left at destruction. */
 static void drop_rec(void *value, void *arg)
 {
@@ -603,6 +609,7 @@ static const struct mw_module_ops limit_ops = {
 	.on_message = limit_on_message,
 	.on_response = limit_on_response,
 	.on_abandon = limit_on_abandon,
+	.on_cancel = limit_on_cancel,
 	.destroy = limit_destroy,
 };
 

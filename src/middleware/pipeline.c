@@ -329,6 +329,22 @@ void mw_walk_abandon(struct mw_walk *w)
 	}
 }
 
+/* Ends a request whose walk forward a module holds, if the module allows. */
+bool mw_walk_cancel(struct mw_walk *w)
+{
+	if (!w->held || w->response || w->pos == 0)
+		return false;
+	struct mw_module *holder = walk_mod(w, w->pos - 1);
+	if (!holder->ops->on_cancel)
+		return false;
+	holder->ops->on_cancel(holder, w->ctx);
+	w->held = 0;
+	w->msg = NULL;           /* the holder freed what it kept */
+	w->reached = w->pos - 1; /* the holder is done with it */
+	mw_walk_abandon(w);
+	return true;
+}
+
 /* Backward steps over the modules the request went through. */
 void mw_walk_back(struct mw_walk *w)
 {

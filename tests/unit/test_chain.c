@@ -1831,6 +1831,48 @@ static void test_raw_limit_queue(void **state)
 }
 
 /*
+ * A request queued by limit and cancelled by its client gives its queue
+ * place back at once: nothing of it reaches the backend, a later request
+ * takes the place, and the slot goes to that one.
+ */
+static void test_cancel_while_queued(void **state)
+{
+	(void)state;
+	struct cfg_errors e = { 0 };
+	json_t *arr = J("[{\"use\":\"limit\",\"rules\":[{\"concurrency\":1,\"queue\":1}]}]");
+	struct pipeline *pl = pipeline_build(arr, "t.json", "/middleware", &e);
+	json_decref(arr);
+	assert_non_null(pl);
+	assert_int_equal(pipeline_start(pl), 0);
+	chain_set_pipeline(pl);
+	pipeline_unref(pl);
+	use_raw_peers();
+	char in[1024], b1[32], b3[32];
+	snprintf(in, sizeof in, RAW_CALL, "1", "\"p1\"");
+	assert_true(feed(&client, in));
+	snprintf(in, sizeof in, RAW_CALL, "2", "\"p2\"");
+	assert_true(feed(&client, in));                  /* queued */
+	assert_int_equal(chain_open_exchanges(), 2);
+	feed(&client, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+	     "\"params\":{\"requestId\":2}}");
+	assert_int_equal(chain_open_exchanges(), 1);     /* gone at once */
+	assert_int_equal(count(&backend), 1);            /* not even the cancellation */
+	snprintf(in, sizeof in, RAW_CALL, "3", "\"p3\"");
+	assert_true(feed(&client, in));                  /* takes the free place */
+	assert_int_equal(count(&client), 0);             /* not refused as busy */
+	snprintf(b1, sizeof b1, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(in, sizeof in, RAW_RESULT, b1);
+	assert_true(feed(&backend, in));
+	assert_int_equal(int_at(last(&client), "id"), 1);
+	assert_int_equal(count(&backend), 2);            /* request 3, never 2 */
+	snprintf(b3, sizeof b3, "%" JSON_INTEGER_FORMAT, int_at(last(&backend), "id"));
+	snprintf(in, sizeof in, RAW_RESULT, b3);
+	assert_true(feed(&backend, in));
+	assert_int_equal(int_at(last(&client), "id"), 3);
+	assert_int_equal(chain_open_exchanges(), 0);
+}
+
+/*
  * Sends a tools/call whose progress token is the JSON text TOKEN through
  * the raw path, then progress for it; returns what the client got as the
  * token (JSON text, caller frees), and checks what the parsed path gives.
@@ -1988,6 +2030,7 @@ int main(void)
 		T(test_raw_async_on_response),
 		T(test_raw_server_request),
 		T(test_raw_limit_queue),
+		T(test_cancel_while_queued),
 		T(test_raw_progress_token_exact),
 		T(test_fast_progress_token_exact),
 		T(test_fast_cancel_real_id),

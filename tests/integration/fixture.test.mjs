@@ -48,7 +48,7 @@ test('echo: params, _meta and unknown fields reach the backend untouched', T, as
     const sent = s.wire.sent.find((r) => r.msg.method === 'tools/call');
     assert.deepEqual(Object.keys(seen).sort(), ['id', 'jsonrpc', 'method', 'params']);
     assert.ok(typeof seen.id === 'number' || typeof seen.id === 'string', 'backend got a valid id');
-    if (s.mode === 'chain') {
+    if (s.mode !== 'direct') {
       // remapped per hop, but the response came back under the client's own id
       const resp = s.wire.received.find((r) => r.msg.id === sent.msg.id && r.msg.method === undefined);
       assert.ok(resp, 'response carries the client id');
@@ -308,7 +308,7 @@ test('noise: non-JSON backend output never reaches the client', T, async (t) => 
     const r = await s.client.callTool({ name: 'noise', arguments: {} });
     assert.equal(text(r), 'noise sent');
     assert.equal(text(await s.client.callTool({ name: 'noise', arguments: {} })), 'noise sent');
-    return { r, chainErrors: s.mode === 'chain' ? s.errors.map(String) : [] };
+    return { r, chainErrors: s.mode !== 'direct' ? s.errors.map(String) : [] };
   }, { normalize: (x) => ({ r: x.r }) });
   // through mcp-chain: every stdout line is JSON
   await withRaw({ server: FX(['--noise-at-start']) }, async (c) => {

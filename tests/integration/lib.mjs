@@ -6,11 +6,13 @@
 //   MCP_CHAIN_LOG  passed through to mcp-chain (e.g. "debug")
 //   IT_VERBOSE=1   echo the stderr of every spawned server/proxy to our stderr
 //
-// Every test talks to a server in one of two modes:
-//   "direct" - the SDK client spawns the backend itself
-//   "chain"  - the SDK client spawns `mcp-chain --config <tmp>` whose config names the backend
-// Tests that compare both modes run the same client sequence twice and compare
-// the (normalised) transcripts deeply.
+// Every test talks to a server in one of these modes:
+//   "direct"  - the SDK client spawns the backend itself
+//   "chain"   - the SDK client spawns `mcp-chain --config <tmp>` whose config names the backend
+//   "modules" - the same with five middleware modules configured to change nothing
+//               (MODULES_PIPELINE): most messages then walk the pipeline unparsed
+// Tests that compare modes (compareModes) run the same client sequence in each
+// and compare the (normalised) transcripts deeply with the direct one.
 
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +20,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -43,6 +46,27 @@ export const FIXTURE = resolveBin('FIXTURE', path.join(ROOT, 'build', 'tests', '
 
 /** Modes in which comparison tests run. */
 export const MODES = CHAIN ? ['direct', 'chain'] : ['direct'];
+/** Modes compareModes runs (and compares with "direct"). */
+export const COMPARE_MODES = CHAIN ? ['direct', 'chain', 'modules'] : ['direct'];
+
+/** The token the "modules" mode's auth module is given in $MCP_CHAIN_TOKEN. */
+const MODULES_TOKEN = 'integration-token';
+
+/**
+ * Five modules that must change nothing a client can see: auth (the token from
+ * the environment), log to a file, a policy denying only names nobody has, a
+ * rewrite of a tool nobody has, and a limit far above what a test sends.
+ */
+export function modulesPipeline() {
+  return [
+    { use: 'auth', tokens: [{ sha256: createHash('sha256').update(MODULES_TOKEN).digest('hex'),
+                              principal: 'integration', roles: ['test'] }] },
+    { use: 'log', sink: 'file', path: path.join(getTmpDir(), `audit-${process.pid}.jsonl`) },
+    { use: 'policy', rules: [{ deny: ['no-such-tool-*'] }, { deny: ['no-such://*'], on: 'resources' }] },
+    { use: 'rewrite', tools: { 'no-such-tool-x': { description: 'never listed' } } },
+    { use: 'limit', rules: [{ concurrency: 256, queue: 256 }] },
+  ];
+}
 
 export const SKIP_NO_CHAIN = CHAIN ? false : 'MCP_CHAIN not set and build/mcp-chain not found';
 export const SKIP_NO_FIXTURE = !FIXTURE
@@ -110,11 +134,14 @@ export function serverParams(mode, server, { name = 'backend', chainArgs } = {})
       cwd: server.cwd,
     };
   }
-  if (mode !== 'chain') throw new Error(`unknown mode ${mode}`);
+  if (mode !== 'chain' && mode !== 'modules') throw new Error(`unknown mode ${mode}`);
   if (!CHAIN) throw new Error('mcp-chain binary not available (set MCP_CHAIN)');
-  const cfg = writeConfig(server, { name });
+  const cfg = mode === 'modules'
+    ? writeConfig(server, { name, extra: { middleware: modulesPipeline() } })
+    : writeConfig(server, { name });
   const env = {};
   if (process.env.MCP_CHAIN_LOG) env.MCP_CHAIN_LOG = process.env.MCP_CHAIN_LOG;
+  if (mode === 'modules') env.MCP_CHAIN_TOKEN = MODULES_TOKEN;
   return {
     command: CHAIN,
     args: chainArgs ? chainArgs(cfg) : ['--config', cfg],
@@ -312,19 +339,20 @@ export async function withClient(mode, server, opts, fn) {
 }
 
 /**
- * Run the same scenario in every available mode and deep-compare the transcripts
- * (after `normalize`). Returns {direct, chain?}.
+ * Run the same scenario in every available mode (COMPARE_MODES) and deep-compare
+ * each transcript (after `normalize`) with the direct one. Returns {direct, chain?, modules?}.
  */
 export async function compareModes(t, server, opts, scenario, { normalize = (x) => x } = {}) {
   const results = {};
-  for (const mode of MODES) {
+  for (const mode of COMPARE_MODES) {
     results[mode] = normalize(await withClient(mode, server, opts, (s) => scenario(s, mode)));
   }
-  if (results.chain !== undefined) {
-    assert.deepEqual(results.chain, results.direct, 'transcript through mcp-chain differs from direct');
-  } else {
-    t?.diagnostic?.('mcp-chain not available: only the direct run was checked');
+  for (const mode of COMPARE_MODES.slice(1)) {
+    assert.deepEqual(results[mode], results.direct,
+      `transcript through mcp-chain${mode === 'modules' ? ' with five modules' : ''} differs from direct`);
   }
+  if (COMPARE_MODES.length === 1)
+    t?.diagnostic?.('mcp-chain not available: only the direct run was checked');
   return results;
 }
 

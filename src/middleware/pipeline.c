@@ -299,7 +299,13 @@ void mw_walk_forward(struct mw_walk *w)
 		w->ctx->walk = w;
 		if (!ensure_parsed(w, m)) {
 			w->reached--;  /* the module never saw it */
-			finish(w, MW_DROP);
+			if (w->ctx->kind == RPC_REQUEST) {
+				w->msg = rpc_error(w->ctx->id, RPC_PARSE_ERROR,
+						   "mcp-chain could not parse the request", NULL);
+				finish(w, MW_REPLY);
+			} else {
+				finish(w, MW_DROP);
+			}
 			return;
 		}
 		enum mw_verdict v = m->ops->on_message(m, w->ctx, &w->msg);

@@ -982,7 +982,7 @@ static void test_raw_hold_back(void **state)
 	pipeline_unref(pl);
 }
 
-/* Bytes that do not parse: a request is dropped, a response becomes an error. */
+/* Bytes that do not parse: a request is answered with a parse error, a response becomes an error. */
 static void test_raw_unparseable(void **state)
 {
 	(void)state;
@@ -1001,8 +1001,11 @@ static void test_raw_unparseable(void **state)
 	assert_string_equal(trace, "A>");        /* B never runs */
 	assert_int_equal(b->seen, 0);
 	assert_int_equal(r.done_calls, 1);
-	assert_int_equal(r.verdict, MW_DROP);
-	assert_null(r.out);
+	assert_int_equal(r.verdict, MW_REPLY);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(r.out, "error"), "code")),
+			 RPC_PARSE_ERROR);
+	json_decref(r.out);
+	r.out = NULL;
 
 	/* back: B gets an error response instead */
 	r.w.reached = 2;

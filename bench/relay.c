@@ -7,7 +7,9 @@
  * stdout, in one poll loop, without looking at the bytes.  When both ends
  * of a direction are pipes it moves the data with splice(2) (no copy
  * through user space); otherwise, or with --no-splice, it uses read/write
- * through a 256 KiB buffer per direction.  End of file is passed on in each
+ * through a 256 KiB buffer per direction. With --lines (implies
+ * --no-splice) it also finds every line and writes only whole lines: the
+ * least any proxy that looks at each message must do, with no parsing.  End of file is passed on in each
  * direction; the relay exits with the child's exit status once the child's
  * stdout has closed and the child has exited.
  */
@@ -35,6 +37,8 @@ struct dir {
 	bool out_blocked;     /* last attempt found `out` full: wait for POLLOUT */
 	char *buf;            /* read/write mode: pending bytes */
 	size_t off, len;      /* read/write mode: buf[off..len) is pending */
+	bool lines;           /* write whole lines only */
+	size_t ready;         /* buf[off..ready) can be written (== len unless lines) */
 };
 
 /* Print a message with errno text to stderr and exit with status 1. */
@@ -111,11 +115,11 @@ static void pump_splice(struct dir *d)
 	}
 }
 
-/* Write pending buffered bytes; true if everything was written. */
+/* Write the bytes ready to go; true if all of them were written. */
 static bool flush_buf(struct dir *d)
 {
-	while (d->off < d->len) {
-		ssize_t n = write(d->out, d->buf + d->off, d->len - d->off);
+	while (d->off < d->ready) {
+		ssize_t n = write(d->out, d->buf + d->off, d->ready - d->off);
 		if (n > 0) {
 			d->off += (size_t)n;
 		} else if (n < 0 && errno == EINTR) {
@@ -129,9 +133,27 @@ static bool flush_buf(struct dir *d)
 			return false;
 		}
 	}
-	d->off = d->len = 0;
+	/* keep an unfinished line at the front */
+	memmove(d->buf, d->buf + d->ready, d->len - d->ready);
+	d->len -= d->ready;
+	d->off = d->ready = 0;
 	d->out_blocked = false;
 	return true;
+}
+
+/* Marks the whole lines among the bytes just read as ready, one by one. */
+static void frame(struct dir *d)
+{
+	const char *p = d->buf + d->ready, *e = d->buf + d->len, *q;
+	if (!d->lines) {
+		d->ready = d->len;
+		return;
+	}
+	while ((q = memchr(p, '\n', (size_t)(e - p))) != NULL)
+		p = q + 1;
+	d->ready = (size_t)(p - d->buf);
+	if (d->ready == 0 && d->len == BUF_SIZE)
+		d->ready = d->len;   /* a line longer than the buffer: pass it on in parts */
 }
 
 /* Move bytes with read/write until the input is empty or the output full. */
@@ -144,15 +166,18 @@ static void pump_copy(struct dir *d)
 	for (;;) {
 		if (!flush_buf(d) || d->in < 0)
 			return;
-		ssize_t n = read(d->in, d->buf, BUF_SIZE);
+		ssize_t n = read(d->in, d->buf + d->len, BUF_SIZE - d->len);
 		if (n > 0) {
-			d->len = (size_t)n;
+			d->len += (size_t)n;
+			frame(d);
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
 			return;
+		d->ready = d->len;   /* end of input: an unfinished line goes as it is */
+		flush_buf(d);
 		close_in(d);
 		close_out(d);
 		return;
@@ -162,7 +187,7 @@ static void pump_copy(struct dir *d)
 /* Move what can be moved in direction d. */
 static void pump(struct dir *d)
 {
-	if (d->in < 0 && d->len == d->off)
+	if (d->in < 0 && d->ready == d->off)
 		return;
 	if (d->use_splice)
 		pump_splice(d);
@@ -198,22 +223,26 @@ static pid_t spawn(char **argv, int *to_child, int *from_child)
 int main(int argc, char **argv)
 {
 	int first = 1;
-	bool splice_ok = true;
+	bool splice_ok = true, lines = false;
 	while (first < argc && argv[first][0] == '-') {
 		if (strcmp(argv[first], "--no-splice") == 0) {
 			splice_ok = false;
+			first++;
+		} else if (strcmp(argv[first], "--lines") == 0) {
+			splice_ok = false;
+			lines = true;
 			first++;
 		} else if (strcmp(argv[first], "--") == 0) {
 			first++;
 			break;
 		} else {
-			fprintf(stderr, "usage: " PROG " [--no-splice] [--] COMMAND "
-			        "[ARGS...]\n");
+			fprintf(stderr, "usage: " PROG " [--no-splice | --lines] [--] "
+			        "COMMAND [ARGS...]\n");
 			return 2;
 		}
 	}
 	if (first >= argc) {
-		fprintf(stderr, "usage: " PROG " [--no-splice] [--] COMMAND "
+		fprintf(stderr, "usage: " PROG " [--no-splice | --lines] [--] COMMAND "
 		        "[ARGS...]\n");
 		return 2;
 	}
@@ -221,8 +250,8 @@ int main(int argc, char **argv)
 	int to_child, from_child;
 	pid_t pid = spawn(argv + first, &to_child, &from_child);
 
-	struct dir up = { .in = STDIN_FILENO, .out = to_child };
-	struct dir down = { .in = from_child, .out = STDOUT_FILENO };
+	struct dir up = { .in = STDIN_FILENO, .out = to_child, .lines = lines };
+	struct dir down = { .in = from_child, .out = STDOUT_FILENO, .lines = lines };
 	up.use_splice = splice_ok && is_pipe(up.in);
 	down.use_splice = splice_ok && is_pipe(down.out);
 	int fds[] = { STDIN_FILENO, STDOUT_FILENO, to_child, from_child };

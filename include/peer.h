@@ -81,7 +81,14 @@ struct peer {
 struct exchange {
 	struct peer *from;       /* requester; NULL when mcp-chain asked */
 	struct peer *to;         /* responder; NULL until routed */
-	json_t *from_id;         /* requester's id (owned reference) */
+	json_t *from_id;         /* requester's id (owned reference); NULL for a
+				  * request of mcp-chain's own, and on the fast
+				  * path, which keeps ID_TEXT instead (see
+				  * chain_exchange_id) */
+	char id_text[24];        /* the requester's id as it came (an integer or
+				  * a string without escapes, quoted), when the
+				  * fast path took the request */
+	unsigned char id_text_n;
 	json_t *from_token;      /* requester's progress token (owned) or NULL */
 	json_int_t to_id;        /* id on the responder's side */
 	bool in_sent;            /* registered in to->sent */

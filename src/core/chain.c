@@ -205,6 +205,14 @@ struct exchange *chain_exchange_new(struct peer *from, json_t *id, const char *m
 	return ex;
 }
 
+/* The requester's id, made from its text on first use. */
+json_t *chain_exchange_id(struct exchange *ex)
+{
+	if (!ex->from_id && ex->id_text_n)
+		ex->from_id = chain_span_value((struct jspan){ ex->id_text, ex->id_text_n });
+	return ex->from_id;
+}
+
 /* Unregisters and frees an exchange. */
 void chain_exchange_free(struct exchange *ex)
 {
@@ -215,7 +223,8 @@ void chain_exchange_free(struct exchange *ex)
 	if (ex->in_sent)
 		hmap_del(&ex->to->sent, &ex->to_id, sizeof ex->to_id);
 	if (ex->in_received) {
-		size_t klen = rpc_id_key(ex->from_id, key);
+		size_t klen = ex->from_id ? rpc_id_key(ex->from_id, key) :
+			chain_id_key_text(ex->id_text, ex->id_text_n, key);
 		hmap_del(&ex->from->received, key, klen);
 	}
 	json_decref(ex->from_id);
@@ -568,7 +577,7 @@ static void response_walked(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 	if (ex->on_response) {
 		ex->on_response(ex, msg, ex->arg);
 	} else if (ex->from && !ex->abandoned) {
-		json_object_set(msg, "id", ex->from_id);
+		json_object_set(msg, "id", chain_exchange_id(ex));
 		ex->from->ops->send(ex->from, msg, ex);
 	}
 	json_decref(msg);

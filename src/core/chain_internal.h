@@ -20,6 +20,16 @@ void chain_exchange_fail(struct exchange *ex, const char *reason);
 /* Unregisters and frees EX. */
 void chain_exchange_free(struct exchange *ex);
 
+/* EX's requester id (borrowed), made from ex->id_text on first use; may be NULL. */
+json_t *chain_exchange_id(struct exchange *ex);
+
+/*
+ * The id map key (as rpc_id_key gives for the same id) of the id text
+ * [P, P+N): a plain integer or a quoted string without escapes. Returns
+ * its length, 0 when it cannot be one.
+ */
+size_t chain_id_key_text(const char *p, size_t n, unsigned char *key);
+
 /* The global pipeline (borrowed; may be NULL). */
 struct pipeline *chain_global_pipeline(void);
 

@@ -160,10 +160,35 @@ size_t chain_int_text(json_int_t v, char *buf)
 size_t chain_from_id_text(struct exchange *ex, char *buf, size_t n, char **heap)
 {
 	*heap = NULL;
+	if (ex->id_text_n && n >= ex->id_text_n) {
+		memcpy(buf, ex->id_text, ex->id_text_n);   /* as the requester wrote it */
+		return ex->id_text_n;
+	}
 	if (json_is_integer(ex->from_id) && n >= 24)
 		return int_text(json_integer_value(ex->from_id), buf);
 	*heap = json_dumps(ex->from_id, JSON_ENCODE_ANY | JSON_COMPACT);
 	return *heap ? strlen(*heap) : 0;
+}
+
+/* The id map key of the id text [P, P+N) (see chain_internal.h). */
+size_t chain_id_key_text(const char *p, size_t n, unsigned char *key)
+{
+	json_int_t v;
+	if (n == 0 || n > sizeof ((struct exchange *)0)->id_text)
+		return 0;
+	if (p[0] == '"') {
+		if (n < 2 || memchr(p, '\\', n))
+			return 0;
+		key[0] = 's';
+		memcpy(key + 1, p + 1, n - 2);
+		return n - 1;
+	}
+	if (n > 19 || !all_digits(p + (p[0] == '-'), p + n))
+		return 0;
+	v = span_int((struct jspan){ p, n });
+	key[0] = 'n';
+	memcpy(key + 1, &v, sizeof v);
+	return 1 + sizeof v;
 }
 
 /* A request: new exchange, new id, spliced. */
@@ -175,17 +200,16 @@ static bool fast_request(struct peer *from, struct peer *to, const char *line,
 		return false;
 	memcpy(method, js->method.p, js->method.n);
 	method[js->method.n] = '\0';
-	json_t *id = span_value(js->id);
+	/* the id is kept as its text: no jansson value unless someone asks */
 	unsigned char key[RPC_KEY_MAX];
-	size_t klen = id ? rpc_id_key(id, key) : 0;
-	if (!klen || hmap_get(&from->received, key, klen)) {
-		json_decref(id);
-		return false;  /* the full path answers duplicates */
-	}
-	struct exchange *ex = chain_exchange_new(from, id, method);
-	json_decref(id);
+	size_t klen = chain_id_key_text(js->id.p, js->id.n, key);
+	if (!klen || hmap_get(&from->received, key, klen))
+		return false;  /* unusual or long ids, and duplicates: the full path */
+	struct exchange *ex = chain_exchange_new(from, NULL, method);
 	if (!ex)
 		return false;
+	memcpy(ex->id_text, js->id.p, js->id.n);
+	ex->id_text_n = (unsigned char)js->id.n;
 	if (hmap_put(&from->received, key, klen, ex) == 0)
 		ex->in_received = true;
 	ex->routed = true;

@@ -8,6 +8,7 @@
 #
 #   direct     mcp-bench-load -> mcp-bench-server
 #   relay      mcp-bench-load -> mcp-bench-relay -> mcp-bench-server
+#   line-relay the same with --lines: read/write, whole lines only
 #   mcp-chain  mcp-bench-load -> mcp-chain (temp config, no middleware) -> server
 #   mcp-chain+5mw  the same with five middleware modules: auth, log (to a
 #              file), policy, rewrite, limit
@@ -29,7 +30,7 @@ build=${BUILD_DIR:-$root/build}
 rounds=5
 n=5000
 concs="1 16"
-paths="direct relay mcp-chain mcp-chain+5mw sdk-proxy"
+paths="direct relay line-relay mcp-chain mcp-chain+5mw sdk-proxy"
 extras=1
 out="$here/RESULTS.md"
 steps=60
@@ -48,7 +49,7 @@ usage() {
   -r ROUNDS      rounds of the alternating comparison (default 5)
   -n N           measured requests per echo run (default 5000)
   -c "K ..."     concurrencies for the echo runs (default "1 16")
-  --paths "..."  which of: direct relay mcp-chain mcp-chain+5mw sdk-proxy (default all)
+  --paths "..."  which of: direct relay line-relay mcp-chain mcp-chain+5mw sdk-proxy (default all)
   --no-extras    only the echo comparison
   --quick        smoke run: -r 1 -n 500, small extras
   --out FILE     report file (default bench/RESULTS.md)
@@ -170,6 +171,7 @@ set_cmd() {
 	case $path in
 	direct) cmd=("$server" "$@") ;;
 	relay) cmd=("$relay" "$server" "$@") ;;
+	line-relay) cmd=("$relay" --lines "$server" "$@") ;;
 	mcp-chain)
 		local cfg="$tmp/chain-$((++config_seq)).json"
 		write_config "$cfg" "echo $*"

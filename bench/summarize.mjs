@@ -15,7 +15,7 @@ const records = readFileSync(recordsFile, 'utf8')
   .filter((l) => l.trim())
   .map((l) => JSON.parse(l));
 
-const PATHS = ['direct', 'relay', 'mcp-chain', 'mcp-chain+5mw', 'sdk-proxy'];
+const PATHS = ['direct', 'relay', 'line-relay', 'mcp-chain', 'mcp-chain+5mw', 'sdk-proxy'];
 const out = [];
 
 // Append a line to the report.
@@ -93,7 +93,9 @@ emit(`- Rounds: ${meta.rounds}; in each round every path runs once per concurren
   + 'over rounds; ratios are medians of the per-round ratios (paired runs).');
 emit();
 emit('Paths: **direct** = mcp-bench-load → mcp-bench-server; **relay** = through '
-  + 'mcp-bench-relay (splice, no parsing: the floor for any stdio proxy); **mcp-chain** = '
+  + 'mcp-bench-relay (splice, no parsing: the floor for any stdio proxy); **line-relay** = '
+  + 'mcp-bench-relay --lines (read/write through user space, whole lines only: the least a '
+  + 'proxy that looks at each message does, still without parsing); **mcp-chain** = '
   + 'through mcp-chain with one backend and no middleware; **mcp-chain+5mw** = the same with five modules (auth, log to a file, policy, rewrite, limit); **sdk-proxy** = through a '
   + 'minimal proxy written with the official TypeScript SDK.');
 emit();

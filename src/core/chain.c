@@ -39,6 +39,8 @@ static size_t open_count;
 #define POOL_MAX 256
 #define ARG_AT offsetof(struct exchange, arg)
 #define ARG_END (ARG_AT + sizeof(void *))
+static struct exchange *pool;
+static size_t pool_count;
 
 /* Marks EX, kept in the pool, unusable but for its link. */
 static void pool_poison(struct exchange *ex)
@@ -53,8 +55,6 @@ static void pool_unpoison(struct exchange *ex)
 	POOL_UNPOISON(ex, ARG_AT);
 	POOL_UNPOISON((char *)ex + ARG_END, sizeof *ex - ARG_END);
 }
-static struct exchange *pool;
-static size_t pool_count;
 
 /* A notification on its way through the pipeline. */
 struct note {

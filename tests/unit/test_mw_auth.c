@@ -45,94 +45,17 @@ static void hash_hex(const char *s, char *out)
 /* A started pipeline with one auth module whose extra options are OPTS. */
 static struct pipeline *auth_with(const char *opts)
 {
-	struct cfg_errors e = { 0 };
-	struct pipeline *pl = mwt_buildf(&e, "[{\"use\":\"auth\",\"tokens\":["
+	return mwt_start_okf("[{\"use\":\"auth\",\"tokens\":["
 		"{\"sha256\":\"%s\",\"principal\":\"alice\",\"roles\":[\"admin\",\"dev\"]},"
 		"{\"sha256\":\"%s\",\"principal\":\"bob\"}]%s%s}]",
 		h_alice, h_bob, *opts ? "," : "", opts);
-	for (size_t i = 0; i < e.count; i++)
-		print_message("  error: %s\n", e.lines[i]);
-	assert_non_null(pl);
-	assert_int_equal(pipeline_start(pl), 0);
-	cfg_errors_release(&e);
-	return pl;
-}
-
-/* Asserts that the module list TEXT is refused with an error containing WANT. */
-static void expect_error(const char *text, const char *want)
-{
-	struct cfg_errors e = { 0 };
-	struct pipeline *pl = mwt_buildf(&e, "%s", text);
-	if (pl || !mwt_has_error(&e, want)) {
-		for (size_t i = 0; i < e.count; i++)
-			print_message("  error: %s\n", e.lines[i]);
-		pipeline_unref(pl);
-		cfg_errors_release(&e);
-		fail_msg("expected an error containing \"%s\" for %s", want, text);
-	}
-	cfg_errors_release(&e);
-}
-
-/* One message's walk, as the chain runs it. */
-struct xch {
-	struct mw_walk w;
-	struct mw_ctx ctx;
-	char method[64];
-	json_t *got;
-	enum mw_verdict v;
-	int done;
-};
-
-/* The walk's end: keeps the message. */
-static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
-{
-	struct xch *x = (struct xch *)(void *)w;
-	json_decref(x->got);
-	x->got = msg;
-	x->v = v;
-	x->done++;
 }
 
 /* Walks the message TEXT from the client through PL; returns the verdict. */
-static enum mw_verdict walk(struct xch *x, struct pipeline *pl, const char *text)
+static enum mw_verdict walk(struct mwt_run *x, struct pipeline *pl, const char *text)
 {
-	json_t *msg = json_loads(text, 0, NULL);
-	assert_non_null(msg);
-	memset(x, 0, sizeof *x);
-	snprintf(x->method, sizeof x->method, "%s",
-		 json_string_value(json_object_get(msg, "method")));
-	x->ctx.dir = MW_TO_BACKEND;
-	x->ctx.kind = json_object_get(msg, "id") ? RPC_REQUEST : RPC_NOTIFICATION;
-	x->ctx.method = x->method;
-	x->ctx.client = "self-declared";
-	x->w.stage[0] = pl;
-	x->w.ctx = &x->ctx;
-	x->w.msg = msg;
-	x->w.done = on_done;
-	mw_walk_forward(&x->w);
-	assert_int_equal(x->done, 1);
-	return x->v;
-}
-
-/* Frees what the chain frees with an exchange. */
-static void end(struct xch *x)
-{
-	json_decref(x->ctx.scratch);
-	json_decref(x->got);
-	x->got = NULL;
-	x->ctx.scratch = NULL;
-}
-
-/* The error code of the reply X got. */
-static json_int_t error_code(const struct xch *x)
-{
-	return json_integer_value(json_object_get(json_object_get(x->got, "error"), "code"));
-}
-
-/* The error message of the reply X got. */
-static const char *error_message(const struct xch *x)
-{
-	return json_string_value(json_object_get(json_object_get(x->got, "error"), "message"));
+	mwt_walk(x, pl, &(struct mwt_msg){ .client = "self-declared", .text = text });
+	return x->verdict;
 }
 
 #define CALL(meta) "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\"," \
@@ -163,43 +86,43 @@ static void test_options_errors(void **state)
 {
 	char text[1024];
 	(void)state;
-	expect_error("[{\"use\":\"auth\"}]", "t.json: /middleware/0/tokens: missing");
-	expect_error("[{\"use\":\"auth\",\"tokens\":[]}]", "/middleware/0/tokens: missing or not a non-empty");
-	expect_error("[{\"use\":\"auth\",\"tokens\":[3]}]", "/middleware/0/tokens/0: a token is an object");
-	expect_error("[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"abc\",\"principal\":\"a\"}]}]",
-		     "/middleware/0/tokens/0/sha256: missing or not 64 hex digits");
+	mwt_expect_error("[{\"use\":\"auth\"}]", "t.json: /middleware/0/tokens: missing");
+	mwt_expect_error("[{\"use\":\"auth\",\"tokens\":[]}]", "/middleware/0/tokens: missing or not a non-empty");
+	mwt_expect_error("[{\"use\":\"auth\",\"tokens\":[3]}]", "/middleware/0/tokens/0: a token is an object");
+	mwt_expect_error("[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"abc\",\"principal\":\"a\"}]}]",
+			 "/middleware/0/tokens/0/sha256: missing or not 64 hex digits");
 	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%.63sg\","
 		 "\"principal\":\"a\"}]}]", h_alice);
-	expect_error(text, "/tokens/0/sha256: missing or not 64 hex");
+	mwt_expect_error(text, "/tokens/0/sha256: missing or not 64 hex");
 	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\"}]}]", h_alice);
-	expect_error(text, "/middleware/0/tokens/0/principal: missing");
+	mwt_expect_error(text, "/middleware/0/tokens/0/principal: missing");
 	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
 		 "\"principal\":\"a\",\"roles\":\"admin\"}]}]", h_alice);
-	expect_error(text, "/middleware/0/tokens/0/roles: must be an array");
+	mwt_expect_error(text, "/middleware/0/tokens/0/roles: must be an array");
 	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
 		 "\"principal\":\"a\",\"roles\":[\"x\",\"\"]}]}]", h_alice);
-	expect_error(text, "/middleware/0/tokens/0/roles/1: must be a non-empty string");
+	mwt_expect_error(text, "/middleware/0/tokens/0/roles/1: must be a non-empty string");
 	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
 		 "\"principal\":\"a\",\"role\":[]}]}]", h_alice);
-	expect_error(text, "/middleware/0/tokens/0/role: unknown option");
+	mwt_expect_error(text, "/middleware/0/tokens/0/role: unknown option");
 	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
 		 "\"principal\":\"a\"},{\"sha256\":\"%s\",\"principal\":\"b\"}]}]", h_alice, h_alice);
-	expect_error(text, "/middleware/0/tokens/1/sha256: the same hash as /tokens/0");
+	mwt_expect_error(text, "/middleware/0/tokens/1/sha256: the same hash as /tokens/0");
 	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
 		 "\"principal\":\"a\"}],\"metaKey\":\"\"}]", h_alice);
-	expect_error(text, "/middleware/0/metaKey: must be a non-empty string");
+	mwt_expect_error(text, "/middleware/0/metaKey: must be a non-empty string");
 	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
 		 "\"principal\":\"a\"}],\"env\":\"1BAD-NAME\"}]", h_alice);
-	expect_error(text, "/middleware/0/env: must be an environment variable name");
+	mwt_expect_error(text, "/middleware/0/env: must be an environment variable name");
 	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
 		 "\"principal\":\"a\"}],\"env\":true}]", h_alice);
-	expect_error(text, "/middleware/0/env: must be");
+	mwt_expect_error(text, "/middleware/0/env: must be");
 	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
 		 "\"principal\":\"a\"}],\"public\":[\"[oops\"]}]", h_alice);
-	expect_error(text, "/middleware/0/public/0: unterminated");
+	mwt_expect_error(text, "/middleware/0/public/0: unterminated");
 	snprintf(text, sizeof text, "[{\"use\":\"auth\",\"tokens\":[{\"sha256\":\"%s\","
 		 "\"principal\":\"a\"}],\"token\":\"x\"}]", h_alice);
-	expect_error(text, "/middleware/0/token: unknown option");
+	mwt_expect_error(text, "/middleware/0/token: unknown option");
 }
 
 /* ---- tokens in _meta ---- */
@@ -209,7 +132,7 @@ static void test_meta_token(void **state)
 {
 	(void)state;
 	struct pipeline *pl = auth_with("\"env\":false");
-	struct xch x;
+	struct mwt_run x;
 	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\","
 					  "\"progressToken\":5}")), MW_PASS);
 	assert_string_equal(x.ctx.client, "alice");
@@ -220,13 +143,13 @@ static void test_meta_token(void **state)
 	char *dump = json_dumps(x.got, 0);
 	assert_null(strstr(dump, "secret-alice"));
 	free(dump);
-	end(&x);
+	mwt_run_release(&x);
 	/* the only member: _meta goes away entirely */
 	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-bob\"}")),
 			 MW_PASS);
 	assert_string_equal(x.ctx.client, "bob");
 	assert_null(json_object_get(json_object_get(x.got, "params"), "_meta"));
-	end(&x);
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 }
 
@@ -235,22 +158,22 @@ static void test_refusals(void **state)
 {
 	(void)state;
 	struct pipeline *pl = auth_with("\"env\":false");
-	struct xch x;
+	struct mwt_run x;
 	assert_int_equal(walk(&x, pl, CALL("")), MW_REPLY);
-	assert_int_equal(error_code(&x), MW_AUTH_UNAUTHENTICATED);
-	assert_non_null(strstr(error_message(&x), "params._meta[\"io.mcp-chain/token\"]"));
+	assert_int_equal(mwt_error_code(&x), MW_AUTH_UNAUTHENTICATED);
+	assert_non_null(strstr(mwt_error_message(&x), "params._meta[\"io.mcp-chain/token\"]"));
 	assert_int_equal(json_integer_value(json_object_get(x.got, "id")), 1);
-	end(&x);
+	mwt_run_release(&x);
 	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"nope\"}")),
 			 MW_REPLY);
-	assert_non_null(strstr(error_message(&x), "matches no configured token"));
-	assert_null(strstr(error_message(&x), "nope"));
-	end(&x);
+	assert_non_null(strstr(mwt_error_message(&x), "matches no configured token"));
+	assert_null(strstr(mwt_error_message(&x), "nope"));
+	mwt_run_release(&x);
 	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":42}")), MW_REPLY);
-	assert_int_equal(error_code(&x), MW_AUTH_UNAUTHENTICATED);
-	end(&x);
+	assert_int_equal(mwt_error_code(&x), MW_AUTH_UNAUTHENTICATED);
+	mwt_run_release(&x);
 	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"\"}")), MW_REPLY);
-	end(&x);
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 }
 
@@ -259,34 +182,34 @@ static void test_public_and_notifications(void **state)
 {
 	(void)state;
 	struct pipeline *pl = auth_with("\"env\":false,\"metaKey\":\"tok\",\"public\":[\"ping\",\"tools/l*\"]");
-	struct xch x;
+	struct mwt_run x;
 	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}"), MW_PASS);
 	assert_null(x.ctx.client);   /* a self-declared name is no principal */
-	end(&x);
+	mwt_run_release(&x);
 	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}"),
 			 MW_PASS);
-	end(&x);
+	mwt_run_release(&x);
 	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"prompts/list\"}"),
 			 MW_REPLY);
-	assert_non_null(strstr(error_message(&x), "params._meta[\"tok\"]"));
-	end(&x);
+	assert_non_null(strstr(mwt_error_message(&x), "params._meta[\"tok\"]"));
+	mwt_run_release(&x);
 	/* a public method with a token still gets its principal */
 	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\","
 			      "\"params\":{\"_meta\":{\"tok\":\"secret-bob\"}}}"), MW_PASS);
 	assert_string_equal(x.ctx.client, "bob");
-	end(&x);
+	mwt_run_release(&x);
 	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\"}"),
 			 MW_PASS);
 	assert_null(x.ctx.client);
-	end(&x);
+	mwt_run_release(&x);
 	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\","
 			      "\"params\":{\"_meta\":{\"tok\":\"bad\"}}}"), MW_DROP);
-	end(&x);
+	mwt_run_release(&x);
 	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\","
 			      "\"params\":{\"_meta\":{\"tok\":\"secret-alice\"}}}"), MW_PASS);
 	assert_string_equal(x.ctx.client, "alice");
 	assert_null(json_object_get(json_object_get(x.got, "params"), "_meta"));
-	end(&x);
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 }
 
@@ -295,43 +218,25 @@ static void test_to_client(void **state)
 {
 	(void)state;
 	struct pipeline *pl = auth_with("\"env\":false");
-	struct xch x;
-	json_t *msg = json_loads("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"sampling/createMessage\","
-				 "\"params\":{\"_meta\":{\"io.mcp-chain/token\":\"x\"}}}", 0, NULL);
-	memset(&x, 0, sizeof x);
-	x.ctx.dir = MW_TO_CLIENT;
-	x.ctx.kind = RPC_REQUEST;
-	x.ctx.method = "sampling/createMessage";
-	x.ctx.client = "c";
-	x.w.stage[0] = pl;
-	x.w.ctx = &x.ctx;
-	x.w.msg = msg;
-	x.w.done = on_done;
-	mw_walk_forward(&x.w);
-	assert_int_equal(x.v, MW_PASS);
+	struct mwt_run x;
+	mwt_forward(&x, pl, &(struct mwt_msg){ .dir = MW_TO_CLIENT, .kind = RPC_REQUEST,
+		.method = "sampling/createMessage", .client = "c",
+		.text = "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"sampling/createMessage\","
+			"\"params\":{\"_meta\":{\"io.mcp-chain/token\":\"x\"}}}" });
+	assert_int_equal(x.verdict, MW_PASS);
 	assert_string_equal(x.ctx.client, "c");
 	assert_non_null(json_object_get(json_object_get(json_object_get(x.got, "params"), "_meta"),
 					"io.mcp-chain/token"));
-	end(&x);
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 }
 
 /* Walks TEXT unparsed from the client through PL; returns the verdict. */
-static enum mw_verdict walk_raw(struct xch *x, struct pipeline *pl, const char *text)
+static enum mw_verdict walk_raw(struct mwt_run *x, struct pipeline *pl, const char *text)
 {
-	memset(x, 0, sizeof *x);
-	assert_true(mwt_set_raw(&x->w, text));
-	snprintf(x->method, sizeof x->method, "tools/call");
-	x->ctx.dir = MW_TO_BACKEND;
-	x->ctx.kind = RPC_REQUEST;
-	x->ctx.method = x->method;
-	x->ctx.client = "self-declared";
-	x->w.stage[0] = pl;
-	x->w.ctx = &x->ctx;
-	x->w.done = on_done;
-	mw_walk_forward(&x->w);
-	assert_int_equal(x->done, 1);
-	return x->v;
+	mwt_walk(x, pl, &(struct mwt_msg){ .kind = RPC_REQUEST, .method = "tools/call",
+		.client = "self-declared", .text = text, .raw = true });
+	return x->verdict;
 }
 
 /* A message whose _meta cannot hold the token is not parsed; one that may is. */
@@ -345,29 +250,29 @@ static void test_reads_only_tokens(void **state)
 		"{\"sha256\":\"%s\",\"principal\":\"bob\",\"roles\":[\"ci\"]}]}]", h_alice, h_bob);
 	assert_non_null(pl);
 	assert_int_equal(pipeline_start(pl), 0);
-	struct xch x;
+	struct mwt_run x;
 	/* no _meta, or one without the key: passes unread, as the env principal */
 	assert_int_equal(walk_raw(&x, pl, CALL("")), MW_PASS);
 	assert_null(x.got);
 	assert_string_equal(x.ctx.client, "bob");
 	assert_int_equal(json_array_size(x.ctx.roles), 1);
-	end(&x);
+	mwt_run_release(&x);
 	assert_int_equal(walk_raw(&x, pl, CALL(",\"_meta\":{\"progressToken\":7}")), MW_PASS);
 	assert_null(x.got);
-	end(&x);
+	mwt_run_release(&x);
 	/* a value that looks like the key: parsed to be sure, nothing to strip */
 	assert_int_equal(walk_raw(&x, pl, CALL(",\"_meta\":{\"progressToken\":\"io.mcp-chain/token\"}")),
 			 MW_PASS);
 	assert_non_null(x.got);
 	assert_string_equal(x.ctx.client, "bob");
-	end(&x);
+	mwt_run_release(&x);
 	/* the key is there: parsed, checked and stripped */
 	assert_int_equal(walk_raw(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\"}")),
 			 MW_PASS);
 	assert_non_null(x.got);
 	assert_string_equal(x.ctx.client, "alice");
 	assert_null(json_object_get(json_object_get(x.got, "params"), "_meta"));
-	end(&x);
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 	cfg_errors_release(&e);
 }
@@ -377,10 +282,10 @@ static void test_unread_refused(void **state)
 {
 	(void)state;
 	struct pipeline *pl = auth_with("\"env\":false");
-	struct xch x;
+	struct mwt_run x;
 	assert_int_equal(walk_raw(&x, pl, CALL("")), MW_REPLY);
-	assert_int_equal(error_code(&x), MW_AUTH_UNAUTHENTICATED);
-	end(&x);
+	assert_int_equal(mwt_error_code(&x), MW_AUTH_UNAUTHENTICATED);
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 }
 
@@ -399,22 +304,22 @@ static void test_env_token(void **state)
 	assert_non_null(getenv("T_AUTH_ENV_OK"));   /* create() reads nothing */
 	assert_int_equal(pipeline_start(pl), 0);
 	assert_null(getenv("T_AUTH_ENV_OK"));
-	struct xch x;
+	struct mwt_run x;
 	assert_int_equal(walk(&x, pl, CALL("")), MW_PASS);
 	assert_string_equal(x.ctx.client, "bob");
-	end(&x);
+	mwt_run_release(&x);
 	/* a token in _meta wins over the environment's */
 	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\"}")),
 			 MW_PASS);
 	assert_string_equal(x.ctx.client, "alice");
-	end(&x);
+	mwt_run_release(&x);
 	/* a second module reading the same variable gets the same credential */
 	struct pipeline *pl2 = mwt_buildf(&e, "[{\"use\":\"auth\",\"env\":\"T_AUTH_ENV_OK\",\"tokens\":["
 		"{\"sha256\":\"%s\",\"principal\":\"robert\"}]}]", h_bob);
 	assert_int_equal(pipeline_start(pl2), 0);
 	assert_int_equal(walk(&x, pl2, CALL("")), MW_PASS);
 	assert_string_equal(x.ctx.client, "robert");
-	end(&x);
+	mwt_run_release(&x);
 	pipeline_unref(pl2);
 	pipeline_unref(pl);
 	cfg_errors_release(&e);
@@ -427,22 +332,22 @@ static void test_env_token_bad(void **state)
 	setenv("T_AUTH_ENV_BAD", "not-a-known-token", 1);
 	struct pipeline *pl = auth_with("\"env\":\"T_AUTH_ENV_BAD\"");
 	assert_null(getenv("T_AUTH_ENV_BAD"));
-	struct xch x;
+	struct mwt_run x;
 	assert_int_equal(walk(&x, pl, CALL("")), MW_REPLY);
-	assert_non_null(strstr(error_message(&x), "$T_AUTH_ENV_BAD matches no configured token"));
-	assert_null(strstr(error_message(&x), "not-a-known-token"));
-	end(&x);
+	assert_non_null(strstr(mwt_error_message(&x), "$T_AUTH_ENV_BAD matches no configured token"));
+	assert_null(strstr(mwt_error_message(&x), "not-a-known-token"));
+	mwt_run_release(&x);
 	assert_int_equal(walk(&x, pl, CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\"}")),
 			 MW_PASS);
-	end(&x);
+	mwt_run_release(&x);
 	assert_int_equal(walk(&x, pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}"), MW_PASS);
-	end(&x);
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 	/* unset: the message names the variable to set */
 	pl = auth_with("\"env\":\"T_AUTH_ENV_UNSET\"");
 	assert_int_equal(walk(&x, pl, CALL("")), MW_REPLY);
-	assert_non_null(strstr(error_message(&x), "$T_AUTH_ENV_UNSET set"));
-	end(&x);
+	assert_non_null(strstr(mwt_error_message(&x), "$T_AUTH_ENV_UNSET set"));
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 }
 

@@ -65,132 +65,30 @@ static const char SCRIPT[] =
 /* A started pipeline with the test filter and the extra options OPTS. */
 static struct pipeline *filter_with(const char *opts)
 {
-	struct cfg_errors e = { 0 };
-	struct pipeline *pl = mwt_buildf(&e, "[{\"use\":\"filter\",\"command\":\"sh\",\"args\":[\"%s\"],"
-		"\"env\":{\"FILTER_LOG\":\"%s\"}%s%s}]", script, linelog, *opts ? "," : "", opts);
-	for (size_t i = 0; i < e.count; i++)
-		print_message("  error: %s\n", e.lines[i]);
-	assert_non_null(pl);
-	assert_int_equal(pipeline_start(pl), 0);
-	cfg_errors_release(&e);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"filter\",\"command\":\"sh\","
+		"\"args\":[\"%s\"],\"env\":{\"FILTER_LOG\":\"%s\"}%s%s}]",
+		script, linelog, *opts ? "," : "", opts);
 	unlink(linelog);
 	return pl;
 }
 
-/* Asserts that the module list TEXT is refused with an error containing WANT. */
-static void expect_error(const char *text, const char *want)
-{
-	struct cfg_errors e = { 0 };
-	struct pipeline *pl = mwt_buildf(&e, "%s", text);
-	if (pl || !mwt_has_error(&e, want)) {
-		for (size_t i = 0; i < e.count; i++)
-			print_message("  error: %s\n", e.lines[i]);
-		pipeline_unref(pl);
-		cfg_errors_release(&e);
-		fail_msg("expected an error containing \"%s\" for %s", want, text);
-	}
-	cfg_errors_release(&e);
-}
-
-/* Wakes the loop up. */
-static void tick(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)w;
-	(void)revents;
-}
-
-/* Runs the loop until *FLAG becomes nonzero or SECONDS pass. */
-static void run_until(const int *flag, double seconds)
-{
-	double end = ev_time() + seconds;
-	while (!*flag && ev_time() < end) {
-		ev_timer t;
-		ev_timer_init(&t, tick, 0.01, 0.);
-		ev_timer_start(EV_DEFAULT, &t);
-		ev_run(EV_DEFAULT, EVRUN_ONCE);
-		ev_timer_stop(EV_DEFAULT, &t);
-	}
-}
-
-/* Runs the loop for SECONDS. */
-static void run_for(double seconds)
-{
-	int never = 0;
-	run_until(&never, seconds);
-}
-
-/* One message's walk, as the chain runs it. */
-struct xch {
-	struct mw_walk w;
-	struct mw_ctx ctx;
-	char method[64];
-	json_t *got;
-	enum mw_verdict v;
-	int done;
-};
-
-/* The walk's end: keeps the message. */
-static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
-{
-	struct xch *x = (struct xch *)(void *)w;
-	json_decref(x->got);
-	x->got = msg;
-	x->v = v;
-	x->done++;
-}
-
 /* Starts walking the message TEXT in direction DIR through PL. */
-static void send_dir(struct xch *x, struct pipeline *pl, enum mw_dir dir, const char *text)
+static void send_dir(struct mwt_run *x, struct pipeline *pl, enum mw_dir dir, const char *text)
 {
-	json_t *msg = json_loads(text, 0, NULL);
-	assert_non_null(msg);
-	memset(x, 0, sizeof *x);
-	snprintf(x->method, sizeof x->method, "%s",
-		 json_string_value(json_object_get(msg, "method")));
-	x->ctx.dir = dir;
-	x->ctx.kind = json_object_get(msg, "id") ? RPC_REQUEST : RPC_NOTIFICATION;
-	x->ctx.method = x->method;
-	x->ctx.client = "alice";
-	x->ctx.backend = "fx";
-	x->w.stage[0] = pl;
-	x->w.ctx = &x->ctx;
-	x->w.msg = msg;
-	x->w.done = on_done;
-	mw_walk_forward(&x->w);
+	mwt_forward(x, pl, &(struct mwt_msg){ .dir = dir, .client = "alice", .backend = "fx",
+		.text = text });
 }
 
 /* Walks a tools/call of NAME from the client and waits for the verdict. */
-static enum mw_verdict call(struct xch *x, struct pipeline *pl, const char *name)
+static enum mw_verdict call(struct mwt_run *x, struct pipeline *pl, const char *name)
 {
 	char text[256];
 	snprintf(text, sizeof text, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\","
 		 "\"params\":{\"name\":\"%s\",\"arguments\":{}}}", name);
 	send_dir(x, pl, MW_TO_BACKEND, text);
-	x->ctx.name = NULL;
-	run_until(&x->done, 5.0);
+	mwt_run_until(&x->done, 5.0);
 	assert_int_equal(x->done, 1);
-	return x->v;
-}
-
-/* Frees what the chain frees with an exchange. */
-static void end(struct xch *x)
-{
-	json_decref(x->got);
-	json_decref(x->ctx.scratch);
-	x->got = x->ctx.scratch = NULL;
-}
-
-/* The error code of X's reply (0 when none). */
-static json_int_t code_of(const struct xch *x)
-{
-	return json_integer_value(json_object_get(json_object_get(x->got, "error"), "code"));
-}
-
-/* The error message of X's reply. */
-static const char *message_of(const struct xch *x)
-{
-	return json_string_value(json_object_get(json_object_get(x->got, "error"), "message"));
+	return x->verdict;
 }
 
 /* Reads the program's line log (caller frees). */
@@ -230,21 +128,21 @@ static void test_options_valid(void **state)
 static void test_options_errors(void **state)
 {
 	(void)state;
-	expect_error("[{\"use\":\"filter\"}]", "t.json: /middleware/0/command: missing");
-	expect_error("[{\"use\":\"filter\",\"command\":\"\"}]", "/middleware/0/command: must be a non-empty");
-	expect_error("[{\"use\":\"filter\",\"command\":\"${NO_SUCH_VAR_X}\"}]", "/middleware/0/command: ");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"args\":\"-v\"}]", "/middleware/0/args: must be an array");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"args\":[\"a\",3]}]", "/middleware/0/args/1: must be");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"env\":[]}]", "/middleware/0/env: must be an object");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"env\":{\"A\":1}}]", "/middleware/0/env/A: must be");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"timeoutMs\":0}]", "/middleware/0/timeoutMs: must be a whole number");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"restartDelayMs\":\"1s\"}]", "/middleware/0/restartDelayMs: must be");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"failure\":\"half\"}]", "/middleware/0/failure: must be \"closed\"");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"from\":\"server\"}]", "/middleware/0/from: must be");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"responses\":1}]", "/middleware/0/responses: must be true or false");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"methods\":[]}]", "/middleware/0/methods: empty");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"methods\":[\"[a\"]}]", "/middleware/0/methods/0: unterminated");
-	expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"argv\":[]}]", "/middleware/0/argv: unknown option");
+	mwt_expect_error("[{\"use\":\"filter\"}]", "t.json: /middleware/0/command: missing");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"\"}]", "/middleware/0/command: must be a non-empty");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"${NO_SUCH_VAR_X}\"}]", "/middleware/0/command: ");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"args\":\"-v\"}]", "/middleware/0/args: must be an array");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"args\":[\"a\",3]}]", "/middleware/0/args/1: must be");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"env\":[]}]", "/middleware/0/env: must be an object");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"env\":{\"A\":1}}]", "/middleware/0/env/A: must be");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"timeoutMs\":0}]", "/middleware/0/timeoutMs: must be a whole number");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"restartDelayMs\":\"1s\"}]", "/middleware/0/restartDelayMs: must be");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"failure\":\"half\"}]", "/middleware/0/failure: must be \"closed\"");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"from\":\"server\"}]", "/middleware/0/from: must be");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"responses\":1}]", "/middleware/0/responses: must be true or false");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"methods\":[]}]", "/middleware/0/methods: empty");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"methods\":[\"[a\"]}]", "/middleware/0/methods/0: unterminated");
+	mwt_expect_error("[{\"use\":\"filter\",\"command\":\"x\",\"argv\":[]}]", "/middleware/0/argv: unknown option");
 }
 
 /* A program that cannot be started fails the start, with the reason. */
@@ -266,31 +164,31 @@ static void test_request_actions(void **state)
 {
 	(void)state;
 	struct pipeline *pl = filter_with("");
-	struct xch x;
+	struct mwt_run x;
 	assert_int_equal(call(&x, pl, "echo"), MW_PASS);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(x.got, "params"),
 							      "name")), "echo");
-	end(&x);
+	mwt_run_release(&x);
 	assert_int_equal(call(&x, pl, "deny"), MW_REPLY);
-	assert_int_equal(code_of(&x), MW_FILTER_REFUSED);
-	assert_string_equal(message_of(&x), "request \"tools/call\" refused by the filter: not here");
+	assert_int_equal(mwt_error_code(&x), MW_FILTER_REFUSED);
+	assert_string_equal(mwt_error_message(&x), "request \"tools/call\" refused by the filter: not here");
 	assert_int_equal(json_integer_value(json_object_get(x.got, "id")), 7);
-	end(&x);
+	mwt_run_release(&x);
 	assert_int_equal(call(&x, pl, "answer"), MW_REPLY);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(x.got, "result"), "by")),
 			    "filter");
 	assert_int_equal(json_integer_value(json_object_get(x.got, "id")), 7);
-	end(&x);
+	mwt_run_release(&x);
 	assert_int_equal(call(&x, pl, "fail"), MW_REPLY);
-	assert_int_equal(code_of(&x), -1);
-	end(&x);
+	assert_int_equal(mwt_error_code(&x), -1);
+	mwt_run_release(&x);
 	/* changed: id and method stay the requester's */
 	assert_int_equal(call(&x, pl, "change"), MW_PASS);
 	assert_int_equal(json_integer_value(json_object_get(x.got, "id")), 7);
 	assert_string_equal(json_string_value(json_object_get(x.got, "method")), "tools/call");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(x.got, "params"),
 							      "name")), "changed");
-	end(&x);
+	mwt_run_release(&x);
 	char *log = read_log();
 	assert_non_null(strstr(log, "{\"id\":1,\"direction\":\"toBackend\",\"kind\":\"request\","
 			       "\"context\":{\"method\":\"tools/call\",\"client\":\"alice\","
@@ -304,25 +202,25 @@ static void test_notifications_and_selection(void **state)
 {
 	(void)state;
 	struct pipeline *pl = filter_with("\"from\":\"client\",\"methods\":[\"notifications/*\",\"tools/call\"]");
-	struct xch x;
+	struct mwt_run x;
 	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/drop\"}");
-	run_until(&x.done, 5.0);
-	assert_int_equal(x.v, MW_DROP);
-	end(&x);
+	mwt_run_until(&x.done, 5.0);
+	assert_int_equal(x.verdict, MW_DROP);
+	mwt_run_release(&x);
 	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/keep\","
 		 "\"params\":{\"a\":1}}");
-	run_until(&x.done, 5.0);
-	assert_int_equal(x.v, MW_PASS);
+	mwt_run_until(&x.done, 5.0);
+	assert_int_equal(x.verdict, MW_PASS);
 	assert_string_equal(x.method, json_string_value(json_object_get(x.got, "method")));
-	end(&x);
+	mwt_run_release(&x);
 	/* not selected: answered at once, never sent */
 	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
 	assert_int_equal(x.done, 1);
-	end(&x);
+	mwt_run_release(&x);
 	send_dir(&x, pl, MW_TO_CLIENT, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/drop\"}");
 	assert_int_equal(x.done, 1);
-	assert_int_equal(x.v, MW_PASS);
-	end(&x);
+	assert_int_equal(x.verdict, MW_PASS);
+	mwt_run_release(&x);
 	char *log = read_log();
 	assert_null(strstr(log, "\"ping\""));
 	assert_non_null(strstr(log, "\"kind\":\"notification\""));
@@ -336,20 +234,17 @@ static void test_responses(void **state)
 {
 	(void)state;
 	struct pipeline *pl = filter_with("\"responses\":true");
-	struct xch x;
+	struct mwt_run x;
 	assert_int_equal(call(&x, pl, "echo"), MW_PASS);
-	json_decref(x.got);
-	x.got = NULL;
-	x.ctx.kind = RPC_RESPONSE;
-	x.w.msg = json_loads("{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"secret\":1}}", 0, NULL);
-	mw_walk_back(&x.w);
+	mwt_back(&x, &(struct mwt_msg){
+		.text = "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"secret\":1}}" });
 	for (double t0 = ev_time(); x.done < 2 && ev_time() < t0 + 5.0;)
-		run_for(0.01);
+		mwt_run_for(0.01);
 	assert_int_equal(x.done, 2);
 	assert_true(json_is_true(json_object_get(json_object_get(x.got, "result"), "filtered")));
 	assert_null(json_object_get(json_object_get(x.got, "result"), "secret"));
 	assert_int_equal(json_integer_value(json_object_get(x.got, "id")), 7);
-	end(&x);
+	mwt_run_release(&x);
 	char *log = read_log();
 	assert_non_null(strstr(log, "\"direction\":\"toClient\",\"kind\":\"response\""));
 	free(log);
@@ -361,19 +256,19 @@ static void test_out_of_order_and_noise(void **state)
 {
 	(void)state;
 	struct pipeline *pl = filter_with("");
-	struct xch a, b;
+	struct mwt_run a, b;
 	send_dir(&a, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
 		 "\"params\":{\"name\":\"first\"}}");
 	send_dir(&b, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
 		 "\"params\":{\"name\":\"second\"}}");
-	run_until(&a.done, 5.0);
-	run_until(&b.done, 5.0);
-	assert_int_equal(a.v, MW_PASS);
-	assert_int_equal(b.v, MW_REPLY);
-	end(&a);
-	end(&b);
+	mwt_run_until(&a.done, 5.0);
+	mwt_run_until(&b.done, 5.0);
+	assert_int_equal(a.verdict, MW_PASS);
+	assert_int_equal(b.verdict, MW_REPLY);
+	mwt_run_release(&a);
+	mwt_run_release(&b);
 	assert_int_equal(call(&a, pl, "noise"), MW_PASS);
-	end(&a);
+	mwt_run_release(&a);
 	pipeline_unref(pl);
 }
 
@@ -384,22 +279,22 @@ static void test_bad_answers(void **state)
 {
 	(void)state;
 	struct pipeline *pl = filter_with("");
-	struct xch x;
+	struct mwt_run x;
 	assert_int_equal(call(&x, pl, "bad"), MW_REPLY);
-	assert_int_equal(code_of(&x), MW_FILTER_UNAVAILABLE);
-	assert_non_null(strstr(message_of(&x), "invalid action or message"));
-	end(&x);
+	assert_int_equal(mwt_error_code(&x), MW_FILTER_UNAVAILABLE);
+	assert_non_null(strstr(mwt_error_message(&x), "invalid action or message"));
+	mwt_run_release(&x);
 	assert_int_equal(call(&x, pl, "broken"), MW_REPLY);
-	assert_int_equal(code_of(&x), MW_FILTER_UNAVAILABLE);
-	end(&x);
+	assert_int_equal(mwt_error_code(&x), MW_FILTER_UNAVAILABLE);
+	mwt_run_release(&x);
 	assert_int_equal(call(&x, pl, "echo"), MW_PASS);   /* still running */
-	end(&x);
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 	pl = filter_with("\"failure\":\"open\"");
 	assert_int_equal(call(&x, pl, "bad"), MW_PASS);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(x.got, "params"),
 							      "name")), "bad");
-	end(&x);
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 }
 
@@ -408,17 +303,17 @@ static void test_hang_and_restart(void **state)
 {
 	(void)state;
 	struct pipeline *pl = filter_with("\"timeoutMs\":100,\"restartDelayMs\":50");
-	struct xch x;
+	struct mwt_run x;
 	assert_int_equal(call(&x, pl, "hang"), MW_REPLY);
-	assert_int_equal(code_of(&x), MW_FILTER_UNAVAILABLE);
-	assert_non_null(strstr(message_of(&x), "did not answer within 0.1 s"));
-	end(&x);
+	assert_int_equal(mwt_error_code(&x), MW_FILTER_UNAVAILABLE);
+	assert_non_null(strstr(mwt_error_message(&x), "did not answer within 0.1 s"));
+	mwt_run_release(&x);
 	assert_int_equal(call(&x, pl, "echo"), MW_REPLY);   /* down: no waiting */
-	assert_non_null(strstr(message_of(&x), "not running"));
-	end(&x);
-	run_for(0.5);                                        /* reaped, restarted */
+	assert_non_null(strstr(mwt_error_message(&x), "not running"));
+	mwt_run_release(&x);
+	mwt_run_for(0.5);                                    /* reaped, restarted */
 	assert_int_equal(call(&x, pl, "echo"), MW_PASS);
-	end(&x);
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 }
 
@@ -427,27 +322,27 @@ static void test_death(void **state)
 {
 	(void)state;
 	struct pipeline *pl = filter_with("\"restartDelayMs\":100000,\"failure\":\"open\"");
-	struct xch x;
+	struct mwt_run x;
 	assert_int_equal(call(&x, pl, "die"), MW_PASS);
-	end(&x);
-	run_for(0.2);
+	mwt_run_release(&x);
+	mwt_run_for(0.2);
 	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/drop\"}");
 	assert_int_equal(x.done, 1);
-	assert_int_equal(x.v, MW_PASS);
-	end(&x);
+	assert_int_equal(x.verdict, MW_PASS);
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 	pl = filter_with("\"restartDelayMs\":100000");
 	assert_int_equal(call(&x, pl, "die"), MW_REPLY);
-	assert_int_equal(code_of(&x), MW_FILTER_UNAVAILABLE);
-	end(&x);
-	run_for(0.2);
+	assert_int_equal(mwt_error_code(&x), MW_FILTER_UNAVAILABLE);
+	mwt_run_release(&x);
+	mwt_run_for(0.2);
 	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/keep\"}");
 	assert_int_equal(x.done, 1);
-	assert_int_equal(x.v, MW_DROP);
-	end(&x);
+	assert_int_equal(x.verdict, MW_DROP);
+	mwt_run_release(&x);
 	assert_int_equal(call(&x, pl, "echo"), MW_REPLY);
-	assert_non_null(strstr(message_of(&x), "exited with status 5"));
-	end(&x);
+	assert_non_null(strstr(mwt_error_message(&x), "exited with status 5"));
+	mwt_run_release(&x);
 	pipeline_unref(pl);
 }
 
@@ -456,13 +351,14 @@ static void test_destroy_pending(void **state)
 {
 	(void)state;
 	struct pipeline *pl = filter_with("");
-	struct xch x;
+	struct mwt_run x;
 	send_dir(&x, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
 		 "\"params\":{\"name\":\"hang\"}}");
-	run_for(0.1);
+	mwt_run_for(0.1);
 	assert_int_equal(x.done, 0);
 	pipeline_unref(pl);
-	run_for(0.1);
+	mwt_run_for(0.1);
+	mwt_run_release(&x);
 }
 
 /* Writes the filter script into a fresh temporary directory. */

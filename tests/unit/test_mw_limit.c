@@ -32,150 +32,47 @@
 /* A started pipeline with one limit module whose rules are RULES. */
 static struct pipeline *limit_with(const char *rules)
 {
-	char text[2048];
-	struct cfg_errors e = { 0 };
-	snprintf(text, sizeof text, "[{\"use\":\"limit\",\"rules\":%s}]", rules);
-	struct pipeline *pl = mwt_build(text, &e);
-	for (size_t i = 0; i < e.count; i++)
-		print_message("  error: %s\n", e.lines[i]);
-	assert_non_null(pl);
-	assert_int_equal(pipeline_start(pl), 0);
-	cfg_errors_release(&e);
-	return pl;
+	return mwt_start_okf("[{\"use\":\"limit\",\"rules\":%s}]", rules);
 }
 
 /* Asserts that the rules RULES are refused with an error containing WANT. */
 static void expect_error(const char *rules, const char *want)
 {
 	char text[2048];
-	struct cfg_errors e = { 0 };
 	snprintf(text, sizeof text, "[{\"use\":\"limit\",\"rules\":%s}]", rules);
-	struct pipeline *pl = mwt_build(text, &e);
-	if (pl || !mwt_has_error(&e, want)) {
-		for (size_t i = 0; i < e.count; i++)
-			print_message("  error: %s\n", e.lines[i]);
-		pipeline_unref(pl);
-		cfg_errors_release(&e);
-		fail_msg("expected an error containing \"%s\" for %s", want, text);
-	}
-	cfg_errors_release(&e);
-}
-
-/* One exchange as the chain runs it. */
-struct xch {
-	struct mw_walk w;
-	struct mw_ctx ctx;
-	json_t *got;
-	enum mw_verdict v;
-	int done;
-};
-
-/* The walk's end: keeps the message. */
-static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
-{
-	struct xch *x = (struct xch *)(void *)w;
-	json_decref(x->got);
-	x->got = msg;
-	x->v = v;
-	x->done++;
+	mwt_expect_error(text, want);
 }
 
 /* Walks a METHOD request about NAME (id ID) from CLIENT to BACKEND through PL. */
-static void request(struct xch *x, struct pipeline *pl, int id, const char *method,
+static void request(struct mwt_run *x, struct pipeline *pl, int id, const char *method,
 		    const char *name, const char *client, const char *backend)
 {
-	memset(x, 0, sizeof *x);
-	x->ctx.dir = MW_TO_BACKEND;
-	x->ctx.kind = RPC_REQUEST;
-	x->ctx.method = method;
-	x->ctx.name = name;
-	x->ctx.client = client;
-	x->ctx.backend = backend;
-	x->w.stage[0] = pl;
-	x->w.ctx = &x->ctx;
-	x->w.msg = json_pack("{s:s,s:i,s:s,s:{s:s?}}", "jsonrpc", "2.0", "id", id,
-			     "method", method, "params", "name", name);
-	x->w.done = on_done;
-	mw_walk_forward(&x->w);
+	mwt_forward(x, pl, &(struct mwt_msg){ .kind = RPC_REQUEST, .method = method, .name = name,
+		.client = client, .backend = backend,
+		.msg = json_pack("{s:s,s:i,s:s,s:{s:s?}}", "jsonrpc", "2.0", "id", id,
+				 "method", method, "params", "name", name) });
 }
 
 /* Walks a tools/call of NAME (id ID) from CLIENT to BACKEND through PL. */
-static void call_as(struct xch *x, struct pipeline *pl, int id, const char *name,
+static void call_as(struct mwt_run *x, struct pipeline *pl, int id, const char *name,
 		    const char *client, const char *backend)
 {
 	request(x, pl, id, "tools/call", name, client, backend);
 }
 
 /* Walks a tools/call of NAME with id ID through PL. */
-static void call(struct xch *x, struct pipeline *pl, int id, const char *name)
+static void call(struct mwt_run *x, struct pipeline *pl, int id, const char *name)
 {
 	call_as(x, pl, id, name, "c", "fx");
 }
 
 /* Walks the response back and frees what the chain frees. */
-static void respond(struct xch *x)
+static void respond(struct mwt_run *x)
 {
 	assert_int_equal(x->done, 1);
-	assert_int_equal(x->v, MW_PASS);
-	x->ctx.kind = RPC_RESPONSE;
-	json_decref(x->got);
-	x->got = NULL;
-	x->w.msg = json_pack("{s:s,s:i,s:{}}", "jsonrpc", "2.0", "id", 1, "result");
-	mw_walk_back(&x->w);
-	assert_int_equal(x->done, 2);
-	json_decref(x->got);
-	json_decref(x->ctx.scratch);
-	x->got = x->ctx.scratch = NULL;
-}
-
-/* Ends an exchange that was answered by the module or ends unanswered. */
-static void finish(struct xch *x)
-{
-	if (x->done == 1 && x->v == MW_PASS)
-		mw_walk_abandon(&x->w);
-	json_decref(x->got);
-	json_decref(x->ctx.scratch);
-	x->got = x->ctx.scratch = NULL;
-}
-
-/* The error code of X's reply (0 when none). */
-static json_int_t code_of(const struct xch *x)
-{
-	return json_integer_value(json_object_get(json_object_get(x->got, "error"), "code"));
-}
-
-/* The error message of X's reply. */
-static const char *message_of(const struct xch *x)
-{
-	return json_string_value(json_object_get(json_object_get(x->got, "error"), "message"));
-}
-
-/* Wakes the loop up. */
-static void tick(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)w;
-	(void)revents;
-}
-
-/* Runs the loop until *FLAG becomes nonzero or SECONDS pass. */
-static void run_until(const int *flag, double seconds)
-{
-	double end = ev_time() + seconds;
-	while (!*flag && ev_time() < end) {
-		ev_timer t;
-		ev_timer_init(&t, tick, 0.01, 0.);
-		ev_timer_start(EV_DEFAULT, &t);
-		ev_run(EV_DEFAULT, EVRUN_ONCE);
-		ev_timer_stop(EV_DEFAULT, &t);
-	}
-}
-
-/* Runs the loop for SECONDS. */
-static void run_for(double seconds)
-{
-	int never = 0;
-	run_until(&never, seconds);
+	mwt_respond(x, &(struct mwt_msg){
+		.msg = json_pack("{s:s,s:i,s:{}}", "jsonrpc", "2.0", "id", 1, "result") });
+	mwt_run_release(x);
 }
 
 /* ---- options ---- */
@@ -229,7 +126,7 @@ static void test_concurrency_queue(void **state)
 {
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"tools\":\"slow\",\"concurrency\":1,\"queue\":2}]");
-	struct xch a, b, c, d, other;
+	struct mwt_run a, b, c, d, other;
 	call(&a, pl, 1, "slow");
 	assert_int_equal(a.done, 1);
 	call(&b, pl, 2, "slow");
@@ -237,25 +134,25 @@ static void test_concurrency_queue(void **state)
 	assert_int_equal(b.done + c.done, 0);      /* both held */
 	call(&d, pl, 4, "slow");
 	assert_int_equal(d.done, 1);
-	assert_int_equal(d.v, MW_REPLY);
-	assert_int_equal(code_of(&d), MW_LIMIT_BUSY);
-	assert_non_null(strstr(message_of(&d), "1 running, 2 waiting (concurrency 1, queue 2)"));
-	assert_non_null(strstr(message_of(&d), "limit rule /middleware/0/rules/0"));
+	assert_int_equal(d.verdict, MW_REPLY);
+	assert_int_equal(mwt_error_code(&d), MW_LIMIT_BUSY);
+	assert_non_null(strstr(mwt_error_message(&d), "1 running, 2 waiting (concurrency 1, queue 2)"));
+	assert_non_null(strstr(mwt_error_message(&d), "limit rule /middleware/0/rules/0"));
 	assert_int_equal(json_integer_value(json_object_get(d.got, "id")), 4);
-	finish(&d);
+	mwt_run_end(&d);
 	call(&other, pl, 5, "echo");                /* no rule: not counted */
-	assert_int_equal(other.v, MW_PASS);
+	assert_int_equal(other.verdict, MW_PASS);
 	respond(&other);
 	respond(&a);                                /* b goes, c still waits */
 	assert_int_equal(b.done, 1);
-	assert_int_equal(b.v, MW_PASS);
+	assert_int_equal(b.verdict, MW_PASS);
 	assert_int_equal(json_integer_value(json_object_get(b.got, "id")), 2);
 	assert_int_equal(c.done, 0);
 	respond(&b);
 	assert_int_equal(c.done, 1);
 	respond(&c);
 	call(&a, pl, 6, "slow");                    /* all free again */
-	assert_int_equal(a.v, MW_PASS);
+	assert_int_equal(a.verdict, MW_PASS);
 	respond(&a);
 	pipeline_unref(pl);
 }
@@ -265,16 +162,16 @@ static void test_abandon_frees_slot(void **state)
 {
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"concurrency\":1}]");
-	struct xch a, b;
+	struct mwt_run a, b;
 	call(&a, pl, 1, "x");
 	call(&b, pl, 2, "y");
 	assert_int_equal(b.done, 0);
-	finish(&a);                                 /* cancelled: on_abandon */
+	mwt_run_end(&a);             /* cancelled: on_abandon */
 	assert_int_equal(b.done, 1);
-	assert_int_equal(b.v, MW_PASS);
-	finish(&b);
+	assert_int_equal(b.verdict, MW_PASS);
+	mwt_run_end(&b);
 	call(&a, pl, 3, "z");
-	assert_int_equal(a.v, MW_PASS);
+	assert_int_equal(a.verdict, MW_PASS);
 	respond(&a);
 	pipeline_unref(pl);
 }
@@ -284,16 +181,16 @@ static void test_queue_timeout(void **state)
 {
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"concurrency\":1,\"queueTimeoutMs\":40}]");
-	struct xch a, b;
+	struct mwt_run a, b;
 	call(&a, pl, 1, "x");
 	call(&b, pl, 2, "x");
 	assert_int_equal(b.done, 0);
-	run_until(&b.done, 2.0);
+	mwt_run_until(&b.done, 2.0);
 	assert_int_equal(b.done, 1);
-	assert_int_equal(b.v, MW_REPLY);
-	assert_int_equal(code_of(&b), MW_LIMIT_BUSY);
-	assert_non_null(strstr(message_of(&b), "waited 0.04 s for a free slot"));
-	finish(&b);
+	assert_int_equal(b.verdict, MW_REPLY);
+	assert_int_equal(mwt_error_code(&b), MW_LIMIT_BUSY);
+	assert_non_null(strstr(mwt_error_message(&b), "waited 0.04 s for a free slot"));
+	mwt_run_end(&b);
 	respond(&a);
 	pipeline_unref(pl);
 }
@@ -303,14 +200,14 @@ static void test_per_keys(void **state)
 {
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"per\":\"name\",\"concurrency\":1,\"queue\":0}]");
-	struct xch a, b, c;
+	struct mwt_run a, b, c;
 	call(&a, pl, 1, "one");
 	call(&b, pl, 2, "two");
-	assert_int_equal(b.v, MW_PASS);
+	assert_int_equal(b.verdict, MW_PASS);
 	call(&c, pl, 3, "one");
-	assert_int_equal(c.v, MW_REPLY);
-	assert_non_null(strstr(message_of(&c), "tool \"one\""));
-	finish(&c);
+	assert_int_equal(c.verdict, MW_REPLY);
+	assert_non_null(strstr(mwt_error_message(&c), "tool \"one\""));
+	mwt_run_end(&c);
 	respond(&a);
 	respond(&b);
 	pipeline_unref(pl);
@@ -318,11 +215,11 @@ static void test_per_keys(void **state)
 	pl = limit_with("[{\"per\":\"backend\",\"concurrency\":1,\"queue\":0}]");
 	call_as(&a, pl, 1, "t", "c", "fs");
 	call_as(&b, pl, 2, "t", "c", "git");
-	assert_int_equal(b.v, MW_PASS);
+	assert_int_equal(b.verdict, MW_PASS);
 	call_as(&c, pl, 3, "u", "c", "fs");
-	assert_int_equal(c.v, MW_REPLY);
-	assert_non_null(strstr(message_of(&c), "backend \"fs\""));
-	finish(&c);
+	assert_int_equal(c.verdict, MW_REPLY);
+	assert_non_null(strstr(mwt_error_message(&c), "backend \"fs\""));
+	mwt_run_end(&c);
 	respond(&a);
 	respond(&b);
 	pipeline_unref(pl);
@@ -330,13 +227,13 @@ static void test_per_keys(void **state)
 	pl = limit_with("[{\"per\":\"client\",\"clients\":\"ci-*\",\"concurrency\":1,\"queue\":0}]");
 	call_as(&a, pl, 1, "t", "ci-1", "fs");
 	call_as(&b, pl, 2, "t", "ci-2", "fs");
-	assert_int_equal(b.v, MW_PASS);
+	assert_int_equal(b.verdict, MW_PASS);
 	call_as(&c, pl, 3, "t", "ci-1", "fs");
-	assert_int_equal(c.v, MW_REPLY);
-	assert_non_null(strstr(message_of(&c), "client \"ci-1\""));
-	finish(&c);
+	assert_int_equal(c.verdict, MW_REPLY);
+	assert_non_null(strstr(mwt_error_message(&c), "client \"ci-1\""));
+	mwt_run_end(&c);
 	call_as(&c, pl, 4, "t", "alice", "fs");     /* not matched by "clients" */
-	assert_int_equal(c.v, MW_PASS);
+	assert_int_equal(c.verdict, MW_PASS);
 	respond(&c);
 	respond(&a);
 	respond(&b);
@@ -349,9 +246,9 @@ static void test_several_rules(void **state)
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"tools\":\"a*\",\"per\":\"name\",\"concurrency\":1},"
 					 "{\"concurrency\":1}]");
-	struct xch a1, a2, b1, c1;
+	struct mwt_run a1, a2, b1, c1;
 	call(&a1, pl, 1, "a1");
-	assert_int_equal(a1.v, MW_PASS);
+	assert_int_equal(a1.verdict, MW_PASS);
 	call(&b1, pl, 2, "b1");      /* waits at rule 1 */
 	call(&a2, pl, 3, "a1");      /* waits at rule 0 */
 	assert_int_equal(a2.done + b1.done, 0);
@@ -362,7 +259,7 @@ static void test_several_rules(void **state)
 	assert_int_equal(c1.done, 0);
 	respond(&b1);
 	assert_int_equal(a2.done, 1);
-	assert_int_equal(a2.v, MW_PASS);
+	assert_int_equal(a2.verdict, MW_PASS);
 	assert_int_equal(c1.done, 0);
 	respond(&a2);
 	assert_int_equal(c1.done, 1);
@@ -375,21 +272,21 @@ static void test_default_methods(void **state)
 {
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"concurrency\":1,\"queue\":0}]");
-	struct xch a, b;
+	struct mwt_run a, b;
 	call(&a, pl, 1, "t");
 	request(&b, pl, 2, "tools/list", NULL, "c", "fx");
-	assert_int_equal(b.v, MW_PASS);
+	assert_int_equal(b.verdict, MW_PASS);
 	respond(&b);
 	request(&b, pl, 3, "prompts/get", "p", "c", "fx");
-	assert_int_equal(code_of(&b), MW_LIMIT_BUSY);
-	finish(&b);
+	assert_int_equal(mwt_error_code(&b), MW_LIMIT_BUSY);
+	mwt_run_end(&b);
 	respond(&a);
 	pipeline_unref(pl);
 	pl = limit_with("[{\"methods\":\"*\",\"concurrency\":1,\"queue\":0}]");
 	call(&a, pl, 1, "t");
 	request(&b, pl, 2, "tools/list", NULL, "c", "fx");
-	assert_int_equal(code_of(&b), MW_LIMIT_BUSY);
-	finish(&b);
+	assert_int_equal(mwt_error_code(&b), MW_LIMIT_BUSY);
+	mwt_run_end(&b);
 	respond(&a);
 	pipeline_unref(pl);
 }
@@ -401,28 +298,28 @@ static void test_rate(void **state)
 {
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"tools\":\"t\",\"rate\":20,\"burst\":2}]");
-	struct xch x;
+	struct mwt_run x;
 	ev_now_update(EV_DEFAULT);
 	for (int i = 0; i < 2; i++) {
 		call(&x, pl, i, "t");
-		assert_int_equal(x.v, MW_PASS);
+		assert_int_equal(x.verdict, MW_PASS);
 		respond(&x);
 	}
 	call(&x, pl, 3, "t");
-	assert_int_equal(x.v, MW_REPLY);
-	assert_int_equal(code_of(&x), MW_LIMIT_RATE);
-	assert_non_null(strstr(message_of(&x), "reached (20 per second, burst 2); retry in 0.0"));
+	assert_int_equal(x.verdict, MW_REPLY);
+	assert_int_equal(mwt_error_code(&x), MW_LIMIT_RATE);
+	assert_non_null(strstr(mwt_error_message(&x), "reached (20 per second, burst 2); retry in 0.0"));
 	json_int_t retry = json_integer_value(json_object_get(json_object_get(
 		json_object_get(x.got, "error"), "data"), "retryAfterMs"));
 	assert_true(retry >= 1 && retry <= 51);
-	finish(&x);
+	mwt_run_end(&x);
 	call(&x, pl, 4, "other");    /* not matched: no bucket */
-	assert_int_equal(x.v, MW_PASS);
+	assert_int_equal(x.verdict, MW_PASS);
 	respond(&x);
-	run_for(0.06);
+	mwt_run_for(0.06);
 	ev_now_update(EV_DEFAULT);
 	call(&x, pl, 5, "t");
-	assert_int_equal(x.v, MW_PASS);
+	assert_int_equal(x.verdict, MW_PASS);
 	respond(&x);
 	pipeline_unref(pl);
 }
@@ -432,12 +329,12 @@ static void test_rate_before_slots(void **state)
 {
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"concurrency\":1,\"queue\":0},{\"rate\":0.001,\"burst\":1}]");
-	struct xch a, b;
+	struct mwt_run a, b;
 	call(&a, pl, 1, "t");
 	call(&b, pl, 2, "t");        /* over both limits: the rate answers, no queueing */
 	assert_int_equal(b.done, 1);
-	assert_int_equal(code_of(&b), MW_LIMIT_RATE);
-	finish(&b);
+	assert_int_equal(mwt_error_code(&b), MW_LIMIT_RATE);
+	mwt_run_end(&b);
 	respond(&a);
 	pipeline_unref(pl);
 }
@@ -449,31 +346,20 @@ static void test_other_traffic(void **state)
 {
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"concurrency\":1,\"queue\":0}]");
-	struct xch a, b;
+	struct mwt_run a, b;
 	call(&a, pl, 1, "t");
-	memset(&b, 0, sizeof b);
-	b.ctx.dir = MW_TO_CLIENT;
-	b.ctx.kind = RPC_REQUEST;
-	b.ctx.method = "sampling/createMessage";
-	b.w.stage[0] = pl;
-	b.w.ctx = &b.ctx;
-	b.w.msg = json_pack("{s:s,s:i,s:s}", "jsonrpc", "2.0", "id", 9, "method",
-			    "sampling/createMessage");
-	b.w.done = on_done;
-	mw_walk_forward(&b.w);
-	assert_int_equal(b.v, MW_PASS);
+	mwt_forward(&b, pl, &(struct mwt_msg){ .dir = MW_TO_CLIENT, .kind = RPC_REQUEST,
+		.method = "sampling/createMessage",
+		.msg = json_pack("{s:s,s:i,s:s}", "jsonrpc", "2.0", "id", 9, "method",
+				 "sampling/createMessage") });
+	assert_int_equal(b.verdict, MW_PASS);
 	respond(&b);
-	memset(&b, 0, sizeof b);
-	b.ctx.dir = MW_TO_BACKEND;
-	b.ctx.kind = RPC_NOTIFICATION;
-	b.ctx.method = "notifications/roots/list_changed";
-	b.w.stage[0] = pl;
-	b.w.ctx = &b.ctx;
-	b.w.msg = json_pack("{s:s,s:s}", "jsonrpc", "2.0", "method", b.ctx.method);
-	b.w.done = on_done;
-	mw_walk_forward(&b.w);
-	assert_int_equal(b.v, MW_PASS);
-	json_decref(b.got);
+	mwt_forward(&b, pl, &(struct mwt_msg){ .kind = RPC_NOTIFICATION,
+		.method = "notifications/roots/list_changed",
+		.msg = json_pack("{s:s,s:s}", "jsonrpc", "2.0", "method",
+				 "notifications/roots/list_changed") });
+	assert_int_equal(b.verdict, MW_PASS);
+	mwt_run_release(&b);
 	respond(&a);
 	pipeline_unref(pl);
 }
@@ -484,12 +370,12 @@ static void test_timeout_until_response(void **state)
 {
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"timeoutMs\":20}]");
-	struct xch a;
+	struct mwt_run a;
 	call(&a, pl, 1, "t");
-	assert_int_equal(a.v, MW_PASS);
-	run_for(0.15);               /* mw_abort returns -1 without a chain */
+	assert_int_equal(a.verdict, MW_PASS);
+	mwt_run_for(0.15);           /* mw_abort returns -1 without a chain */
 	respond(&a);
-	run_for(0.1);
+	mwt_run_for(0.1);
 	pipeline_unref(pl);
 }
 
@@ -498,13 +384,14 @@ static void test_destroy_with_queue(void **state)
 {
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"concurrency\":1,\"timeoutMs\":1000}]");
-	struct xch a, b;
+	struct mwt_run a, b;
 	call(&a, pl, 1, "t");
 	call(&b, pl, 2, "t");
 	assert_int_equal(b.done, 0);
-	json_decref(a.got);
 	pipeline_unref(pl);          /* as at exit with both still open */
-	run_for(0.05);
+	mwt_run_release(&a);
+	mwt_run_release(&b);
+	mwt_run_for(0.05);
 }
 
 /* Runs the tests. */
@@ -512,7 +399,7 @@ static void test_destroy_with_queue(void **state)
 
 /* What a raw walk's done saw of the bytes (they are freed once it returns). */
 struct xraw {
-	struct xch x;            /* must be first */
+	struct mwt_run x;        /* must be first */
 	char raw[512];
 	char id[32];
 };
@@ -521,7 +408,7 @@ struct xraw {
 static void on_done_raw(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 {
 	struct xraw *r = (struct xraw *)(void *)w;
-	on_done(w, v, msg);
+	mwt_on_done(w, v, msg);
 	r->raw[0] = r->id[0] = '\0';
 	if (w->raw)
 		snprintf(r->raw, sizeof r->raw, "%.*s", (int)w->raw_len, w->raw);
@@ -534,32 +421,20 @@ static void on_done_raw(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 static void call_raw(struct xraw *r, struct pipeline *pl, const char *name, const char *text)
 {
 	memset(r, 0, sizeof *r);
-	r->x.ctx.dir = MW_TO_BACKEND;
-	r->x.ctx.kind = RPC_REQUEST;
-	r->x.ctx.method = "tools/call";
-	r->x.ctx.name = name;
-	r->x.ctx.client = "c";
-	r->x.ctx.backend = "fx";
-	r->x.w.stage[0] = pl;
-	r->x.w.ctx = &r->x.ctx;
-	r->x.w.done = on_done_raw;
-	assert_true(mwt_set_raw(&r->x.w, text));
-	mw_walk_forward(&r->x.w);
+	mwt_forward(&r->x, pl, &(struct mwt_msg){ .kind = RPC_REQUEST, .method = "tools/call",
+		.name = name, .client = "c", .backend = "fx", .text = text, .raw = true,
+		.done = on_done_raw });
 }
 
 /* Walks an unparsed response back: it stays unread. */
 static void respond_raw(struct xraw *r)
 {
 	assert_int_equal(r->x.done, 1);
-	assert_int_equal(r->x.v, MW_PASS);
-	r->x.ctx.kind = RPC_RESPONSE;
-	assert_true(mwt_set_raw(&r->x.w, "{\"jsonrpc\":\"2.0\",\"id\":31,\"result\":{}}"));
-	mw_walk_back(&r->x.w);
-	assert_int_equal(r->x.done, 2);
+	mwt_respond(&r->x, &(struct mwt_msg){
+		.text = "{\"jsonrpc\":\"2.0\",\"id\":31,\"result\":{}}", .raw = true });
 	assert_null(r->x.got);
 	assert_string_equal(r->id, "31");
-	json_decref(r->x.ctx.scratch);
-	r->x.ctx.scratch = NULL;
+	mwt_run_release(&r->x);
 }
 
 #define LIM_CALL(id, name) "{\"jsonrpc\":\"2.0\",\"id\":" id ",\"method\":\"tools/call\"," \
@@ -573,15 +448,15 @@ static void test_raw_unread(void **state)
 	struct xraw a, b;
 	call_raw(&a, pl, "t", LIM_CALL("1", "t"));
 	assert_int_equal(a.x.done, 1);
-	assert_int_equal(a.x.v, MW_PASS);
+	assert_int_equal(a.x.verdict, MW_PASS);
 	assert_null(a.x.got);
 	assert_string_equal(a.raw, LIM_CALL("1", "t"));
 	/* refused without reading: the module's reply is the message */
 	call_raw(&b, pl, "t", LIM_CALL("2", "t"));
 	assert_int_equal(b.x.done, 1);
-	assert_int_equal(b.x.v, MW_REPLY);
-	assert_int_equal(code_of(&b.x), MW_LIMIT_RATE);
-	finish(&b.x);
+	assert_int_equal(b.x.verdict, MW_REPLY);
+	assert_int_equal(mwt_error_code(&b.x), MW_LIMIT_RATE);
+	mwt_run_end(&b.x);
 	respond_raw(&a);
 	pipeline_unref(pl);
 }
@@ -592,20 +467,18 @@ static void test_raw_queued_then_released(void **state)
 	(void)state;
 	struct pipeline *pl = limit_with("[{\"concurrency\":1,\"queue\":1}]");
 	static const char text_b[] = LIM_CALL("\"b\"", "slow");
-	char buf[sizeof text_b];
-	memcpy(buf, text_b, sizeof buf);
 	struct xraw a, b;
 	call_raw(&a, pl, "slow", LIM_CALL("1", "slow"));
-	assert_int_equal(a.x.v, MW_PASS);
-	call_raw(&b, pl, "slow", buf);
+	assert_int_equal(a.x.verdict, MW_PASS);
+	call_raw(&b, pl, "slow", text_b);
 	assert_int_equal(b.x.done, 0);            /* queued */
 	assert_int_equal(b.x.w.held, 1);
 	assert_non_null(b.x.w.raw_own);           /* the walk keeps its own copy */
-	assert_ptr_not_equal(b.x.w.raw, buf);
-	memset(buf, 'X', sizeof buf - 1);         /* the transport reuses its buffer */
+	assert_ptr_not_equal(b.x.w.raw, b.x.text);
+	memset(b.x.text, 'X', strlen(b.x.text));  /* the owner (the transport) reuses its buffer */
 	respond_raw(&a);                          /* the slot frees: b goes */
 	assert_int_equal(b.x.done, 1);
-	assert_int_equal(b.x.v, MW_PASS);
+	assert_int_equal(b.x.verdict, MW_PASS);
 	assert_null(b.x.got);
 	assert_string_equal(b.raw, text_b);
 	assert_string_equal(b.id, "\"b\"");
@@ -623,12 +496,12 @@ static void test_raw_queue_timeout(void **state)
 	call_raw(&a, pl, "x", LIM_CALL("1", "x"));
 	call_raw(&b, pl, "x", LIM_CALL("2", "x"));
 	assert_int_equal(b.x.done, 0);
-	run_until(&b.x.done, 2.0);
+	mwt_run_until(&b.x.done, 2.0);
 	assert_int_equal(b.x.done, 1);
-	assert_int_equal(b.x.v, MW_REPLY);
-	assert_int_equal(code_of(&b.x), MW_LIMIT_BUSY);
-	assert_non_null(strstr(message_of(&b.x), "without getting one"));
-	finish(&b.x);
+	assert_int_equal(b.x.verdict, MW_REPLY);
+	assert_int_equal(mwt_error_code(&b.x), MW_LIMIT_BUSY);
+	assert_non_null(strstr(mwt_error_message(&b.x), "without getting one"));
+	mwt_run_end(&b.x);
 	respond_raw(&a);
 	pipeline_unref(pl);
 }

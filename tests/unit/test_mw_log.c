@@ -7,8 +7,9 @@
  * reads, the same line whether the message was read or not, the text
  * line builder against jansson's, and lines queued per loop iteration.
  *
- * The module is driven directly: pipelines are built from JSON with
- * pipeline_build and messages walked with mw_walk_forward/mw_walk_back.
+ * The module is driven directly: pipelines are built from JSON and
+ * messages walked through them by the driver in mw_test.c, as the chain
+ * would walk them.
  * Lines are written before the loop waits: the helpers run one loop
  * iteration (loop_once) where the chain's loop would.
  */
@@ -103,167 +104,50 @@ static json_t *line_at(const char *s, size_t i)
 	return o;
 }
 
-/* Builds and starts a pipeline from a printf-formatted JSON array. */
-static struct pipeline *start_ok(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static struct pipeline *start_ok(const char *fmt, ...)
-{
-	char text[2048];
-	struct cfg_errors e = { 0 };
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(text, sizeof text, fmt, ap);
-	va_end(ap);
-	struct pipeline *pl = mwt_build(text, &e);
-	for (size_t i = 0; i < e.count; i++)
-		print_message("  error: %s\n", e.lines[i]);
-	assert_non_null(pl);
-	assert_int_equal(e.count, 0);
-	assert_int_equal(pipeline_start(pl), 0);
-	cfg_errors_release(&e);
-	return pl;
-}
-
-/* Asserts that the module entry TEXT is refused with an error containing WANT. */
-static void expect_error(const char *text, const char *want)
-{
-	struct cfg_errors e = { 0 };
-	struct pipeline *pl = mwt_build(text, &e);
-	if (pl || !mwt_has_error(&e, want)) {
-		for (size_t i = 0; i < e.count; i++)
-			print_message("  error: %s\n", e.lines[i]);
-		pipeline_unref(pl);
-		cfg_errors_release(&e);
-		fail_msg("expected an error containing \"%s\" for %s", want, text);
-	}
-	cfg_errors_release(&e);
-}
-
-/* One exchange as the chain runs it (the walk embedded first). */
-struct xch {
-	struct mw_walk w;
-	struct mw_ctx ctx;
-	char method[64];
-	json_t *id;        /* the requester's id (ctx.id borrows it) */
-	json_t *got;
-	enum mw_verdict v;
-	int done;
-};
-
-/* The walk's end: keeps the message. */
-static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
-{
-	struct xch *x = (struct xch *)(void *)w;
-	json_decref(x->got);
-	x->got = msg;
-	x->v = v;
-	x->done++;
-}
-
 /* Runs one loop iteration, whose prepare watchers write queued lines. */
 static void loop_once(void)
 {
 	ev_run(EV_DEFAULT, EVRUN_NOWAIT);
 }
 
-/* Gives the walk W the message TEXT: parsed, or as raw bytes (RAW) that
- * the pipeline parses only for a module that reads them. */
-static void give(struct mw_walk *w, const char *text, bool raw)
-{
-	w->msg = NULL;
-	w->raw = NULL;
-	if (raw) {
-		w->raw = text;
-		w->raw_len = strlen(text);
-	} else {
-		w->msg = json_loads(text, 0, NULL);
-		assert_non_null(w->msg);
-	}
-}
-
 /* Walks REQ (text; RAW: unparsed) forward through PL as a client request
  * about NAME, the context filled in as the chain does. */
-static void begin_request(struct xch *x, struct pipeline *pl, const char *req,
+static void begin_request(struct mwt_run *x, struct pipeline *pl, const char *req,
 			  const char *name, bool raw)
 {
-	json_t *msg = json_loads(req, 0, NULL);
-	assert_non_null(msg);
-	memset(x, 0, sizeof *x);
-	snprintf(x->method, sizeof x->method, "%s",
-		 json_string_value(json_object_get(msg, "method")));
-	x->id = json_incref(json_object_get(msg, "id"));
-	json_decref(msg);
-	x->ctx.dir = MW_TO_BACKEND;
-	x->ctx.kind = RPC_REQUEST;
-	x->ctx.method = x->method;
-	x->ctx.client = "tester";
-	x->ctx.name = name;
-	x->ctx.start = ev_time() - 0.010;
-	x->ctx.request_bytes = 123;
-	x->ctx.id = x->id;
-	x->w.stage[0] = pl;
-	x->w.ctx = &x->ctx;
-	give(&x->w, req, raw);
-	x->w.done = on_done;
-	mw_walk_forward(&x->w);
-	assert_int_equal(x->done, 1);
-	assert_int_equal(x->v, MW_PASS);
+	mwt_walk(x, pl, &(struct mwt_msg){ .kind = RPC_REQUEST, .client = "tester", .name = name,
+		.start = ev_time() - 0.010, .bytes = 123,
+		.text = req, .raw = raw, .unscanned = true });
+	assert_int_equal(x->verdict, MW_PASS);
 }
 
 /* Walks REQ (text) forward through PL as a client request about NAME. */
-static void send_request(struct xch *x, struct pipeline *pl, const char *req, const char *name)
+static void send_request(struct mwt_run *x, struct pipeline *pl, const char *req, const char *name)
 {
 	begin_request(x, pl, req, name, false);
 }
 
-/* How the response TEXT ended, as the chain tells modules. */
-static enum mw_outcome outcome_of(const char *text)
-{
-	json_t *msg = json_loads(text, 0, NULL);
-	json_t *res = json_object_get(msg, "result");
-	enum mw_outcome o = json_object_get(msg, "error") ? MW_OUTCOME_ERROR :
-		json_is_true(json_object_get(res, "isError")) ? MW_OUTCOME_TOOL_ERROR : MW_OUTCOME_OK;
-	json_decref(msg);
-	return o;
-}
-
 /* Walks the response RESP (text; RAW: unparsed) back. */
-static void back_response(struct xch *x, const char *resp, bool raw)
+static void back_response(struct mwt_run *x, const char *resp, bool raw)
 {
-	x->ctx.kind = RPC_RESPONSE;
-	x->ctx.backend = "fx";
-	x->ctx.response_bytes = 456;
-	x->ctx.outcome = outcome_of(resp);
-	give(&x->w, resp, raw);
-	mw_walk_back(&x->w);
+	mwt_back(x, &(struct mwt_msg){ .backend = "fx", .bytes = 456, .text = resp, .raw = raw,
+		.unscanned = true });
 	assert_int_equal(x->done, 2);
 }
 
 /* Walks the response RESP (text) back. */
-static void send_response(struct xch *x, const char *resp)
+static void send_response(struct mwt_run *x, const char *resp)
 {
 	back_response(x, resp, false);
-}
-
-/* Frees what the chain frees with an exchange. */
-static void end_exchange(struct xch *x)
-{
-	if (x->done < 2)
-		mw_walk_abandon(&x->w);  /* as the chain does for a cancelled exchange */
-	json_decref(x->ctx.scratch);
-	x->ctx.scratch = NULL;
-	json_decref(x->got);
-	x->got = NULL;
-	json_decref(x->id);
-	x->id = NULL;
 }
 
 /* A whole exchange: request REQ, response RESP; its line is written. */
 static void exchange(struct pipeline *pl, const char *req, const char *resp, const char *name)
 {
-	struct xch x;
+	struct mwt_run x;
 	send_request(&x, pl, req, name);
 	send_response(&x, resp);
-	end_exchange(&x);
+	mwt_run_end(&x);
 	loop_once();
 }
 
@@ -271,26 +155,11 @@ static void exchange(struct pipeline *pl, const char *req, const char *resp, con
  * client, then runs the loop once. */
 static void walk_notification(struct pipeline *pl, const char *note, bool raw)
 {
-	struct xch x;
-	memset(&x, 0, sizeof x);
-	json_t *msg = json_loads(note, 0, NULL);
-	snprintf(x.method, sizeof x.method, "%s",
-		 json_string_value(json_object_get(msg, "method")));
-	json_decref(msg);
-	x.ctx.dir = MW_TO_BACKEND;
-	x.ctx.kind = RPC_NOTIFICATION;
-	x.ctx.method = x.method;
-	x.ctx.client = "tester";
-	x.ctx.backend = "fx";
-	x.ctx.start = ev_time();
-	x.w.stage[0] = pl;
-	x.w.ctx = &x.ctx;
-	give(&x.w, note, raw);
-	x.w.done = on_done;
-	mw_walk_forward(&x.w);
-	assert_int_equal(x.done, 1);
-	json_decref(x.got);
+	struct mwt_run x;
+	mwt_walk(&x, pl, &(struct mwt_msg){ .kind = RPC_NOTIFICATION, .client = "tester",
+		.backend = "fx", .start = ev_time(), .text = note, .raw = raw, .unscanned = true });
 	assert_null(x.ctx.scratch);
+	mwt_run_release(&x);
 	loop_once();
 }
 
@@ -372,36 +241,36 @@ static void test_options_valid(void **state)
 static void test_options_errors(void **state)
 {
 	(void)state;
-	expect_error("[{\"use\":\"log\",\"bogus\":1}]", "t.json: /middleware/0/bogus: unknown option");
-	expect_error("[{\"use\":\"log\",\"sink\":\"tcp\"}]", "/middleware/0/sink: must be");
-	expect_error("[{\"use\":\"log\",\"sink\":3}]", "/middleware/0/sink: must be");
-	expect_error("[{\"use\":\"log\",\"sink\":\"file\"}]", "/middleware/0/path: missing");
-	expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"\"}]", "/middleware/0/path: must be a non-empty string");
-	expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":[]}]", "/middleware/0/path: must be");
-	expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"${MW_LOG_TEST_UNSET}/a\"}]",
-		     "/middleware/0/path: ");
-	expect_error("[{\"use\":\"log\",\"path\":\"/tmp/x\"}]", "/middleware/0/path: only with \"sink\": \"file\"");
-	expect_error("[{\"use\":\"log\",\"chain\":true}]", "/middleware/0/chain: only with \"sink\": \"file\"");
-	expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"/tmp/x\",\"chain\":1}]",
-		     "/middleware/0/chain: must be true or false");
-	expect_error("[{\"use\":\"log\",\"params\":\"yes\"}]", "/middleware/0/params: must be true or false");
-	expect_error("[{\"use\":\"log\",\"result\":null}]", "/middleware/0/result: must be true or false");
-	expect_error("[{\"use\":\"log\",\"notifications\":0}]", "/middleware/0/notifications: must be true or false");
-	expect_error("[{\"use\":\"log\",\"facility\":\"user\"}]", "/middleware/0/facility: only with \"sink\": \"syslog\"");
-	expect_error("[{\"use\":\"log\",\"sink\":\"syslog\",\"facility\":\"local9\"}]", "/middleware/0/facility: must be one of");
-	expect_error("[{\"use\":\"log\",\"methods\":[]}]", "/middleware/0/methods: must be a non-empty array");
-	expect_error("[{\"use\":\"log\",\"methods\":\"tools/call\"}]", "/middleware/0/methods: must be");
-	expect_error("[{\"use\":\"log\",\"methods\":[\"ping\",2]}]", "/middleware/0/methods/1: must be a non-empty string");
-	expect_error("[{\"use\":\"log\",\"redact\":[]}]", "/middleware/0/redact: must be an object");
-	expect_error("[{\"use\":\"log\",\"redact\":{\"key\":[]}}]", "/middleware/0/redact/key: unknown option");
-	expect_error("[{\"use\":\"log\",\"redact\":{\"keys\":\"password\"}}]", "/middleware/0/redact/keys: must be an array");
-	expect_error("[{\"use\":\"log\",\"redact\":{\"keys\":[\"a\",\"\"]}}]", "/middleware/0/redact/keys/1: must be a non-empty string");
-	expect_error("[{\"use\":\"log\",\"redact\":{\"patterns\":[\"ok\",\"(unclosed\"]}}]",
-		     "/middleware/0/redact/patterns/1: does not compile at offset");
-	expect_error("[{\"use\":\"log\",\"redact\":{\"patterns\":[\"x*\"]}}]",
-		     "/middleware/0/redact/patterns/0: matches the empty string");
-	expect_error("[{\"use\":\"log\",\"redact\":{\"patterns\":[\"x\"],\"replacement\":1}}]",
-		     "/middleware/0/redact/replacement: must be a string");
+	mwt_expect_error("[{\"use\":\"log\",\"bogus\":1}]", "t.json: /middleware/0/bogus: unknown option");
+	mwt_expect_error("[{\"use\":\"log\",\"sink\":\"tcp\"}]", "/middleware/0/sink: must be");
+	mwt_expect_error("[{\"use\":\"log\",\"sink\":3}]", "/middleware/0/sink: must be");
+	mwt_expect_error("[{\"use\":\"log\",\"sink\":\"file\"}]", "/middleware/0/path: missing");
+	mwt_expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"\"}]", "/middleware/0/path: must be a non-empty string");
+	mwt_expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":[]}]", "/middleware/0/path: must be");
+	mwt_expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"${MW_LOG_TEST_UNSET}/a\"}]",
+			 "/middleware/0/path: ");
+	mwt_expect_error("[{\"use\":\"log\",\"path\":\"/tmp/x\"}]", "/middleware/0/path: only with \"sink\": \"file\"");
+	mwt_expect_error("[{\"use\":\"log\",\"chain\":true}]", "/middleware/0/chain: only with \"sink\": \"file\"");
+	mwt_expect_error("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"/tmp/x\",\"chain\":1}]",
+			 "/middleware/0/chain: must be true or false");
+	mwt_expect_error("[{\"use\":\"log\",\"params\":\"yes\"}]", "/middleware/0/params: must be true or false");
+	mwt_expect_error("[{\"use\":\"log\",\"result\":null}]", "/middleware/0/result: must be true or false");
+	mwt_expect_error("[{\"use\":\"log\",\"notifications\":0}]", "/middleware/0/notifications: must be true or false");
+	mwt_expect_error("[{\"use\":\"log\",\"facility\":\"user\"}]", "/middleware/0/facility: only with \"sink\": \"syslog\"");
+	mwt_expect_error("[{\"use\":\"log\",\"sink\":\"syslog\",\"facility\":\"local9\"}]", "/middleware/0/facility: must be one of");
+	mwt_expect_error("[{\"use\":\"log\",\"methods\":[]}]", "/middleware/0/methods: must be a non-empty array");
+	mwt_expect_error("[{\"use\":\"log\",\"methods\":\"tools/call\"}]", "/middleware/0/methods: must be");
+	mwt_expect_error("[{\"use\":\"log\",\"methods\":[\"ping\",2]}]", "/middleware/0/methods/1: must be a non-empty string");
+	mwt_expect_error("[{\"use\":\"log\",\"redact\":[]}]", "/middleware/0/redact: must be an object");
+	mwt_expect_error("[{\"use\":\"log\",\"redact\":{\"key\":[]}}]", "/middleware/0/redact/key: unknown option");
+	mwt_expect_error("[{\"use\":\"log\",\"redact\":{\"keys\":\"password\"}}]", "/middleware/0/redact/keys: must be an array");
+	mwt_expect_error("[{\"use\":\"log\",\"redact\":{\"keys\":[\"a\",\"\"]}}]", "/middleware/0/redact/keys/1: must be a non-empty string");
+	mwt_expect_error("[{\"use\":\"log\",\"redact\":{\"patterns\":[\"ok\",\"(unclosed\"]}}]",
+			 "/middleware/0/redact/patterns/1: does not compile at offset");
+	mwt_expect_error("[{\"use\":\"log\",\"redact\":{\"patterns\":[\"x*\"]}}]",
+			 "/middleware/0/redact/patterns/0: matches the empty string");
+	mwt_expect_error("[{\"use\":\"log\",\"redact\":{\"patterns\":[\"x\"],\"replacement\":1}}]",
+			 "/middleware/0/redact/replacement: must be a string");
 }
 
 /* Several errors in one entry are all reported. */
@@ -448,7 +317,7 @@ static void test_line_fields(void **state)
 	(void)state;
 	char p[128];
 	tpath(p, sizeof p, "fields.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
 	struct stat st;
 	assert_int_equal(stat(p, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
@@ -488,7 +357,7 @@ static void test_outcomes(void **state)
 	(void)state;
 	char p[128], resp[1024], longmsg[600];
 	tpath(p, sizeof p, "outcomes.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
 	exchange(pl, REQ_ECHO, "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32602,\"message\":\"Unknown tool: x\"}}", "x");
 	exchange(pl, REQ_ECHO, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[],\"isError\":true}}", "echo");
 	memset(longmsg, 'm', sizeof longmsg - 1);
@@ -518,15 +387,15 @@ static void test_params_and_result(void **state)
 	(void)state;
 	char p[128];
 	tpath(p, sizeof p, "bodies.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
-				       "\"params\":true,\"result\":true}]", p);
-	struct xch x;
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
+					    "\"params\":true,\"result\":true}]", p);
+	struct mwt_run x;
 	send_request(&x, pl, REQ_ECHO, "echo");
 	/* a later module changes the request in place: the log keeps what it saw */
 	json_object_set_new(json_object_get(json_object_get(x.got, "params"), "arguments"),
 			    "x", json_integer(99));
 	send_response(&x, RESP_OK);
-	end_exchange(&x);
+	mwt_run_end(&x);
 	exchange(pl, REQ_ECHO, "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-1,\"message\":\"m\",\"data\":{\"d\":1}}}", "echo");
 	char *s = slurp(p);
 	json_t *a = line_at(s, 0), *b = line_at(s, 1);
@@ -549,8 +418,8 @@ static void test_methods_filter(void **state)
 	(void)state;
 	char p[128];
 	tpath(p, sizeof p, "methods.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
-				       "\"methods\":[\"tools/*\"]}]", p);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
+					    "\"methods\":[\"tools/*\"]}]", p);
 	exchange(pl, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", NULL);
 	exchange(pl, REQ_ECHO, RESP_OK, "echo");
 	exchange(pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}", "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"tools\":[]}}", NULL);
@@ -568,9 +437,9 @@ static void test_notifications(void **state)
 	char p1[128], p2[128];
 	tpath(p1, sizeof p1, "notes-off.jsonl");
 	tpath(p2, sizeof p2, "notes-on.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"},"
-				       "{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
-				       "\"notifications\":true,\"params\":true}]", p1, p2);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"},"
+					    "{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
+					    "\"notifications\":true,\"params\":true}]", p1, p2);
 	send_notification(pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\",\"params\":{\"a\":1}}");
 	char *s1 = slurp(p1), *s2 = slurp(p2);
 	assert_int_equal(count_lines(s1), 0);
@@ -591,13 +460,13 @@ static void test_cancelled(void **state)
 	(void)state;
 	char p[128];
 	tpath(p, sizeof p, "cancelled.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
-	struct xch x, y;
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	struct mwt_run x, y;
 	send_request(&x, pl, REQ_ECHO, "slow");
 	send_request(&y, pl, REQ_ECHO, "other");
 	/* the client cancels x: the notification passes, the chain frees x */
 	send_notification(pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":3}}");
-	end_exchange(&x);
+	mwt_run_end(&x);
 	loop_once();
 	char *s = slurp(p);
 	assert_int_equal(count_lines(s), 1);
@@ -609,7 +478,7 @@ static void test_cancelled(void **state)
 	free(s);
 	/* y still open: finishes normally */
 	send_response(&y, RESP_OK);
-	end_exchange(&y);
+	mwt_run_end(&y);
 	loop_once();
 	s = slurp(p);
 	assert_int_equal(count_lines(s), 2);
@@ -623,10 +492,10 @@ static void test_abandoned_written_at_destroy(void **state)
 	(void)state;
 	char p[128];
 	tpath(p, sizeof p, "abandoned.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
-	struct xch x;
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	struct mwt_run x;
 	send_request(&x, pl, REQ_ECHO, "gone");
-	end_exchange(&x);
+	mwt_run_end(&x);
 	pipeline_unref(pl);
 	char *s = slurp(p);
 	assert_int_equal(count_lines(s), 1);
@@ -640,7 +509,7 @@ static void test_stderr_sink(void **state)
 	(void)state;
 	char cap[128];
 	tpath(cap, sizeof cap, "stderr-sink.txt");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\"}]");
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\"}]");
 	capture_begin(cap);
 	exchange(pl, REQ_ECHO, RESP_OK, "echo");
 	capture_end();
@@ -694,7 +563,7 @@ static void test_redaction_every_sink(void **state)
 	tpath(p1, sizeof p1, "redact-plain.jsonl");
 	tpath(p2, sizeof p2, "redact-chain.jsonl");
 	tpath(cap, sizeof cap, "redact-stderr.txt");
-	struct pipeline *pl = start_ok(
+	struct pipeline *pl = mwt_start_okf(
 		"[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"params\":true,\"result\":true," REDACT "},"
 		"{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true,\"params\":true,\"result\":true," REDACT "},"
 		"{\"use\":\"log\",\"params\":true,\"result\":true,\"notifications\":true," REDACT "}]", p1, p2);
@@ -734,9 +603,9 @@ static void test_redaction_replacement(void **state)
 	(void)state;
 	char p[128];
 	tpath(p, sizeof p, "redact-repl.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"params\":true,"
-				       "\"redact\":{\"keys\":[\"password\",\"token\"],\"patterns\":[\"sk-[A-Za-z0-9]{20,}\"],"
-				       "\"replacement\":\"<hidden>\"}}]", p);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"params\":true,"
+					    "\"redact\":{\"keys\":[\"password\",\"token\"],\"patterns\":[\"sk-[A-Za-z0-9]{20,}\"],"
+					    "\"replacement\":\"<hidden>\"}}]", p);
 	exchange(pl, REQ_SECRET, RESP_SECRET, "login");
 	char *s = slurp(p);
 	assert_clean(s, "<hidden>");
@@ -750,7 +619,7 @@ static void test_redaction_replacement(void **state)
 /* Writes N exchanges to the chained file PATH (one pipeline's life). */
 static void write_chained(const char *path, int n)
 {
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", path);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", path);
 	for (int i = 0; i < n; i++)
 		exchange(pl, REQ_ECHO, RESP_OK, "echo");
 	pipeline_unref(pl);
@@ -898,7 +767,7 @@ static void test_reopen_after_rotation(void **state)
 	char p[128], old[128], rep[1024];
 	tpath(p, sizeof p, "rotate.jsonl");
 	tpath(old, sizeof old, "rotate.jsonl.1");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p);
 	exchange(pl, REQ_ECHO, RESP_OK, "echo");
 	assert_int_equal(mw_log_reopen_all(), 0);   /* nothing moved: same file */
 	exchange(pl, REQ_ECHO, RESP_OK, "echo");
@@ -931,8 +800,8 @@ static void test_shared_file(void **state)
 	char p[128], rep[512], cap[128];
 	tpath(p, sizeof p, "shared.jsonl");
 	tpath(cap, sizeof cap, "stderr-shared.txt");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true},"
-				       "{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p, p);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true},"
+					    "{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p, p);
 	exchange(pl, REQ_ECHO, RESP_OK, "echo");
 	exchange(pl, REQ_ECHO, RESP_OK, "echo");
 	char *s = slurp(p);
@@ -1044,7 +913,7 @@ static char *line_masked(const char *s, size_t i)
 static void exchange_as(struct pipeline *pl, const char *resp, bool raw, double start,
 			bool expect_unread)
 {
-	struct xch x;
+	struct mwt_run x;
 	begin_request(&x, pl, REQ_ECHO, "echo", raw);
 	if (expect_unread)
 		assert_null(x.got);   /* nobody read it: it would travel as bytes */
@@ -1052,7 +921,7 @@ static void exchange_as(struct pipeline *pl, const char *resp, bool raw, double 
 	back_response(&x, resp, raw);
 	if (expect_unread)
 		assert_null(x.got);
-	end_exchange(&x);
+	mwt_run_end(&x);
 	loop_once();
 }
 
@@ -1083,8 +952,8 @@ static void test_unread_same_line(void **state)
 	for (size_t o = 0; o < 3; o++) {
 		char p[128];
 		snprintf(p, sizeof p, "%s/unread-%zu.jsonl", dir, o);
-		struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\""
-					       "%s}]", p, opts[o]);
+		struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\""
+						    "%s}]", p, opts[o]);
 		for (size_t r = 0; r < 3; r++) {
 			exchange_as(pl, resps[r], false, start, false);
 			exchange_as(pl, resps[r], true, start, o == 0 && r < 2);
@@ -1095,8 +964,8 @@ static void test_unread_same_line(void **state)
 	/* a notification logged without params is not read either */
 	char p[128];
 	tpath(p, sizeof p, "unread-notes.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
-				       "\"notifications\":true}]", p);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
+					    "\"notifications\":true}]", p);
 	static const char note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
 				   "\"params\":{\"progress\":1}}";
 	walk_notification(pl, note, false);
@@ -1224,10 +1093,10 @@ static void test_text_escaping(void **state)
 /* Sends an exchange about NAME through PL without running the loop. */
 static void exchange_queued(struct pipeline *pl, const char *name, const char *resp)
 {
-	struct xch x;
+	struct mwt_run x;
 	send_request(&x, pl, REQ_ECHO, name);
 	send_response(&x, resp);
-	end_exchange(&x);
+	mwt_run_end(&x);
 }
 
 /* Lines wait for the end of the loop iteration, then all go, in order. */
@@ -1236,7 +1105,7 @@ static void test_batched_per_iteration(void **state)
 	(void)state;
 	char p[128], rep[512];
 	tpath(p, sizeof p, "batch.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
 	static const char *const names[] = { "n0", "n1", "n2", "n3", "n4" };
 	for (size_t i = 0; i < 5; i++)
 		exchange_queued(pl, names[i], RESP_OK);
@@ -1256,8 +1125,8 @@ static void test_batched_per_iteration(void **state)
 
 	/* two chained modules on one file: whole lines, one unbroken chain */
 	tpath(p, sizeof p, "batch-chain.jsonl");
-	pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true},"
-		      "{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p, p);
+	pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true},"
+			   "{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p, p);
 	for (size_t i = 0; i < 3; i++)
 		exchange_queued(pl, names[i], RESP_OK);
 	loop_once();
@@ -1277,8 +1146,8 @@ static void test_batch_flushed_when_large(void **state)
 	(void)state;
 	char p[128];
 	tpath(p, sizeof p, "batch-large.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
-				       "\"result\":true}]", p);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
+					    "\"result\":true}]", p);
 	size_t n = 30000;
 	char *resp = malloc(n + 200);
 	int k = snprintf(resp, n + 200, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":"
@@ -1310,7 +1179,7 @@ static void test_batch_flushed_on_release_and_reopen(void **state)
 	(void)state;
 	char p[128], old[128], rep[1024];
 	tpath(p, sizeof p, "batch-release.jsonl");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
 	exchange_queued(pl, "a", RESP_OK);
 	exchange_queued(pl, "b", RESP_OK);
 	pipeline_unref(pl);
@@ -1320,7 +1189,7 @@ static void test_batch_flushed_on_release_and_reopen(void **state)
 
 	tpath(p, sizeof p, "batch-reopen.jsonl");
 	tpath(old, sizeof old, "batch-reopen.jsonl.1");
-	pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p);
+	pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true}]", p);
 	exchange_queued(pl, "before", RESP_OK);
 	assert_int_equal(rename(p, old), 0);
 	assert_int_equal(mw_log_reopen_all(), 0);
@@ -1345,7 +1214,7 @@ static void test_write_failure_reported_once(void **state)
 	if (access("/dev/full", W_OK) != 0)
 		skip();
 	tpath(cap, sizeof cap, "stderr-full.txt");
-	struct pipeline *pl = start_ok("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"/dev/full\"}]");
+	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"/dev/full\"}]");
 	capture_begin(cap);
 	for (int i = 0; i < 3; i++)
 		exchange(pl, REQ_ECHO, RESP_OK, "echo");

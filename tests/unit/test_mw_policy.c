@@ -31,109 +31,28 @@
 
 /* ---- helpers ---- */
 
-/* Parses test JSON. */
-static json_t *J(const char *s)
-{
-	json_error_t e;
-	json_t *v = json_loads(s, JSON_DECODE_ANY, &e);
-	if (!v)
-		fail_msg("bad test JSON %s: %s", s, e.text);
-	return v;
-}
-
-/* Builds a pipeline that must be valid. */
-static struct pipeline *build_ok(const char *text)
-{
-	struct cfg_errors errs = { 0 };
-	struct pipeline *pl = mwt_build(text, &errs);
-	for (size_t i = 0; i < errs.count; i++)
-		print_error("unexpected: %s\n", errs.lines[i]);
-	assert_int_equal(errs.count, 0);
-	assert_non_null(pl);
-	cfg_errors_release(&errs);
-	return pl;
-}
-
-/* Asserts TEXT fails to build with an error line containing WANT. */
-static void expect_error(const char *text, const char *want)
-{
-	struct cfg_errors errs = { 0 };
-	struct pipeline *pl = mwt_build(text, &errs);
-	bool found = false;
-	for (size_t i = 0; i < errs.count; i++)
-		found |= strstr(errs.lines[i], want) != NULL;
-	if (!found) {
-		for (size_t i = 0; i < errs.count; i++)
-			print_error("got: %s\n", errs.lines[i]);
-		fail_msg("no error containing \"%s\" for %s", want, text);
-	}
-	assert_null(pl);
-	cfg_errors_release(&errs);
-}
-
-/* A walk of one message, as the chain runs it. */
-struct run {
-	struct mw_walk w;        /* must be first */
-	struct mw_ctx ctx;
-	int done_calls;
-	enum mw_verdict verdict;
-	json_t *out;             /* owned: what done received */
-};
-
-/* The walk is over: keep what the owner would get. */
-static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
-{
-	struct run *r = (struct run *)w;
-	r->done_calls++;
-	r->verdict = v;
-	json_decref(r->out);
-	r->out = msg;
-}
-
 /* Walks the client request METHOD/PARAMS (stolen) from CLIENT through PL. */
-static json_t *request(struct run *r, struct pipeline *pl, const char *client,
+static json_t *request(struct mwt_run *r, struct pipeline *pl, const char *client,
 		       const char *method, json_t *params)
 {
-	memset(r, 0, sizeof *r);
-	r->ctx.dir = MW_TO_BACKEND;
-	r->ctx.kind = RPC_REQUEST;
-	r->ctx.method = method;
-	r->ctx.client = client;
-	r->w.stage[0] = pl;
-	r->w.ctx = &r->ctx;
-	r->w.done = on_done;
-	r->w.msg = rpc_request(9, method, params);
-	mw_walk_forward(&r->w);
-	assert_int_equal(r->done_calls, 1);
-	return r->out;
+	return mwt_walk(r, pl, &(struct mwt_msg){ .kind = RPC_REQUEST, .method = method,
+		.client = client, .msg = rpc_request(9, method, params) });
 }
 
 /* Walks the response with RESULT (stolen) back to the client. */
-static json_t *respond(struct run *r, json_t *result)
+static json_t *respond(struct mwt_run *r, json_t *result)
 {
-	assert_int_equal(r->verdict, MW_PASS);
-	r->ctx.kind = RPC_RESPONSE;
-	r->w.msg = rpc_result(json_object_get(r->out, "id"), result);
-	mw_walk_back(&r->w);
-	assert_int_equal(r->done_calls, 2);
-	return r->out;
-}
-
-/* Frees what the run holds. */
-static void run_release(struct run *r)
-{
-	json_decref(r->out);
-	json_decref(r->ctx.scratch);
-	memset(r, 0, sizeof *r);
+	return mwt_respond(r, &(struct mwt_msg){
+		.msg = rpc_result(json_object_get(r->got, "id"), result) });
 }
 
 /* Verdict of a tools/call of TOOL by CLIENT through PL. */
 static enum mw_verdict call_verdict(struct pipeline *pl, const char *client, const char *tool)
 {
-	struct run r;
+	struct mwt_run r;
 	request(&r, pl, client, "tools/call", json_pack("{s:s,s:{}}", "name", tool, "arguments"));
 	enum mw_verdict v = r.verdict;
-	run_release(&r);
+	mwt_run_release(&r);
 	return v;
 }
 
@@ -218,34 +137,34 @@ static void test_glob_check(void **state)
 static void test_option_errors(void **state)
 {
 	(void)state;
-	expect_error("[{\"use\":\"policy\"}]", "t.json: /middleware/0/rules: missing or not an array");
-	expect_error("[{\"use\":\"policy\",\"rules\":{}}]", "/middleware/0/rules: missing");
-	expect_error("[{\"use\":\"policy\",\"rules\":[],\"bogus\":1}]", "/middleware/0/bogus: unknown option");
-	expect_error("[{\"use\":\"policy\",\"rules\":[5]}]", "/middleware/0/rules/0: a rule is an object");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{}]}]", "/middleware/0/rules/0: a rule needs");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"clients\":[\"a\"]}]}]", "/rules/0: a rule needs");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"alow\":[]}]}]",
-		     "/middleware/0/rules/0/alow: unknown option");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"a\",1]}]}]",
-		     "/middleware/0/rules/0/deny/1: must be a string");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"a[\"]}]}]",
-		     "/middleware/0/rules/0/deny/0: unterminated [...]");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"allow\":[\"\"]}]}]",
-		     "/rules/0/allow/0: empty pattern");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"ask\":{}}]}]",
-		     "/rules/0/ask: must be a pattern or an array of patterns");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"ask\":\"x\\\\\"}]}]", "/rules/0/ask: trailing backslash");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"clients\":[]}]}]",
-		     "/rules/0/clients: empty");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"clients\":[7]}]}]",
-		     "/rules/0/clients/0: must be a string");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"on\":\"tool\"}]}]",
-		     "/rules/0/on: must be \"tools\", \"prompts\", \"resources\"");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"on\":[\"tools\",3]}]}]",
-		     "/rules/0/on: must be");
-	expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"on\":[]}]}]", "/rules/0/on: empty");
-	expect_error("[{\"use\":\"policy\",\"rules\":[],\"askMessage\":3}]", "/askMessage: must be a non-empty string");
-	expect_error("[{\"use\":\"policy\",\"rules\":[],\"askMessage\":\"\"}]", "/askMessage: must be");
+	mwt_expect_error("[{\"use\":\"policy\"}]", "t.json: /middleware/0/rules: missing or not an array");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":{}}]", "/middleware/0/rules: missing");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[],\"bogus\":1}]", "/middleware/0/bogus: unknown option");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[5]}]", "/middleware/0/rules/0: a rule is an object");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{}]}]", "/middleware/0/rules/0: a rule needs");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"clients\":[\"a\"]}]}]", "/rules/0: a rule needs");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"alow\":[]}]}]",
+			 "/middleware/0/rules/0/alow: unknown option");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"a\",1]}]}]",
+			 "/middleware/0/rules/0/deny/1: must be a string");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"a[\"]}]}]",
+			 "/middleware/0/rules/0/deny/0: unterminated [...]");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"allow\":[\"\"]}]}]",
+			 "/rules/0/allow/0: empty pattern");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"ask\":{}}]}]",
+			 "/rules/0/ask: must be a pattern or an array of patterns");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"ask\":\"x\\\\\"}]}]", "/rules/0/ask: trailing backslash");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"clients\":[]}]}]",
+			 "/rules/0/clients: empty");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"clients\":[7]}]}]",
+			 "/rules/0/clients/0: must be a string");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"on\":\"tool\"}]}]",
+			 "/rules/0/on: must be \"tools\", \"prompts\", \"resources\"");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"on\":[\"tools\",3]}]}]",
+			 "/rules/0/on: must be");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\",\"on\":[]}]}]", "/rules/0/on: empty");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[],\"askMessage\":3}]", "/askMessage: must be a non-empty string");
+	mwt_expect_error("[{\"use\":\"policy\",\"rules\":[],\"askMessage\":\"\"}]", "/askMessage: must be");
 
 	/* every problem is reported, not just the first */
 	struct cfg_errors errs = { 0 };
@@ -253,12 +172,12 @@ static void test_option_errors(void **state)
 	assert_int_equal(errs.count, 4);
 	cfg_errors_release(&errs);
 
-	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\"},"
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":\"a\"},"
 		"{\"allow\":[],\"ask\":[\"b\"],\"clients\":\"c*\",\"on\":[\"tools\",\"prompts\",\"resources\"]}],"
 		"\"askMessage\":\"ok {name}?\"}]");
 	assert_int_equal(pipeline_size(pl), 1);
 	pipeline_unref(pl);
-	pl = build_ok("[{\"use\":\"policy\",\"rules\":[]}]");
+	pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":[]}]");
 	pipeline_unref(pl);
 }
 
@@ -268,8 +187,8 @@ static void test_option_errors(void **state)
 static void test_deny_refuses_call(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\",\"write_file\"]}]}]");
-	struct run r;
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\",\"write_file\"]}]}]");
+	struct mwt_run r;
 	json_t *out = request(&r, pl, "cli", "tools/call",
 			      json_pack("{s:s,s:{s:i}}", "name", "delete_all", "arguments", "x", 1));
 	assert_int_equal(r.verdict, MW_REPLY);
@@ -280,7 +199,7 @@ static void test_deny_refuses_call(void **state)
 	assert_true(json_is_true(json_object_get(res, "isError")));
 	assert_non_null(strstr(result_text(out), "\"delete_all\" is not allowed"));
 	assert_non_null(strstr(result_text(out), "policy"));
-	run_release(&r);
+	mwt_run_release(&r);
 
 	/* an allowed call goes on untouched */
 	out = request(&r, pl, "cli", "tools/call", json_pack("{s:s,s:{s:i}}", "name", "read_file", "arguments", "x", 1));
@@ -288,14 +207,14 @@ static void test_deny_refuses_call(void **state)
 	json_t *want = rpc_request(9, "tools/call", json_pack("{s:s,s:{s:i}}", "name", "read_file", "arguments", "x", 1));
 	assert_true(json_equal(out, want));
 	json_decref(want);
-	run_release(&r);
+	mwt_run_release(&r);
 	assert_int_equal(call_verdict(pl, NULL, "write_file"), MW_REPLY);
 	assert_int_equal(call_verdict(pl, NULL, "write_file2"), MW_PASS);
 	assert_int_equal(call_verdict(pl, NULL, "delete_"), MW_REPLY);
 	/* a call without a name is the backend's problem */
 	request(&r, pl, NULL, "tools/call", json_object());
 	assert_int_equal(r.verdict, MW_PASS);
-	run_release(&r);
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -303,7 +222,7 @@ static void test_deny_refuses_call(void **state)
 static void test_deny_wins(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":["
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":["
 		"{\"allow\":[\"*\"]},{\"ask\":[\"delete_x\"]},{\"deny\":[\"delete_*\"]}]}]");
 	assert_int_equal(call_verdict(pl, "c", "delete_x"), MW_REPLY);
 	assert_int_equal(call_verdict(pl, "c", "delete_y"), MW_REPLY);
@@ -315,7 +234,7 @@ static void test_deny_wins(void **state)
 static void test_allow_list(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":["
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":["
 		"{\"allow\":[\"read_*\",\"list_?ir\"]},{\"allow\":\"stat\"}]}]");
 	assert_int_equal(call_verdict(pl, "c", "read_file"), MW_PASS);
 	assert_int_equal(call_verdict(pl, "c", "list_dir"), MW_PASS);
@@ -325,14 +244,14 @@ static void test_allow_list(void **state)
 	pipeline_unref(pl);
 
 	/* an empty allow list allows nothing; an ask pattern counts as allowed */
-	pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"allow\":[]},{\"ask\":\"move_file\"}]}]");
+	pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":[{\"allow\":[]},{\"ask\":\"move_file\"}]}]");
 	assert_int_equal(call_verdict(pl, "c", "read_file"), MW_REPLY);
-	struct run r;
+	struct mwt_run r;
 	/* outside the chain there is no client to ask: refused, and it says why */
 	json_t *out = request(&r, pl, "c", "tools/call", json_pack("{s:s}", "name", "move_file"));
 	assert_int_equal(r.verdict, MW_REPLY);
 	assert_non_null(strstr(result_text(out), "elicitation unavailable"));
-	run_release(&r);
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -340,7 +259,7 @@ static void test_allow_list(void **state)
 static void test_client_limited(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":["
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":["
 		"{\"allow\":[\"read_*\"],\"clients\":[\"claude-*\",\"cursor\"]},"
 		"{\"deny\":[\"shell\"],\"clients\":\"untrusted\"}]}]");
 	assert_int_equal(call_verdict(pl, "claude-code", "read_file"), MW_PASS);
@@ -359,11 +278,11 @@ static void test_client_limited(void **state)
 /* The verdict on a call of TOOL with the token TOKEN in _meta, through PL. */
 static enum mw_verdict call_with_token(struct pipeline *pl, const char *token, const char *tool)
 {
-	struct run r;
+	struct mwt_run r;
 	request(&r, pl, "self-declared", "tools/call", json_pack("{s:s,s:{},s:{s:s}}",
 		"name", tool, "arguments", "_meta", "io.mcp-chain/token", token));
 	enum mw_verdict v = r.verdict;
-	run_release(&r);
+	mwt_run_release(&r);
 	return v;
 }
 
@@ -371,7 +290,7 @@ static enum mw_verdict call_with_token(struct pipeline *pl, const char *token, c
 static void test_role_limited(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("["
+	struct pipeline *pl = mwt_build_ok("["
 		"{\"use\":\"auth\",\"env\":false,\"tokens\":["
 		"{\"sha256\":\"df6adb0b23fa33235f4aee6a0d62c118b00d71c07c81be87067b4f5892e66dbc\","
 		"\"principal\":\"alice\",\"roles\":[\"admin\",\"dev\"]},"
@@ -403,7 +322,7 @@ static void test_role_limited(void **state)
 /* Walks METHOD with PARAMS (stolen) and returns the verdict, checking the error code. */
 static enum mw_verdict other_verdict(struct pipeline *pl, const char *method, json_t *params)
 {
-	struct run r;
+	struct mwt_run r;
 	json_t *out = request(&r, pl, "c", method, params);
 	enum mw_verdict v = r.verdict;
 	if (v == MW_REPLY) {
@@ -413,7 +332,7 @@ static enum mw_verdict other_verdict(struct pipeline *pl, const char *method, js
 		assert_non_null(strstr(json_string_value(json_object_get(err, "message")), "not allowed"));
 		assert_int_equal(json_integer_value(json_object_get(out, "id")), 9);
 	}
-	run_release(&r);
+	mwt_run_release(&r);
 	return v;
 }
 
@@ -421,7 +340,7 @@ static enum mw_verdict other_verdict(struct pipeline *pl, const char *method, js
 static void test_prompts_and_resources(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":["
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":["
 		"{\"deny\":[\"secret*\"]},"
 		"{\"deny\":[\"admin_*\"],\"on\":\"prompts\"},"
 		"{\"deny\":[\"file:///etc/*\"],\"on\":[\"resources\"]}]}]");
@@ -450,67 +369,66 @@ static void test_prompts_and_resources(void **state)
 static void test_list_filtering(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":["
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":["
 		"{\"deny\":[\"delete_*\"]},{\"ask\":[\"move\"]},"
 		"{\"allow\":[\"greet\"],\"on\":\"prompts\"},"
 		"{\"deny\":[\"fixture://b\",\"fixture://item/*\"],\"on\":\"resources\"},"
 		"{\"deny\":[\"read\"],\"clients\":[\"bad\"]}]}]");
-	struct run r;
+	struct mwt_run r;
 	char names[256];
 	request(&r, pl, "good", "tools/list", NULL);
-	json_t *out = respond(&r, J("{\"tools\":[{\"name\":\"delete_a\"},{\"name\":\"read\"},"
+	json_t *out = respond(&r, mwt_json("{\"tools\":[{\"name\":\"delete_a\"},{\"name\":\"read\"},"
 		"{\"name\":\"move\"},{\"description\":\"nameless\"},{\"name\":\"delete_b\"},"
 		"{\"name\":\"write\"}],\"nextCursor\":\"c2\"}"));
 	names_of(out, "tools", "name", names, sizeof names);
 	assert_string_equal(names, "read move - write");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(out, "result"), "nextCursor")), "c2");
-	run_release(&r);
+	mwt_run_release(&r);
 
 	/* per client */
 	request(&r, pl, "bad", "tools/list", NULL);
-	out = respond(&r, J("{\"tools\":[{\"name\":\"read\"},{\"name\":\"write\"}]}"));
+	out = respond(&r, mwt_json("{\"tools\":[{\"name\":\"read\"},{\"name\":\"write\"}]}"));
 	names_of(out, "tools", "name", names, sizeof names);
 	assert_string_equal(names, "write");
-	run_release(&r);
+	mwt_run_release(&r);
 
 	/* nothing denied: the very same array stays */
 	request(&r, pl, "good", "tools/list", NULL);
-	json_t *res = J("{\"tools\":[{\"name\":\"read\"},{\"name\":\"write\"}]}");
+	json_t *res = mwt_json("{\"tools\":[{\"name\":\"read\"},{\"name\":\"write\"}]}");
 	json_t *arr = json_object_get(res, "tools");
 	out = respond(&r, res);
 	assert_ptr_equal(json_object_get(json_object_get(out, "result"), "tools"), arr);
-	run_release(&r);
+	mwt_run_release(&r);
 
 	request(&r, pl, "good", "prompts/list", NULL);
-	out = respond(&r, J("{\"prompts\":[{\"name\":\"greet\"},{\"name\":\"other\"}]}"));
+	out = respond(&r, mwt_json("{\"prompts\":[{\"name\":\"greet\"},{\"name\":\"other\"}]}"));
 	names_of(out, "prompts", "name", names, sizeof names);
 	assert_string_equal(names, "greet");
-	run_release(&r);
+	mwt_run_release(&r);
 
 	request(&r, pl, "good", "resources/list", NULL);
-	out = respond(&r, J("{\"resources\":[{\"uri\":\"fixture://a\"},{\"uri\":\"fixture://b\"}]}"));
+	out = respond(&r, mwt_json("{\"resources\":[{\"uri\":\"fixture://a\"},{\"uri\":\"fixture://b\"}]}"));
 	names_of(out, "resources", "uri", names, sizeof names);
 	assert_string_equal(names, "fixture://a");
-	run_release(&r);
+	mwt_run_release(&r);
 
 	request(&r, pl, "good", "resources/templates/list", NULL);
-	out = respond(&r, J("{\"resourceTemplates\":[{\"uriTemplate\":\"fixture://item/{id}\"},"
-			    "{\"uriTemplate\":\"other://{x}\"}]}"));
+	out = respond(&r, mwt_json("{\"resourceTemplates\":[{\"uriTemplate\":\"fixture://item/{id}\"},"
+				   "{\"uriTemplate\":\"other://{x}\"}]}"));
 	names_of(out, "resourceTemplates", "uriTemplate", names, sizeof names);
 	assert_string_equal(names, "other://{x}");
-	run_release(&r);
+	mwt_run_release(&r);
 
 	/* an error response or an odd result passes */
 	request(&r, pl, "good", "tools/list", NULL);
-	r.ctx.kind = RPC_RESPONSE;
-	r.w.msg = rpc_error(json_object_get(r.out, "id"), -32603, "boom", NULL);
-	mw_walk_back(&r.w);
-	assert_non_null(json_object_get(r.out, "error"));
-	run_release(&r);
+	mwt_back(&r, &(struct mwt_msg){
+		.msg = rpc_error(json_object_get(r.got, "id"), -32603, "boom", NULL) });
+	assert_non_null(json_object_get(r.got, "error"));
+	mwt_run_release(&r);
 	request(&r, pl, "good", "tools/list", NULL);
-	out = respond(&r, J("{\"tools\":7}"));
+	out = respond(&r, mwt_json("{\"tools\":7}"));
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(out, "result"), "tools")), 7);
-	run_release(&r);
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -518,35 +436,30 @@ static void test_list_filtering(void **state)
 static void test_untouched(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"allow\":[]},"
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":[{\"allow\":[]},"
 		"{\"allow\":[],\"on\":[\"prompts\",\"resources\"]}]}]");
-	struct run r;
+	struct mwt_run r;
 	/* a backend's request to the client */
-	memset(&r, 0, sizeof r);
-	r.ctx = (struct mw_ctx){ .dir = MW_TO_CLIENT, .kind = RPC_REQUEST, .method = "tools/call" };
-	r.w = (struct mw_walk){ .stage = { pl, NULL }, .ctx = &r.ctx, .done = on_done,
-				.msg = rpc_request(1, "tools/call", json_pack("{s:s}", "name", "x")) };
-	mw_walk_forward(&r.w);
+	mwt_forward(&r, pl, &(struct mwt_msg){ .dir = MW_TO_CLIENT, .kind = RPC_REQUEST,
+		.method = "tools/call",
+		.msg = rpc_request(1, "tools/call", json_pack("{s:s}", "name", "x")) });
 	assert_int_equal(r.verdict, MW_PASS);
-	json_t *resp = respond(&r, J("{\"tools\":[{\"name\":\"x\"}]}"));
+	json_t *resp = respond(&r, mwt_json("{\"tools\":[{\"name\":\"x\"}]}"));
 	assert_int_equal(json_array_size(json_object_get(json_object_get(resp, "result"), "tools")), 1);
-	run_release(&r);
+	mwt_run_release(&r);
 	/* a notification */
-	memset(&r, 0, sizeof r);
-	r.ctx = (struct mw_ctx){ .dir = MW_TO_BACKEND, .kind = RPC_NOTIFICATION,
-				 .method = "notifications/initialized" };
-	r.w = (struct mw_walk){ .stage = { pl, NULL }, .ctx = &r.ctx, .done = on_done,
-				.msg = rpc_notification("notifications/initialized", NULL) };
-	mw_walk_forward(&r.w);
+	mwt_forward(&r, pl, &(struct mwt_msg){ .kind = RPC_NOTIFICATION,
+		.method = "notifications/initialized",
+		.msg = rpc_notification("notifications/initialized", NULL) });
 	assert_int_equal(r.verdict, MW_PASS);
-	run_release(&r);
+	mwt_run_release(&r);
 	/* other methods */
 	request(&r, pl, "c", "ping", NULL);
 	assert_int_equal(r.verdict, MW_PASS);
-	run_release(&r);
+	mwt_run_release(&r);
 	request(&r, pl, "c", "logging/setLevel", json_pack("{s:s}", "level", "info"));
 	assert_int_equal(r.verdict, MW_PASS);
-	run_release(&r);
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -557,45 +470,27 @@ static void test_untouched(void **state)
  * params.name or params.uri), unparsed through PL. Returns what done got:
  * NULL when nobody read it.
  */
-static json_t *request_raw(struct run *r, struct pipeline *pl, const char *client,
+static json_t *request_raw(struct mwt_run *r, struct pipeline *pl, const char *client,
 			   const char *method, const char *name, const char *text)
 {
-	memset(r, 0, sizeof *r);
-	r->ctx.dir = MW_TO_BACKEND;
-	r->ctx.kind = RPC_REQUEST;
-	r->ctx.method = method;
-	r->ctx.client = client;
-	r->ctx.name = name;
-	r->w.stage[0] = pl;
-	r->w.ctx = &r->ctx;
-	r->w.done = on_done;
-	assert_true(mwt_set_raw(&r->w, text));
-	mw_walk_forward(&r->w);
-	assert_int_equal(r->done_calls, 1);
-	return r->out;
+	return mwt_walk(r, pl, &(struct mwt_msg){ .kind = RPC_REQUEST, .method = method,
+		.client = client, .name = name, .text = text, .raw = true });
 }
 
 /* Walks the response TEXT unparsed back; returns what done got. */
-static json_t *respond_raw(struct run *r, const char *text)
+static json_t *respond_raw(struct mwt_run *r, const char *text)
 {
-	assert_int_equal(r->verdict, MW_PASS);
-	json_decref(r->out);
-	r->out = NULL;
-	r->ctx.kind = RPC_RESPONSE;
-	assert_true(mwt_set_raw(&r->w, text));
-	mw_walk_back(&r->w);
-	assert_int_equal(r->done_calls, 2);
-	return r->out;
+	return mwt_respond(r, &(struct mwt_msg){ .text = text, .raw = true });
 }
 
 /* The reply to TEXT walked unparsed equals the reply to it walked parsed (but for the id). */
 static void expect_same_refusal(struct pipeline *pl, const char *method, const char *name,
 				const char *text)
 {
-	struct run raw, parsed;
+	struct mwt_run raw, parsed;
 	json_t *a = request_raw(&raw, pl, "c", method, name, text);
 	assert_int_equal(raw.verdict, MW_REPLY);
-	json_t *req = J(text);
+	json_t *req = mwt_json(text);
 	json_t *params = json_incref(json_object_get(req, "params"));
 	json_t *b = request(&parsed, pl, "c", method, params);
 	json_decref(req);
@@ -615,8 +510,8 @@ static void expect_same_refusal(struct pipeline *pl, const char *method, const c
 	}
 	json_decref(ca);
 	json_decref(cb);
-	run_release(&raw);
-	run_release(&parsed);
+	mwt_run_release(&raw);
+	mwt_run_release(&parsed);
 }
 
 #define RAW_REQ(method, params) "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"" method "\"," \
@@ -626,26 +521,26 @@ static void expect_same_refusal(struct pipeline *pl, const char *method, const c
 static void test_reads_allowed_unread(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\"]},"
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\"]},"
 		"{\"deny\":[\"admin\"],\"on\":\"prompts\"},{\"deny\":[\"file:///etc/*\"],\"on\":\"resources\"}]}]");
-	struct run r;
+	struct mwt_run r;
 	assert_null(request_raw(&r, pl, "c", "tools/call", "read_file",
 		RAW_REQ("tools/call", "{\"name\":\"read_file\",\"arguments\":{\"x\":1}}")));
 	assert_int_equal(r.verdict, MW_PASS);
 	/* its response is no list: unread too */
 	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"content\":[]}}"));
-	run_release(&r);
+	mwt_run_release(&r);
 	assert_null(request_raw(&r, pl, "c", "prompts/get", "greet",
 		RAW_REQ("prompts/get", "{\"name\":\"greet\"}")));
 	assert_int_equal(r.verdict, MW_PASS);
-	run_release(&r);
+	mwt_run_release(&r);
 	assert_null(request_raw(&r, pl, "c", "resources/read", "file:///tmp/x",
 		RAW_REQ("resources/read", "{\"uri\":\"file:///tmp/x\"}")));
 	assert_int_equal(r.verdict, MW_PASS);
-	run_release(&r);
+	mwt_run_release(&r);
 	assert_null(request_raw(&r, pl, "c", "ping", NULL, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}"));
 	assert_int_equal(r.verdict, MW_PASS);
-	run_release(&r);
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -653,15 +548,15 @@ static void test_reads_allowed_unread(void **state)
 static void test_reads_denied_same_refusal(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\"]},"
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\"]},"
 		"{\"deny\":[\"admin\"],\"on\":\"prompts\"},{\"deny\":[\"file:///etc/*\"],\"on\":\"resources\"}]}]");
-	struct run r;
+	struct mwt_run r;
 	json_t *out = request_raw(&r, pl, "c", "tools/call", "delete_all",
 		RAW_REQ("tools/call", "{\"name\":\"delete_all\",\"arguments\":{\"x\":1}}"));
 	assert_int_equal(r.verdict, MW_REPLY);
 	assert_true(json_is_true(json_object_get(json_object_get(out, "result"), "isError")));
 	assert_non_null(strstr(result_text(out), "\"delete_all\" is not allowed"));
-	run_release(&r);
+	mwt_run_release(&r);
 	expect_same_refusal(pl, "tools/call", "delete_all",
 		RAW_REQ("tools/call", "{\"name\":\"delete_all\",\"arguments\":{\"x\":1}}"));
 	expect_same_refusal(pl, "prompts/get", "admin", RAW_REQ("prompts/get", "{\"name\":\"admin\"}"));
@@ -676,9 +571,9 @@ static void test_reads_denied_same_refusal(void **state)
 static void test_reads_lists_ask_completion(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\"]},"
-				       "{\"ask\":[\"move_*\"]}]}]");
-	struct run r;
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"delete_*\"]},"
+					   "{\"ask\":[\"move_*\"]}]}]");
+	struct mwt_run r;
 	char names[128];
 	/* tools/list: the request is not read, its response is, and filtered */
 	assert_null(request_raw(&r, pl, "c", "tools/list", NULL,
@@ -689,18 +584,18 @@ static void test_reads_lists_ask_completion(void **state)
 	names_of(out, "tools", "name", names, sizeof names);
 	assert_string_equal(names, "read move");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(out, "result"), "nextCursor")), "n");
-	run_release(&r);
+	mwt_run_release(&r);
 	/* a list of a kind no rule is about is not read */
 	assert_null(request_raw(&r, pl, "c", "prompts/list", NULL,
 				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"prompts/list\"}"));
 	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"prompts\":[{\"name\":\"delete_a\"}]}}"));
-	run_release(&r);
+	mwt_run_release(&r);
 	/* ask: read (its arguments go into the question); outside the chain, refused */
 	out = request_raw(&r, pl, "c", "tools/call", "move_file",
 		RAW_REQ("tools/call", "{\"name\":\"move_file\",\"arguments\":{\"to\":\"b\"}}"));
 	assert_int_equal(r.verdict, MW_REPLY);
 	assert_non_null(strstr(result_text(out), "elicitation unavailable"));
-	run_release(&r);
+	mwt_run_release(&r);
 	/* completion: its subject is deeper, so it is read, allowed or not */
 	out = request_raw(&r, pl, "c", "completion/complete", NULL,
 		RAW_REQ("completion/complete", "{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"p\"},"
@@ -709,26 +604,21 @@ static void test_reads_lists_ask_completion(void **state)
 	assert_non_null(out);
 	json_t *ref = json_object_get(json_object_get(out, "params"), "ref");
 	assert_string_equal(json_string_value(json_object_get(ref, "name")), "p");
-	run_release(&r);
+	mwt_run_release(&r);
 	/* a backend's request to the client and notifications are not read */
-	memset(&r, 0, sizeof r);
-	r.ctx = (struct mw_ctx){ .dir = MW_TO_CLIENT, .kind = RPC_REQUEST, .method = "tools/call",
-				 .name = "delete_x" };
-	r.w = (struct mw_walk){ .stage = { pl, NULL }, .ctx = &r.ctx, .done = on_done };
-	assert_true(mwt_set_raw(&r.w, RAW_REQ("tools/call", "{\"name\":\"delete_x\"}")));
-	mw_walk_forward(&r.w);
+	mwt_forward(&r, pl, &(struct mwt_msg){ .dir = MW_TO_CLIENT, .kind = RPC_REQUEST,
+		.method = "tools/call", .name = "delete_x",
+		.text = RAW_REQ("tools/call", "{\"name\":\"delete_x\"}"), .raw = true });
 	assert_int_equal(r.verdict, MW_PASS);
-	assert_null(r.out);
-	run_release(&r);
-	memset(&r, 0, sizeof r);
-	r.ctx = (struct mw_ctx){ .dir = MW_TO_BACKEND, .kind = RPC_NOTIFICATION,
-				 .method = "notifications/roots/list_changed" };
-	r.w = (struct mw_walk){ .stage = { pl, NULL }, .ctx = &r.ctx, .done = on_done };
-	assert_true(mwt_set_raw(&r.w, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\"}"));
-	mw_walk_forward(&r.w);
+	assert_null(r.got);
+	mwt_run_release(&r);
+	mwt_forward(&r, pl, &(struct mwt_msg){ .kind = RPC_NOTIFICATION,
+		.method = "notifications/roots/list_changed",
+		.text = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\"}",
+		.raw = true });
 	assert_int_equal(r.verdict, MW_PASS);
-	assert_null(r.out);
-	run_release(&r);
+	assert_null(r.got);
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -806,7 +696,7 @@ static void use_ask_policy(const char *extra)
 	char text[512];
 	snprintf(text, sizeof text, "[{\"use\":\"policy\",\"rules\":[{\"ask\":[\"move_*\"]},"
 		 "{\"deny\":[\"rm\"]}]%s}]", extra);
-	struct pipeline *pl = build_ok(text);
+	struct pipeline *pl = mwt_build_ok(text);
 	chain_set_pipeline(pl);
 	pipeline_unref(pl);
 }
@@ -814,7 +704,7 @@ static void use_ask_policy(const char *extra)
 /* Sends the client's call of move_file; returns the question the client got. */
 static json_t *call_and_get_question(void)
 {
-	chain_receive(&client.peer, J("{\"jsonrpc\":\"2.0\",\"id\":\"c1\",\"method\":\"tools/call\","
+	chain_receive(&client.peer, mwt_json("{\"jsonrpc\":\"2.0\",\"id\":\"c1\",\"method\":\"tools/call\","
 		"\"params\":{\"name\":\"move_file\",\"arguments\":{\"from\":\"a\",\"to\":\"b\"}}}"));
 	json_t *q = last(&client);
 	assert_non_null(q);
@@ -830,7 +720,7 @@ static void answer(json_t *q, const char *result)
 	char text[512];
 	snprintf(text, sizeof text, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT ",%s}",
 		 json_integer_value(json_object_get(q, "id")), result);
-	chain_receive(&client.peer, J(text));
+	chain_receive(&client.peer, mwt_json(text));
 }
 
 /* The user accepts: the held call goes on to the backend. */
@@ -857,7 +747,7 @@ static void test_ask_accept(void **state)
 	char resp[200];
 	snprintf(resp, sizeof resp, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
 		 ",\"result\":{\"content\":[]}}", json_integer_value(json_object_get(fwd, "id")));
-	chain_receive(&backend.peer, J(resp));
+	chain_receive(&backend.peer, mwt_json(resp));
 	assert_string_equal(json_string_value(json_object_get(last(&client), "id")), "c1");
 	assert_non_null(json_object_get(last(&client), "result"));
 }
@@ -906,7 +796,7 @@ static void test_ask_no_elicitation(void **state)
 	assert_non_null(strstr(t, "-32601"));
 	/* denied names are refused before anyone is asked */
 	size_t n = json_array_size(client.got);
-	chain_receive(&client.peer, J("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
+	chain_receive(&client.peer, mwt_json("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
 		"\"params\":{\"name\":\"rm\"}}"));
 	assert_int_equal(json_array_size(client.got), n + 1);
 	assert_true(json_is_true(json_object_get(json_object_get(last(&client), "result"), "isError")));
@@ -929,7 +819,7 @@ static void test_ask_cancelled(void **state)
 	(void)state;
 	use_ask_policy("");
 	json_t *q = call_and_get_question();
-	chain_receive(&client.peer, J("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+	chain_receive(&client.peer, mwt_json("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
 		"\"params\":{\"requestId\":\"c1\"}}"));
 	size_t n = json_array_size(client.got);
 	answer(q, "\"result\":{\"action\":\"accept\"}");
@@ -970,7 +860,7 @@ static bool feed(struct fake *f, const char *text)
 	memset(line, 'X', n);   /* the transport reuses its buffer */
 	free(line);
 	if (!fast)
-		chain_receive(&f->peer, J(text));
+		chain_receive(&f->peer, mwt_json(text));
 	return fast;
 }
 
@@ -1009,10 +899,10 @@ static void test_ask_on_raw_request(void **state)
 	char resp[200];
 	snprintf(resp, sizeof resp, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
 		 ",\"result\":{\"content\":[]}}", json_integer_value(json_object_get(fwd, "id")));
-	chain_receive(&backend.peer, J(resp));
+	chain_receive(&backend.peer, mwt_json(resp));
 	assert_string_equal(json_string_value(json_object_get(last(&client), "id")), "c1");
 	/* the first call's response still comes back */
-	json_t *first = J(json_string_value(json_array_get(raw_got, 0)));
+	json_t *first = mwt_json(json_string_value(json_array_get(raw_got, 0)));
 	snprintf(resp, sizeof resp, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
 		 ",\"result\":{}}", json_integer_value(json_object_get(first, "id")));
 	json_decref(first);

@@ -24,146 +24,33 @@
 
 /* ---- helpers ---- */
 
-/* Parses test JSON. */
-static json_t *J(const char *s)
-{
-	json_error_t e;
-	json_t *v = json_loads(s, JSON_DECODE_ANY, &e);
-	if (!v)
-		fail_msg("bad test JSON %s: %s", s, e.text);
-	return v;
-}
-
-/* Builds and starts a pipeline that must be valid. */
-static struct pipeline *build_ok(const char *text)
-{
-	struct cfg_errors errs = { 0 };
-	struct pipeline *pl = mwt_build(text, &errs);
-	for (size_t i = 0; i < errs.count; i++)
-		print_error("unexpected: %s\n", errs.lines[i]);
-	assert_int_equal(errs.count, 0);
-	assert_non_null(pl);
-	assert_int_equal(pipeline_start(pl), 0);
-	cfg_errors_release(&errs);
-	return pl;
-}
-
-/* Asserts TEXT fails to build with an error line containing WANT. */
-static void expect_error(const char *text, const char *want)
-{
-	struct cfg_errors errs = { 0 };
-	struct pipeline *pl = mwt_build(text, &errs);
-	bool found = false;
-	for (size_t i = 0; i < errs.count; i++)
-		found |= strstr(errs.lines[i], want) != NULL;
-	if (!found) {
-		for (size_t i = 0; i < errs.count; i++)
-			print_error("got: %s\n", errs.lines[i]);
-		fail_msg("no error containing \"%s\" for %s", want, text);
-	}
-	assert_null(pl);
-	cfg_errors_release(&errs);
-}
-
 /* Wraps module options OPTS (text of an object's members) as a rewrite pipeline. */
 static void expect_rewrite_error(const char *opts, const char *want)
 {
 	char text[1024];
 	snprintf(text, sizeof text, "[{\"use\":\"rewrite\",%s}]", opts);
-	expect_error(text, want);
+	mwt_expect_error(text, want);
 }
 
-/* A walk of one message, as the chain runs it. */
-struct run {
-	struct mw_walk w;        /* must be first */
-	struct mw_ctx ctx;
-	int done_calls;
-	enum mw_verdict verdict;
-	json_t *out;             /* owned: what done received */
-	const char *seen_name;   /* ctx->name a module behind ours saw */
-};
-
-/* The walk is over: keep what the owner would get. */
-static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+/* Walks the client request METHOD/PARAMS (stolen) through PL; a call is about its tool. */
+static json_t *request(struct mwt_run *r, struct pipeline *pl, const char *method, json_t *params)
 {
-	struct run *r = (struct run *)w;
-	r->done_calls++;
-	r->verdict = v;
-	json_decref(r->out);
-	r->out = msg;
-}
-
-/* Walks the client request METHOD/PARAMS (stolen) through PL. */
-static json_t *request(struct run *r, struct pipeline *pl, const char *method, json_t *params)
-{
-	memset(r, 0, sizeof *r);
-	r->ctx.dir = MW_TO_BACKEND;
-	r->ctx.kind = RPC_REQUEST;
-	r->ctx.method = method;
-	r->w.stage[0] = pl;
-	r->w.ctx = &r->ctx;
-	r->w.done = on_done;
-	r->w.msg = rpc_request(9, method, params);
-	if (strcmp(method, "tools/call") == 0)
-		r->ctx.name = json_string_value(json_object_get(params, "name"));
-	mw_walk_forward(&r->w);
-	assert_int_equal(r->done_calls, 1);
-	r->seen_name = r->ctx.name;
-	return r->out;
+	const char *name = strcmp(method, "tools/call") == 0 ?
+		json_string_value(json_object_get(params, "name")) : NULL;
+	return mwt_walk(r, pl, &(struct mwt_msg){ .kind = RPC_REQUEST, .method = method,
+		.name = name, .msg = rpc_request(9, method, params) });
 }
 
 /* Walks the response MSG (stolen) back; WIRE is its size as received. */
-static json_t *respond_msg(struct run *r, json_t *msg, size_t wire)
+static json_t *respond_msg(struct mwt_run *r, json_t *msg, size_t wire)
 {
-	assert_int_equal(r->verdict, MW_PASS);
-	r->ctx.kind = RPC_RESPONSE;
-	r->ctx.response_bytes = wire;
-	r->w.msg = msg;
-	mw_walk_back(&r->w);
-	assert_int_equal(r->done_calls, 2);
-	return r->out;
+	return mwt_respond(r, &(struct mwt_msg){ .msg = msg, .bytes = wire });
 }
 
 /* Walks a response with RESULT (stolen) back. */
-static json_t *respond(struct run *r, json_t *result)
+static json_t *respond(struct mwt_run *r, json_t *result)
 {
-	return respond_msg(r, rpc_result(json_object_get(r->out, "id"), result), 0);
-}
-
-/* Frees what the run holds. */
-static void run_release(struct run *r)
-{
-	json_decref(r->out);
-	json_decref(r->ctx.scratch);
-	memset(r, 0, sizeof *r);
-}
-
-/* Member PATH (dot-separated object keys) of V, or NULL. */
-static json_t *at(json_t *v, const char *path)
-{
-	char buf[256], *save = NULL;
-	snprintf(buf, sizeof buf, "%s", path);
-	for (char *k = strtok_r(buf, ".", &save); k && v; k = strtok_r(NULL, ".", &save))
-		v = json_is_array(v) ? json_array_get(v, strtoul(k, NULL, 10)) : json_object_get(v, k);
-	return v;
-}
-
-/* String at PATH of V. */
-static const char *str_at(json_t *v, const char *path)
-{
-	return json_string_value(at(v, path));
-}
-
-/* Asserts V at PATH equals the JSON text WANT. */
-static void expect_json(json_t *v, const char *path, const char *want)
-{
-	json_t *w = J(want);
-	json_t *got = at(v, path);
-	if (!json_equal(got, w)) {
-		char *g = json_dumps(got, JSON_ENCODE_ANY | JSON_SORT_KEYS);
-		fail_msg("%s is %s, want %s", path, g ? g : "(nothing)", want);
-	}
-	json_decref(w);
+	return respond_msg(r, rpc_result(json_object_get(r->got, "id"), result), 0);
 }
 
 /* ---- options ---- */
@@ -172,7 +59,7 @@ static void expect_json(json_t *v, const char *path, const char *want)
 static void test_option_errors(void **state)
 {
 	(void)state;
-	expect_error("[{\"use\":\"rewrite\",\"tool\":{}}]", "t.json: /middleware/0/tool: unknown option");
+	mwt_expect_error("[{\"use\":\"rewrite\",\"tool\":{}}]", "t.json: /middleware/0/tool: unknown option");
 	expect_rewrite_error("\"tools\":[]", "/middleware/0/tools: must be an object");
 	expect_rewrite_error("\"tools\":{\"a\":1}", "/middleware/0/tools/a: must be an object");
 	expect_rewrite_error("\"tools\":{\"a\":{\"renam\":\"b\"}}", "/middleware/0/tools/a/renam: unknown option");
@@ -220,13 +107,13 @@ static void test_option_errors(void **state)
 	cfg_errors_release(&errs);
 
 	/* valid: replacement references, renames that swap, an empty module */
-	struct pipeline *pl = build_ok("[{\"use\":\"rewrite\","
+	struct pipeline *pl = mwt_start_ok("[{\"use\":\"rewrite\","
 		"\"tools\":{\"a\":{\"rename\":\"b\"},\"b\":{\"rename\":\"a\"},\"c\":{\"rename\":\"d\",\"hide\":true},"
 		"\"e\":{}},"
 		"\"results\":[{\"pattern\":\"(?<user>\\\\w+)@(\\\\w+)\",\"replace\":\"$1 ${2} $user ${user} $$ $0\"},"
 		"{\"pattern\":\"x\"}],\"maxResultBytes\":1}]");
 	pipeline_unref(pl);
-	pl = build_ok("[{\"use\":\"rewrite\"}]");
+	pl = mwt_start_ok("[{\"use\":\"rewrite\"}]");
 	pipeline_unref(pl);
 }
 
@@ -255,26 +142,26 @@ static const char tools_module[] =
 static void test_list_rewritten(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok(tools_module);
-	struct run r;
+	struct pipeline *pl = mwt_start_ok(tools_module);
+	struct mwt_run r;
 	request(&r, pl, "tools/list", NULL);
-	json_t *out = respond(&r, J(list_result));
-	json_t *tools = at(out, "result.tools");
+	json_t *out = respond(&r, mwt_json(list_result));
+	json_t *tools = mwt_at(out, "result.tools");
 	/* hidden, and shadowed by the rename: left out */
 	assert_int_equal(json_array_size(tools), 3);
-	assert_string_equal(str_at(tools, "0.name"), "fs_read");
-	assert_string_equal(str_at(tools, "0.title"), "Read a file");
-	assert_string_equal(str_at(tools, "0.annotations.title"), "Read a file");
-	assert_string_equal(str_at(tools, "0.description"), "Reads.");
+	assert_string_equal(mwt_str_at(tools, "0.name"), "fs_read");
+	assert_string_equal(mwt_str_at(tools, "0.title"), "Read a file");
+	assert_string_equal(mwt_str_at(tools, "0.annotations.title"), "Read a file");
+	assert_string_equal(mwt_str_at(tools, "0.description"), "Reads.");
 	/* fixed: gone from the schema; defaults: optional, and shown */
-	expect_json(tools, "0.inputSchema",
-		    "{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
-		    "\"limit\":{\"type\":\"integer\",\"default\":100}},\"required\":[\"path\"]}");
+	mwt_expect_json(tools, "0.inputSchema",
+			"{\"type\":\"object\",\"properties\":{\"path\":{\"type\":\"string\"},"
+			"\"limit\":{\"type\":\"integer\",\"default\":100}},\"required\":[\"path\"]}");
 	/* an empty "required" goes */
-	expect_json(tools, "1", "{\"name\":\"write_file\",\"inputSchema\":{\"type\":\"object\",\"properties\":{}}}");
-	expect_json(tools, "2", "{\"name\":\"other\"}");
-	assert_string_equal(str_at(out, "result.nextCursor"), "n");
-	run_release(&r);
+	mwt_expect_json(tools, "1", "{\"name\":\"write_file\",\"inputSchema\":{\"type\":\"object\",\"properties\":{}}}");
+	mwt_expect_json(tools, "2", "{\"name\":\"other\"}");
+	assert_string_equal(mwt_str_at(out, "result.nextCursor"), "n");
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -282,35 +169,35 @@ static void test_list_rewritten(void **state)
 static void test_call_renamed(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok(tools_module);
-	struct run r;
+	struct pipeline *pl = mwt_start_ok(tools_module);
+	struct mwt_run r;
 	/* the new name goes to the backend under the real one */
 	json_t *out = request(&r, pl, "tools/call", json_pack("{s:s,s:{s:s}}", "name", "fs_read",
 							      "arguments", "path", "/x"));
 	assert_int_equal(r.verdict, MW_PASS);
-	assert_string_equal(str_at(out, "params.name"), "read_file");
-	assert_string_equal(r.seen_name, "read_file");   /* modules behind see the real name */
-	expect_json(out, "params.arguments", "{\"path\":\"/x\",\"encoding\":\"utf8\",\"limit\":100}");
-	respond(&r, J("{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}"));
+	assert_string_equal(mwt_str_at(out, "params.name"), "read_file");
+	assert_string_equal(r.ctx.name, "read_file");   /* modules behind see the real name */
+	mwt_expect_json(out, "params.arguments", "{\"path\":\"/x\",\"encoding\":\"utf8\",\"limit\":100}");
+	respond(&r, mwt_json("{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}"));
 	assert_string_equal(r.ctx.name, "fs_read");      /* and those before, the client's */
-	run_release(&r);
+	mwt_run_release(&r);
 
 	/* the old name, and a hidden tool, are unknown */
 	const char *unknown[] = { "read_file", "debug" };
 	for (int i = 0; i < 2; i++) {
 		out = request(&r, pl, "tools/call", json_pack("{s:s}", "name", unknown[i]));
 		assert_int_equal(r.verdict, MW_REPLY);
-		assert_int_equal(json_integer_value(at(out, "error.code")), RPC_INVALID_PARAMS);
-		assert_non_null(strstr(str_at(out, "error.message"), "Unknown tool"));
-		assert_non_null(strstr(str_at(out, "error.message"), unknown[i]));
-		assert_int_equal(json_integer_value(at(out, "id")), 9);
-		run_release(&r);
+		assert_int_equal(json_integer_value(mwt_at(out, "error.code")), RPC_INVALID_PARAMS);
+		assert_non_null(strstr(mwt_str_at(out, "error.message"), "Unknown tool"));
+		assert_non_null(strstr(mwt_str_at(out, "error.message"), unknown[i]));
+		assert_int_equal(json_integer_value(mwt_at(out, "id")), 9);
+		mwt_run_release(&r);
 	}
 	/* tools without an entry pass untouched */
 	out = request(&r, pl, "tools/call", json_pack("{s:s,s:{s:i}}", "name", "other", "arguments", "a", 1));
 	assert_int_equal(r.verdict, MW_PASS);
-	expect_json(out, "params", "{\"name\":\"other\",\"arguments\":{\"a\":1}}");
-	run_release(&r);
+	mwt_expect_json(out, "params", "{\"name\":\"other\",\"arguments\":{\"a\":1}}");
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -318,25 +205,25 @@ static void test_call_renamed(void **state)
 static void test_fixed_and_defaults(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok(tools_module);
-	struct run r;
+	struct pipeline *pl = mwt_start_ok(tools_module);
+	struct mwt_run r;
 	/* fixed overrides, defaults only fill gaps */
-	json_t *out = request(&r, pl, "tools/call", J("{\"name\":\"fs_read\",\"arguments\":"
+	json_t *out = request(&r, pl, "tools/call", mwt_json("{\"name\":\"fs_read\",\"arguments\":"
 		"{\"path\":\"p\",\"encoding\":\"latin1\",\"limit\":5}}"));
-	expect_json(out, "params.arguments", "{\"path\":\"p\",\"encoding\":\"utf8\",\"limit\":5}");
-	run_release(&r);
+	mwt_expect_json(out, "params.arguments", "{\"path\":\"p\",\"encoding\":\"utf8\",\"limit\":5}");
+	mwt_run_release(&r);
 	/* no arguments, or arguments that are not an object */
-	out = request(&r, pl, "tools/call", J("{\"name\":\"fs_read\"}"));
-	expect_json(out, "params.arguments", "{\"encoding\":\"utf8\",\"limit\":100}");
-	run_release(&r);
-	out = request(&r, pl, "tools/call", J("{\"name\":\"write_file\",\"arguments\":[1],\"_meta\":{\"k\":1}}"));
-	expect_json(out, "params", "{\"name\":\"write_file\",\"arguments\":{\"mode\":\"0600\"},\"_meta\":{\"k\":1}}");
+	out = request(&r, pl, "tools/call", mwt_json("{\"name\":\"fs_read\"}"));
+	mwt_expect_json(out, "params.arguments", "{\"encoding\":\"utf8\",\"limit\":100}");
+	mwt_run_release(&r);
+	out = request(&r, pl, "tools/call", mwt_json("{\"name\":\"write_file\",\"arguments\":[1],\"_meta\":{\"k\":1}}"));
+	mwt_expect_json(out, "params", "{\"name\":\"write_file\",\"arguments\":{\"mode\":\"0600\"},\"_meta\":{\"k\":1}}");
 	/* what reaches the backend is a copy: the module's options stay as they were */
-	json_object_set_new(at(out, "params.arguments"), "mode", json_string("0777"));
-	run_release(&r);
-	out = request(&r, pl, "tools/call", J("{\"name\":\"write_file\"}"));
-	expect_json(out, "params.arguments", "{\"mode\":\"0600\"}");
-	run_release(&r);
+	json_object_set_new(mwt_at(out, "params.arguments"), "mode", json_string("0777"));
+	mwt_run_release(&r);
+	out = request(&r, pl, "tools/call", mwt_json("{\"name\":\"write_file\"}"));
+	mwt_expect_json(out, "params.arguments", "{\"mode\":\"0600\"}");
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -344,16 +231,16 @@ static void test_fixed_and_defaults(void **state)
 static void test_swap(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"rewrite\",\"tools\":{\"a\":{\"rename\":\"b\"},"
-				       "\"b\":{\"rename\":\"a\"}}}]");
-	struct run r;
-	json_t *out = request(&r, pl, "tools/call", J("{\"name\":\"a\"}"));
-	assert_string_equal(str_at(out, "params.name"), "b");
-	run_release(&r);
+	struct pipeline *pl = mwt_start_ok("[{\"use\":\"rewrite\",\"tools\":{\"a\":{\"rename\":\"b\"},"
+					   "\"b\":{\"rename\":\"a\"}}}]");
+	struct mwt_run r;
+	json_t *out = request(&r, pl, "tools/call", mwt_json("{\"name\":\"a\"}"));
+	assert_string_equal(mwt_str_at(out, "params.name"), "b");
+	mwt_run_release(&r);
 	request(&r, pl, "tools/list", NULL);
-	out = respond(&r, J("{\"tools\":[{\"name\":\"a\"},{\"name\":\"b\"}]}"));
-	expect_json(out, "result.tools", "[{\"name\":\"b\"},{\"name\":\"a\"}]");
-	run_release(&r);
+	out = respond(&r, mwt_json("{\"tools\":[{\"name\":\"a\"},{\"name\":\"b\"}]}"));
+	mwt_expect_json(out, "result.tools", "[{\"name\":\"b\"},{\"name\":\"a\"}]");
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -366,55 +253,55 @@ static const char redact_module[] =
 	"{\"pattern\":\"internal\",\"tools\":[\"read_*\"]}]}]";
 
 /* Calls TOOL and walks back the result RESULT (JSON text). */
-static json_t *call_with_result(struct run *r, struct pipeline *pl, const char *tool,
+static json_t *call_with_result(struct mwt_run *r, struct pipeline *pl, const char *tool,
 				const char *result, size_t wire)
 {
 	request(r, pl, "tools/call", json_pack("{s:s}", "name", tool));
-	return respond_msg(r, rpc_result(json_object_get(r->out, "id"), J(result)), wire);
+	return respond_msg(r, rpc_result(json_object_get(r->got, "id"), mwt_json(result)), wire);
 }
 
 /* Patterns replace in text, resource text, structured content and errors. */
 static void test_patterns(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok(redact_module);
-	struct run r;
+	struct pipeline *pl = mwt_start_ok(redact_module);
+	struct mwt_run r;
 	json_t *out = call_with_result(&r, pl, "read_file",
 		"{\"content\":[{\"type\":\"text\",\"text\":\"mail ann.lee@example.co.uk or b@x.org; key=abc123 internal\"},"
 		"{\"type\":\"image\",\"data\":\"a@b.cd\",\"mimeType\":\"image/png\"},"
 		"{\"type\":\"resource\",\"resource\":{\"uri\":\"u@v.wx\",\"text\":\"token=zz é@ü.de\"}}],"
 		"\"structuredContent\":{\"who\":[\"c@d.ef\",{\"deep\":\"key=1\"}],\"n\":3,\"text\":\"internal\"},"
 		"\"type\":\"a@b.cd\"}", 0);
-	assert_string_equal(str_at(out, "result.content.0.text"),
+	assert_string_equal(mwt_str_at(out, "result.content.0.text"),
 			    "mail [email] or [email]; key=*** [redacted]");
-	assert_string_equal(str_at(out, "result.content.1.data"), "a@b.cd");       /* not text */
-	assert_string_equal(str_at(out, "result.content.2.resource.uri"), "u@v.wx");
-	assert_string_equal(str_at(out, "result.content.2.resource.text"), "token=*** [email]");
-	expect_json(out, "result.structuredContent",
-		    "{\"who\":[\"[email]\",{\"deep\":\"key=***\"}],\"n\":3,\"text\":\"[redacted]\"}");
-	assert_string_equal(str_at(out, "result.type"), "a@b.cd");                 /* not content */
-	run_release(&r);
+	assert_string_equal(mwt_str_at(out, "result.content.1.data"), "a@b.cd");       /* not text */
+	assert_string_equal(mwt_str_at(out, "result.content.2.resource.uri"), "u@v.wx");
+	assert_string_equal(mwt_str_at(out, "result.content.2.resource.text"), "token=*** [email]");
+	mwt_expect_json(out, "result.structuredContent",
+			"{\"who\":[\"[email]\",{\"deep\":\"key=***\"}],\"n\":3,\"text\":\"[redacted]\"}");
+	assert_string_equal(mwt_str_at(out, "result.type"), "a@b.cd");                 /* not content */
+	mwt_run_release(&r);
 
 	/* a rule limited to some tools; untouched strings stay the same objects */
 	request(&r, pl, "tools/call", json_pack("{s:s}", "name", "other"));
-	json_t *res = J("{\"content\":[{\"type\":\"text\",\"text\":\"internal only\"}]}");
-	json_t *text = at(res, "content.0.text");
+	json_t *res = mwt_json("{\"content\":[{\"type\":\"text\",\"text\":\"internal only\"}]}");
+	json_t *text = mwt_at(res, "content.0.text");
 	out = respond(&r, res);
-	assert_ptr_equal(at(out, "result.content.0.text"), text);
+	assert_ptr_equal(mwt_at(out, "result.content.0.text"), text);
 	assert_string_equal(json_string_value(text), "internal only");
-	run_release(&r);
+	mwt_run_release(&r);
 
 	/* error messages are redacted too */
 	request(&r, pl, "tools/call", json_pack("{s:s}", "name", "x"));
-	out = respond_msg(&r, rpc_error(json_object_get(r.out, "id"), -32000, "no access for z@z.zz", NULL), 0);
-	assert_string_equal(str_at(out, "error.message"), "no access for [email]");
-	run_release(&r);
+	out = respond_msg(&r, rpc_error(json_object_get(r.got, "id"), -32000, "no access for z@z.zz", NULL), 0);
+	assert_string_equal(mwt_str_at(out, "error.message"), "no access for [email]");
+	mwt_run_release(&r);
 
 	/* other methods are not touched */
 	request(&r, pl, "resources/read", json_pack("{s:s}", "uri", "x"));
-	out = respond(&r, J("{\"contents\":[{\"uri\":\"x\",\"text\":\"a@b.cd\"}]}"));
-	assert_string_equal(str_at(out, "result.contents.0.text"), "a@b.cd");
-	run_release(&r);
+	out = respond(&r, mwt_json("{\"contents\":[{\"uri\":\"x\",\"text\":\"a@b.cd\"}]}"));
+	assert_string_equal(mwt_str_at(out, "result.contents.0.text"), "a@b.cd");
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -422,16 +309,16 @@ static void test_patterns(void **state)
 static void test_pattern_failure_withholds(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"rewrite\",\"results\":[{\"pattern\":\"^(\\\\w+\\\\s?)+$\"}]}]");
+	struct pipeline *pl = mwt_start_ok("[{\"use\":\"rewrite\",\"results\":[{\"pattern\":\"^(\\\\w+\\\\s?)+$\"}]}]");
 	char text[200], result[400];
 	memset(text, 'a', 60);
 	strcpy(text + 60, "!");
 	snprintf(result, sizeof result, "{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
-	struct run r;
+	struct mwt_run r;
 	log_set_level(LOG_ERROR);
 	json_t *out = call_with_result(&r, pl, "t", result, 0);
-	assert_non_null(strstr(str_at(out, "result.content.0.text"), "withheld"));
-	run_release(&r);
+	assert_non_null(strstr(mwt_str_at(out, "result.content.0.text"), "withheld"));
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -441,56 +328,56 @@ static void test_pattern_failure_withholds(void **state)
 static void test_size_cap(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"rewrite\",\"maxResultBytes\":10}]");
-	struct run r;
+	struct pipeline *pl = mwt_start_ok("[{\"use\":\"rewrite\",\"maxResultBytes\":10}]");
+	struct mwt_run r;
 	/* under the cap: untouched */
 	json_t *out = call_with_result(&r, pl, "t",
 		"{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}", 0);
-	expect_json(out, "result.content", "[{\"type\":\"text\",\"text\":\"0123456789\"}]");
-	run_release(&r);
+	mwt_expect_json(out, "result.content", "[{\"type\":\"text\",\"text\":\"0123456789\"}]");
+	mwt_run_release(&r);
 	/* over it: cut, later items dropped, and a marker says so */
 	out = call_with_result(&r, pl, "t",
 		"{\"content\":[{\"type\":\"text\",\"text\":\"0123\"},{\"type\":\"text\",\"text\":\"456789abcdef\"},"
 		"{\"type\":\"text\",\"text\":\"ghij\"}],\"isError\":false}", 0);
-	json_t *c = at(out, "result.content");
+	json_t *c = mwt_at(out, "result.content");
 	assert_int_equal(json_array_size(c), 3);
-	assert_string_equal(str_at(c, "0.text"), "0123");
-	assert_string_equal(str_at(c, "1.text"), "456789");
-	assert_string_equal(str_at(c, "2.type"), "text");
-	assert_non_null(strstr(str_at(c, "2.text"), "truncated: 10 of 20 bytes kept"));
-	assert_non_null(strstr(str_at(c, "2.text"), "limit is 10"));
-	assert_true(json_is_false(at(out, "result.isError")));
-	run_release(&r);
+	assert_string_equal(mwt_str_at(c, "0.text"), "0123");
+	assert_string_equal(mwt_str_at(c, "1.text"), "456789");
+	assert_string_equal(mwt_str_at(c, "2.type"), "text");
+	assert_non_null(strstr(mwt_str_at(c, "2.text"), "truncated: 10 of 20 bytes kept"));
+	assert_non_null(strstr(mwt_str_at(c, "2.text"), "limit is 10"));
+	assert_true(json_is_false(mwt_at(out, "result.isError")));
+	mwt_run_release(&r);
 	/* cuts never split a UTF-8 character; binary items are dropped, not cut */
 	out = call_with_result(&r, pl, "t",
 		"{\"content\":[{\"type\":\"image\",\"data\":\"QUJDREVGR0hJSktM\",\"mimeType\":\"image/png\"},"
 		"{\"type\":\"text\",\"text\":\"abcdefghi\\u00e9\\u00e9\"}]}", 0);
-	c = at(out, "result.content");
+	c = mwt_at(out, "result.content");
 	assert_int_equal(json_array_size(c), 2);
-	assert_string_equal(str_at(c, "0.text"), "abcdefghi");
-	assert_non_null(strstr(str_at(c, "1.text"), "truncated: 9 of 29 bytes"));
-	run_release(&r);
+	assert_string_equal(mwt_str_at(c, "0.text"), "abcdefghi");
+	assert_non_null(strstr(mwt_str_at(c, "1.text"), "truncated: 9 of 29 bytes"));
+	mwt_run_release(&r);
 	/* structured content that does not fit goes, and the marker says so */
 	out = call_with_result(&r, pl, "t",
 		"{\"content\":[{\"type\":\"text\",\"text\":\"short\"}],\"structuredContent\":{\"a\":\"bbbbbbbbbbbb\"}}", 0);
-	assert_null(at(out, "result.structuredContent"));
-	assert_string_equal(str_at(out, "result.content.0.text"), "short");
-	assert_non_null(strstr(str_at(out, "result.content.1.text"), "structured content removed"));
-	run_release(&r);
+	assert_null(mwt_at(out, "result.structuredContent"));
+	assert_string_equal(mwt_str_at(out, "result.content.0.text"), "short");
+	assert_non_null(strstr(mwt_str_at(out, "result.content.1.text"), "structured content removed"));
+	mwt_run_release(&r);
 	/* a response whose wire size is within the cap is not even measured */
 	out = call_with_result(&r, pl, "t",
 		"{\"content\":[{\"type\":\"text\",\"text\":\"0123456789abc\"}]}", 10);
-	assert_string_equal(str_at(out, "result.content.0.text"), "0123456789abc");
-	run_release(&r);
+	assert_string_equal(mwt_str_at(out, "result.content.0.text"), "0123456789abc");
+	mwt_run_release(&r);
 	out = call_with_result(&r, pl, "t",
 		"{\"content\":[{\"type\":\"text\",\"text\":\"0123456789abc\"}]}", 11);
-	assert_string_equal(str_at(out, "result.content.0.text"), "0123456789");
-	run_release(&r);
+	assert_string_equal(mwt_str_at(out, "result.content.0.text"), "0123456789");
+	mwt_run_release(&r);
 	/* errors and results without content */
 	out = call_with_result(&r, pl, "t", "{\"structuredContent\":{\"a\":\"bbbbbbbbbbbb\"}}", 0);
-	assert_null(at(out, "result.structuredContent"));
-	assert_non_null(strstr(str_at(out, "result.content.0.text"), "truncated"));
-	run_release(&r);
+	assert_null(mwt_at(out, "result.structuredContent"));
+	assert_non_null(strstr(mwt_str_at(out, "result.content.0.text"), "truncated"));
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -498,15 +385,15 @@ static void test_size_cap(void **state)
 static void test_patterns_then_cap(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok("[{\"use\":\"rewrite\",\"maxResultBytes\":12,"
-				       "\"results\":[{\"pattern\":\"s3cr3t\",\"replace\":\"[a longer marker]\"}]}]");
-	struct run r;
+	struct pipeline *pl = mwt_start_ok("[{\"use\":\"rewrite\",\"maxResultBytes\":12,"
+					   "\"results\":[{\"pattern\":\"s3cr3t\",\"replace\":\"[a longer marker]\"}]}]");
+	struct mwt_run r;
 	/* the wire size was small, but the replacement made it grow past the cap */
 	json_t *out = call_with_result(&r, pl, "t",
 		"{\"content\":[{\"type\":\"text\",\"text\":\"s3cr3t\"}]}", 40);
-	assert_string_equal(str_at(out, "result.content.0.text"), "[a longer ma");
-	assert_non_null(strstr(str_at(out, "result.content.1.text"), "truncated"));
-	run_release(&r);
+	assert_string_equal(mwt_str_at(out, "result.content.0.text"), "[a longer ma");
+	assert_non_null(strstr(mwt_str_at(out, "result.content.1.text"), "truncated"));
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -514,62 +401,42 @@ static void test_patterns_then_cap(void **state)
 static void test_untouched(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok(tools_module);
-	struct run r;
+	struct pipeline *pl = mwt_start_ok(tools_module);
+	struct mwt_run r;
 	/* a backend's request to the client */
-	memset(&r, 0, sizeof r);
-	r.ctx = (struct mw_ctx){ .dir = MW_TO_CLIENT, .kind = RPC_REQUEST, .method = "tools/call" };
-	r.w = (struct mw_walk){ .stage = { pl, NULL }, .ctx = &r.ctx, .done = on_done,
-				.msg = rpc_request(1, "tools/call", json_pack("{s:s}", "name", "fs_read")) };
-	mw_walk_forward(&r.w);
+	mwt_forward(&r, pl, &(struct mwt_msg){ .dir = MW_TO_CLIENT, .kind = RPC_REQUEST,
+		.method = "tools/call",
+		.msg = rpc_request(1, "tools/call", json_pack("{s:s}", "name", "fs_read")) });
 	assert_int_equal(r.verdict, MW_PASS);
-	assert_string_equal(str_at(r.out, "params.name"), "fs_read");
-	json_t *out = respond(&r, J("{\"tools\":[{\"name\":\"debug\"}]}"));
-	assert_int_equal(json_array_size(at(out, "result.tools")), 1);
-	run_release(&r);
+	assert_string_equal(mwt_str_at(r.got, "params.name"), "fs_read");
+	json_t *out = respond(&r, mwt_json("{\"tools\":[{\"name\":\"debug\"}]}"));
+	assert_int_equal(json_array_size(mwt_at(out, "result.tools")), 1);
+	mwt_run_release(&r);
 	out = request(&r, pl, "prompts/get", json_pack("{s:s}", "name", "fs_read"));
-	assert_string_equal(str_at(out, "params.name"), "fs_read");
-	run_release(&r);
+	assert_string_equal(mwt_str_at(out, "params.name"), "fs_read");
+	mwt_run_release(&r);
 	request(&r, pl, "tools/list", NULL);
-	out = respond_msg(&r, rpc_error(json_object_get(r.out, "id"), -1, "x", NULL), 0);
+	out = respond_msg(&r, rpc_error(json_object_get(r.got, "id"), -1, "x", NULL), 0);
 	assert_non_null(json_object_get(out, "error"));
-	run_release(&r);
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
 /* ---- what the module reads (messages walked unparsed) ---- */
 
 /* Walks TEXT, a client request about NAME (ctx->name), unparsed through PL. */
-static json_t *request_raw(struct run *r, struct pipeline *pl, const char *method,
+static json_t *request_raw(struct mwt_run *r, struct pipeline *pl, const char *method,
 			   const char *name, const char *text)
 {
-	memset(r, 0, sizeof *r);
-	r->ctx.dir = MW_TO_BACKEND;
-	r->ctx.kind = RPC_REQUEST;
-	r->ctx.method = method;
-	r->ctx.name = name;
-	r->w.stage[0] = pl;
-	r->w.ctx = &r->ctx;
-	r->w.done = on_done;
-	assert_true(mwt_set_raw(&r->w, text));
-	mw_walk_forward(&r->w);
-	assert_int_equal(r->done_calls, 1);
-	r->seen_name = r->ctx.name;
-	return r->out;
+	return mwt_walk(r, pl, &(struct mwt_msg){ .kind = RPC_REQUEST, .method = method,
+		.name = name, .text = text, .raw = true });
 }
 
 /* Walks the response TEXT unparsed back; returns what done got (NULL: unread). */
-static json_t *respond_raw(struct run *r, const char *text)
+static json_t *respond_raw(struct mwt_run *r, const char *text)
 {
-	assert_int_equal(r->verdict, MW_PASS);
-	json_decref(r->out);
-	r->out = NULL;
-	r->ctx.kind = RPC_RESPONSE;
-	r->ctx.response_bytes = strlen(text);
-	assert_true(mwt_set_raw(&r->w, text));
-	mw_walk_back(&r->w);
-	assert_int_equal(r->done_calls, 2);
-	return r->out;
+	return mwt_respond(r, &(struct mwt_msg){ .text = text, .raw = true,
+		.bytes = strlen(text) });
 }
 
 #define RW_CALL(params) "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":" params "}"
@@ -586,34 +453,34 @@ static const char reads_module[] =
 static void test_reads_unmapped_unread(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok(reads_module);
-	struct run r;
+	struct pipeline *pl = mwt_start_ok(reads_module);
+	struct mwt_run r;
 	assert_null(request_raw(&r, pl, "tools/call", "other",
 				RW_CALL("{\"name\":\"other\",\"arguments\":{\"a\":1}}")));
 	assert_int_equal(r.verdict, MW_PASS);
-	assert_string_equal(r.seen_name, "other");
+	assert_string_equal(r.ctx.name, "other");
 	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"content\":[]}}"));
-	run_release(&r);
+	mwt_run_release(&r);
 	/* an entry that only changes how the tool is listed: its calls are not read */
 	assert_null(request_raw(&r, pl, "tools/call", "pretty", RW_CALL("{\"name\":\"pretty\"}")));
 	assert_int_equal(r.verdict, MW_PASS);
-	run_release(&r);
+	mwt_run_release(&r);
 	/* other methods */
 	assert_null(request_raw(&r, pl, "prompts/get", "fs_read",
 				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"prompts/get\","
 				"\"params\":{\"name\":\"fs_read\"}}"));
 	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"messages\":[]}}"));
-	run_release(&r);
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 	/* a module without tools reads no call */
-	pl = build_ok("[{\"use\":\"rewrite\",\"maxResultBytes\":100}]");
+	pl = mwt_start_ok("[{\"use\":\"rewrite\",\"maxResultBytes\":100}]");
 	assert_null(request_raw(&r, pl, "tools/call", "debug", RW_CALL("{\"name\":\"debug\"}")));
 	/* nor a tools/list result */
-	run_release(&r);
+	mwt_run_release(&r);
 	assert_null(request_raw(&r, pl, "tools/list", NULL,
 				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}"));
 	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":[]}}"));
-	run_release(&r);
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 
@@ -621,29 +488,29 @@ static void test_reads_unmapped_unread(void **state)
 static void test_reads_mapped_calls(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok(reads_module);
-	struct run r;
+	struct pipeline *pl = mwt_start_ok(reads_module);
+	struct mwt_run r;
 	/* renamed: goes on under the real name, and its result is not read */
 	json_t *out = request_raw(&r, pl, "tools/call", "fs_read",
 				  RW_CALL("{\"name\":\"fs_read\",\"arguments\":{\"path\":\"/x\"}}"));
 	assert_int_equal(r.verdict, MW_PASS);
 	assert_non_null(out);
-	expect_json(out, "params", "{\"name\":\"read_file\",\"arguments\":{\"path\":\"/x\"}}");
-	assert_string_equal(r.seen_name, "read_file");
+	mwt_expect_json(out, "params", "{\"name\":\"read_file\",\"arguments\":{\"path\":\"/x\"}}");
+	assert_string_equal(r.ctx.name, "read_file");
 	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"content\":[]}}"));
 	assert_string_equal(r.ctx.name, "fs_read");   /* back to the client's name */
-	run_release(&r);
+	mwt_run_release(&r);
 	/* fixed arguments */
 	out = request_raw(&r, pl, "tools/call", "write_file",
 			  RW_CALL("{\"name\":\"write_file\",\"arguments\":{\"mode\":\"0777\",\"p\":1}}"));
 	assert_non_null(out);
-	expect_json(out, "params.arguments", "{\"mode\":\"0600\",\"p\":1}");
-	run_release(&r);
+	mwt_expect_json(out, "params.arguments", "{\"mode\":\"0600\",\"p\":1}");
+	mwt_run_release(&r);
 	/* defaults */
 	out = request_raw(&r, pl, "tools/call", "list", RW_CALL("{\"name\":\"list\"}"));
 	assert_non_null(out);
-	expect_json(out, "params.arguments", "{\"limit\":10}");
-	run_release(&r);
+	mwt_expect_json(out, "params.arguments", "{\"limit\":10}");
+	mwt_run_release(&r);
 	/* hidden, and the old name of a renamed tool: read, and unknown */
 	const char *unknown[][2] = {
 		{ "debug", RW_CALL("{\"name\":\"debug\"}") },
@@ -652,10 +519,10 @@ static void test_reads_mapped_calls(void **state)
 	for (int i = 0; i < 2; i++) {
 		out = request_raw(&r, pl, "tools/call", unknown[i][0], unknown[i][1]);
 		assert_int_equal(r.verdict, MW_REPLY);
-		assert_int_equal(json_integer_value(at(out, "error.code")), RPC_INVALID_PARAMS);
-		assert_non_null(strstr(str_at(out, "error.message"), unknown[i][0]));
-		assert_int_equal(json_integer_value(at(out, "id")), 9);  /* it read the message */
-		run_release(&r);
+		assert_int_equal(json_integer_value(mwt_at(out, "error.code")), RPC_INVALID_PARAMS);
+		assert_non_null(strstr(mwt_str_at(out, "error.message"), unknown[i][0]));
+		assert_int_equal(json_integer_value(mwt_at(out, "id")), 9);  /* it read the message */
+		mwt_run_release(&r);
 	}
 	pipeline_unref(pl);
 }
@@ -664,31 +531,31 @@ static void test_reads_mapped_calls(void **state)
 static void test_reads_results(void **state)
 {
 	(void)state;
-	struct pipeline *pl = build_ok(reads_module);
-	struct run r;
+	struct pipeline *pl = mwt_start_ok(reads_module);
+	struct mwt_run r;
 	assert_null(request_raw(&r, pl, "tools/list", NULL,
 				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}"));
 	json_t *out = respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":["
 		"{\"name\":\"read_file\"},{\"name\":\"debug\"},{\"name\":\"pretty\"},{\"name\":\"x\"}]}}");
 	assert_non_null(out);
-	expect_json(out, "result.tools", "[{\"name\":\"fs_read\"},{\"name\":\"pretty\",\"title\":\"Pretty\","
-		    "\"description\":\"Only shown differently.\"},{\"name\":\"x\"}]");
-	run_release(&r);
+	mwt_expect_json(out, "result.tools", "[{\"name\":\"fs_read\"},{\"name\":\"pretty\",\"title\":\"Pretty\","
+			"\"description\":\"Only shown differently.\"},{\"name\":\"x\"}]");
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 
 	/* with result rules, a call's result is read (the call itself is not) */
-	pl = build_ok(redact_module);
+	pl = mwt_start_ok(redact_module);
 	assert_null(request_raw(&r, pl, "tools/call", "t", RW_CALL("{\"name\":\"t\"}")));
 	out = respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"content\":"
 			  "[{\"type\":\"text\",\"text\":\"to a@b.cd\"}]}}");
 	assert_non_null(out);
-	assert_string_equal(str_at(out, "result.content.0.text"), "to [email]");
-	run_release(&r);
+	assert_string_equal(mwt_str_at(out, "result.content.0.text"), "to [email]");
+	mwt_run_release(&r);
 	/* but not a tools/list result, which it has nothing to do with */
 	assert_null(request_raw(&r, pl, "tools/list", NULL,
 				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}"));
 	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":[]}}"));
-	run_release(&r);
+	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
 

@@ -587,6 +587,38 @@ static enum mw_verdict ask(struct filter *f, struct mw_ctx *ctx, enum rpc_kind k
 	return MW_ASYNC;
 }
 
+/* What on_cancel looks for: the question held for CTX. */
+struct pend_find {
+	const struct mw_ctx *ctx;
+	struct pend *found;
+};
+
+/* hmap_each visitor: notes the question whose walk is for the context sought. */
+static void find_pend(void *value, void *arg)
+{
+	struct pend *p = value;
+	struct pend_find *pf = arg;
+	if (p->walk && p->walk->ctx == pf->ctx)
+		pf->found = p;
+}
+
+/*
+ * The request whose question to the program is open was cancelled: the
+ * question is forgotten (a late answer is ignored as for a timed-out one).
+ */
+static void filter_on_cancel(struct mw_module *m, struct mw_ctx *ctx)
+{
+	struct filter *f = (struct filter *)m;
+	struct pend_find pf = { ctx, NULL };
+	hmap_each(&f->pending, find_pend, &pf);
+	if (!pf.found)
+		return;
+	hmap_del(&f->pending, &pf.found->id, sizeof pf.found->id);
+	ev_timer_stop(EV_DEFAULT, &pf.found->timer);
+	json_decref(pf.found->msg);
+	free(pf.found);
+}
+
 /* A request or notification: the program decides. */
 static enum mw_verdict filter_on_message(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
 {
@@ -663,6 +695,7 @@ static const struct mw_module_ops filter_ops = {
 	.name = "filter",
 	.on_message = filter_on_message,
 	.on_response = filter_on_response,
+	.on_cancel = filter_on_cancel,
 	.start = filter_start,
 	.destroy = filter_destroy,
 };

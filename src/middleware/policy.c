@@ -56,6 +56,7 @@ struct policy {
 	 */
 	const struct mw_ctx *decided_for;
 	enum pol_action decided;
+	struct ask *asks;       /* questions whose walk is held, for on_cancel */
 };
 
 /* What a request is about. */
@@ -66,14 +67,32 @@ struct subject {
 	bool is_call;           /* tools/call: refused with a tool result */
 };
 
-/* A question to the user in progress. */
+/*
+ * A question to the user in progress. Freed by ask_done, which the chain
+ * calls exactly once, even after the request was cancelled.
+ */
 struct ask {
 	struct mw_walk *walk;   /* held, NULL while mw_ask_client runs */
 	json_t *msg;            /* the request, owned while held */
 	json_t *answer;         /* an answer that came before the hold */
 	struct subject subj;    /* name points into msg */
 	bool answered;
+	bool cancelled;         /* the request ended: the answer is not used */
+	const struct mw_ctx *ctx;  /* the held request's, for on_cancel */
+	struct ask *next, **pprev; /* in the policy's list while held */
 };
+
+/* Takes A out of its policy's list of held questions, if it is in it. */
+static void ask_unlink(struct ask *a)
+{
+	if (!a->pprev)
+		return;
+	*a->pprev = a->next;
+	if (a->next)
+		a->next->pprev = a->pprev;
+	a->next = NULL;
+	a->pprev = NULL;
+}
 
 /* A list method and where its names are. */
 struct list_kind {
@@ -309,6 +328,11 @@ static enum mw_verdict settle(struct ask *a, json_t *resp, json_t **msg)
 static void ask_done(json_t *response, void *arg)
 {
 	struct ask *a = arg;
+	ask_unlink(a);
+	if (a->cancelled) {
+		free(a);   /* the request is gone: the answer has nothing to settle */
+		return;
+	}
 	if (!a->walk) {
 		/* answered inside mw_ask_client: ask_user settles it */
 		a->answered = true;
@@ -346,7 +370,31 @@ static enum mw_verdict ask_user(struct policy *p, struct mw_ctx *ctx, json_t **m
 	a->msg = *msg;
 	*msg = NULL;
 	a->walk = mw_walk_hold(ctx);
+	a->ctx = ctx;
+	a->next = p->asks;
+	if (p->asks)
+		p->asks->pprev = &a->next;
+	a->pprev = &p->asks;
+	p->asks = a;
 	return MW_ASYNC;
+}
+
+/*
+ * The request a question is held for was cancelled (or its client left):
+ * the question stays open at the client, but its answer will be ignored.
+ */
+static void policy_on_cancel(struct mw_module *m, struct mw_ctx *ctx)
+{
+	struct policy *p = (struct policy *)m;
+	for (struct ask *a = p->asks; a; a = a->next) {
+		if (a->ctx != ctx)
+			continue;
+		ask_unlink(a);
+		a->cancelled = true;
+		json_decref(a->msg);
+		a->msg = NULL;
+		return;
+	}
 }
 
 /* ---- hooks ---- */
@@ -536,6 +584,8 @@ static void policy_destroy(struct mw_module *m)
 	}
 	free(p->rules);
 	free(p->ask_message);
+	while (p->asks)
+		ask_unlink(p->asks);   /* their ask_done must not reach back here */
 	free(p);
 }
 
@@ -543,6 +593,7 @@ static const struct mw_module_ops policy_ops = {
 	.name = "policy",
 	.reads = policy_reads,
 	.on_message = policy_on_message,
+	.on_cancel = policy_on_cancel,
 	.on_response = policy_on_response,
 	.destroy = policy_destroy,
 };

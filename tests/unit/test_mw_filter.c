@@ -361,6 +361,33 @@ static void test_destroy_pending(void **state)
 	mwt_run_release(&x);
 }
 
+/*
+ * A request cancelled while the program decides is forgotten at once
+ * (on_cancel): it is never resumed, and the program's late answer for it
+ * is ignored.
+ */
+static void test_cancel_pending(void **state)
+{
+	(void)state;
+	struct pipeline *pl = filter_with("");
+	struct mwt_run a, b;
+	send_dir(&a, pl, MW_TO_BACKEND, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+		 "\"params\":{\"name\":\"first\"}}");    /* the program holds it */
+	mwt_run_for(0.1);
+	assert_int_equal(a.done, 0);
+	assert_true(mw_walk_cancel(&a.w));
+	assert_null(a.w.msg);
+	/* "second" makes the program answer it, then the held one */
+	assert_int_equal(call(&b, pl, "second"), MW_REPLY);   /* refused: dropped by the program */
+	mwt_run_for(0.1);
+	assert_int_equal(a.done, 0);               /* never resumed */
+	mwt_run_release(&b);
+	assert_int_equal(call(&b, pl, "other"), MW_PASS);   /* and the filter works on */
+	mwt_run_end(&b);
+	mwt_run_release(&a);
+	pipeline_unref(pl);
+}
+
 /* Writes the filter script into a fresh temporary directory. */
 static int setup(void **state)
 {
@@ -404,6 +431,7 @@ int main(void)
 		cmocka_unit_test(test_hang_and_restart),
 		cmocka_unit_test(test_death),
 		cmocka_unit_test(test_destroy_pending),
+		cmocka_unit_test(test_cancel_pending),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -819,12 +819,15 @@ static void test_ask_cancelled(void **state)
 	(void)state;
 	use_ask_policy("");
 	json_t *q = call_and_get_question();
+	assert_int_equal(chain_open_exchanges(), 2);         /* the call and the question */
 	chain_receive(&client.peer, mwt_json("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
 		"\"params\":{\"requestId\":\"c1\"}}"));
+	assert_int_equal(chain_open_exchanges(), 1);         /* the call ended at once (on_cancel) */
 	size_t n = json_array_size(client.got);
 	answer(q, "\"result\":{\"action\":\"accept\"}");
 	assert_int_equal(json_array_size(backend.got), 0);   /* abandoned: never sent */
 	assert_int_equal(json_array_size(client.got), n);    /* and never answered */
+	assert_int_equal(chain_open_exchanges(), 0);
 }
 
 /* ---- ask on a request that came in as bytes ---- */

@@ -85,6 +85,15 @@ int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
 		  void (*cb)(json_t *response, void *arg), void *arg);
 
 /*
+ * Withdraws the question a module asked with mw_ask_client for ARG (the
+ * same ARG it passed), e.g. because the request it was about was
+ * cancelled: the client is sent notifications/cancelled for it (with
+ * REASON), and the module's callback gets an error response now -- its one
+ * call. Returns 0, or -1 when no question for ARG is open.
+ */
+int mw_ask_withdraw(void *arg, const char *reason);
+
+/*
  * Ends CTX's request now with an error (CODE, MESSAGE) sent to the
  * requester through the modules it passed, and cancels it at the
  * responder. For use from a timer or callback once the request has been

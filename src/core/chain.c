@@ -842,24 +842,29 @@ static void ignore_response(struct exchange *ex, json_t *msg, void *arg)
 }
 
 /* Sends a request of our own, through TO's pipeline PL if any. */
-int chain_call_via(struct peer *to, const char *method, json_t *params,
-		   struct pipeline *pl,
-		   void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
+/* The exchange for a request of our own to TO, not sent yet (NULL: no memory). */
+static struct exchange *call_new(struct peer *to, const char *method,
+				 void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
 {
 	struct exchange *ex = chain_exchange_new(NULL, NULL, method);
-	if (!ex) {
-		json_decref(params);
-		return -1;
-	}
+	if (!ex)
+		return NULL;
 	ex->on_response = cb ? cb : ignore_response;
 	ex->arg = arg;
 	ex->ctx.dir = to->role == PEER_BACKEND ? MW_TO_BACKEND : MW_TO_CLIENT;
 	ex->ctx.backend = backend_of(NULL, to);
 	ex->ctx.client = principal_of(NULL, to);
+	return ex;
+}
+
+/* Sends EX's request (METHOD, PARAMS stolen) to TO, through PL if any. */
+static void call_send(struct exchange *ex, struct peer *to, const char *method, json_t *params,
+		      struct pipeline *pl)
+{
 	json_t *msg = rpc_request(0, method, params);
 	if (pipeline_size(pl) == 0) {
 		forward_request(ex, to, msg);
-		return 0;
+		return;
 	}
 	ex->routed = true;
 	ex->to = to;
@@ -869,6 +874,19 @@ int chain_call_via(struct peer *to, const char *method, json_t *params,
 	ex->walk.done = request_walked;
 	ex->walking = true;
 	mw_walk_forward(&ex->walk);
+}
+
+/* Sends a request of our own, through TO's pipeline PL if any. */
+int chain_call_via(struct peer *to, const char *method, json_t *params,
+		   struct pipeline *pl,
+		   void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
+{
+	struct exchange *ex = call_new(to, method, cb, arg);
+	if (!ex) {
+		json_decref(params);
+		return -1;
+	}
+	call_send(ex, to, method, params, pl);
 	return 0;
 }
 
@@ -885,19 +903,38 @@ void chain_notify(struct peer *from, struct peer *to, json_t *msg)
 	send_notification(from, to, msg, json_string_value(json_object_get(msg, "method")));
 }
 
-/* A module's own request to a client answered (or failed). */
+/* A module's own request to a client, open until answered (or failed). */
 struct ask {
 	void (*cb)(json_t *response, void *arg);
 	void *arg;
+	struct exchange *ex;      /* the request's exchange */
+	struct ask *next;         /* in the list of open questions */
 };
+
+static struct ask *asks;
 
 /* Hands the response of a module's request to the module. */
 static void on_ask_response(struct exchange *ex, json_t *msg, void *arg)
 {
 	struct ask *a = arg;
 	(void)ex;
+	for (struct ask **pp = &asks; *pp; pp = &(*pp)->next) {
+		if (*pp == a) {
+			*pp = a->next;
+			break;
+		}
+	}
 	a->cb(msg, a->arg);
 	free(a);
+}
+
+/* Withdraws the open question asked for ARG (see middleware.h). */
+int mw_ask_withdraw(void *arg, const char *reason)
+{
+	for (struct ask *a = asks; a; a = a->next)
+		if (a->arg == arg)
+			return abort_exchange(a->ex, RPC_INTERNAL_ERROR, reason);
+	return -1;
 }
 
 /* Sends a module's request to the exchange's client. */
@@ -921,13 +958,18 @@ int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
 	}
 	a->cb = cb;
 	a->arg = arg;
-	if (chain_call(client, method, params, on_ask_response, a) < 0) {
+	a->ex = call_new(client, method, on_ask_response, a);
+	if (!a->ex) {
 		free(a);
+		json_decref(params);
 		json_t *err = rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory");
 		cb(err, arg);  /* exactly once, as promised */
 		json_decref(err);
 		return -1;
 	}
+	a->next = asks;
+	asks = a;
+	call_send(a->ex, client, method, params, NULL);  /* may answer (fail) at once */
 	return 0;
 }
 

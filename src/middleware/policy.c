@@ -381,7 +381,8 @@ static enum mw_verdict ask_user(struct policy *p, struct mw_ctx *ctx, json_t **m
 
 /*
  * The request a question is held for was cancelled (or its client left):
- * the question stays open at the client, but its answer will be ignored.
+ * the question is withdrawn at the client (its ask_done comes now, or, if
+ * it cannot be withdrawn, whenever the answer comes, and is ignored).
  */
 static void policy_on_cancel(struct mw_module *m, struct mw_ctx *ctx)
 {
@@ -393,7 +394,8 @@ static void policy_on_cancel(struct mw_module *m, struct mw_ctx *ctx)
 		a->cancelled = true;
 		json_decref(a->msg);
 		a->msg = NULL;
-		return;
+		mw_ask_withdraw(a, "the request the question was about was cancelled");
+		return;   /* A may be freed now */
 	}
 }
 

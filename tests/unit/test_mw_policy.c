@@ -822,9 +822,14 @@ static void test_ask_cancelled(void **state)
 	assert_int_equal(chain_open_exchanges(), 2);         /* the call and the question */
 	chain_receive(&client.peer, mwt_json("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
 		"\"params\":{\"requestId\":\"c1\"}}"));
-	assert_int_equal(chain_open_exchanges(), 1);         /* the call ended at once (on_cancel) */
+	/* the call ended at once (on_cancel), and the question was withdrawn at the client */
+	assert_int_equal(chain_open_exchanges(), 0);
+	json_t *c = last(&client);
+	assert_string_equal(json_string_value(json_object_get(c, "method")), "notifications/cancelled");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(c, "params"), "requestId")),
+			 json_integer_value(json_object_get(q, "id")));
 	size_t n = json_array_size(client.got);
-	answer(q, "\"result\":{\"action\":\"accept\"}");
+	answer(q, "\"result\":{\"action\":\"accept\"}");   /* too late: dropped */
 	assert_int_equal(json_array_size(backend.got), 0);   /* abandoned: never sent */
 	assert_int_equal(json_array_size(client.got), n);    /* and never answered */
 	assert_int_equal(chain_open_exchanges(), 0);

@@ -96,20 +96,20 @@ static void drain_lines(struct stdio_front *f)
 	const char *line;
 	size_t n, total;
 	enum frame_kind k;
+	unsigned nth = 0;
 	while (f->reading && (k = framer_next(&f->fr, &line, &n, &total)) != FRAME_NONE) {
 		if (k == FRAME_OVERSIZE) {
 			on_oversize(f, line, n, total);
-			continue;
+		} else if (!session_receive_line(f->session, line, n)) {
+			json_t *err = NULL;
+			json_t *msg = rpc_parse(line, n, &err);
+			session_peer(f->session)->rx_bytes = n;
+			if (msg)
+				session_receive(f->session, msg);
+			else
+				session_reject(f->session, err);
 		}
-		if (session_receive_line(f->session, line, n))
-			continue;
-		json_t *err = NULL;
-		json_t *msg = rpc_parse(line, n, &err);
-		session_peer(f->session)->rx_bytes = n;
-		if (msg)
-			session_receive(f->session, msg);
-		else
-			session_reject(f->session, err);
+		writer_cut_through(++nth);
 	}
 }
 

@@ -26,6 +26,12 @@ void hmap_release(struct hmap *m);
 /* Stores VALUE under KEY, replacing any previous value; returns 0 or -1. */
 int hmap_put(struct hmap *m, const void *key, size_t klen, void *value);
 
+/*
+ * Stores VALUE under KEY unless KEY is there already: returns 0 (stored),
+ * 1 (present; the map is unchanged) or -1 (out of memory).
+ */
+int hmap_add(struct hmap *m, const void *key, size_t klen, void *value);
+
 /* Returns the value under KEY, or NULL. */
 void *hmap_get(const struct hmap *m, const void *key, size_t klen);
 

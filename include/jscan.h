@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 /* A span of the input; p == NULL when absent. */
@@ -34,6 +35,7 @@ struct jscan {
 				  * (escapes left as they are) */
 	struct jspan uri;        /* params.uri, likewise */
 	struct jspan meta;       /* params._meta when an object, raw */
+	int64_t id_int;          /* the id's value when it is an integer */
 	bool subject_escaped;    /* name or uri holds escapes */
 	bool is_error;           /* result.isError is true */
 	bool id_is_string;

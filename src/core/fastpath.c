@@ -202,16 +202,29 @@ static bool fast_request(struct peer *from, struct peer *to, const char *line,
 	method[js->method.n] = '\0';
 	/* the id is kept as its text: no jansson value unless someone asks */
 	unsigned char key[RPC_KEY_MAX];
-	size_t klen = chain_id_key_text(js->id.p, js->id.n, key);
-	if (!klen || hmap_get(&from->received, key, klen))
-		return false;  /* unusual or long ids, and duplicates: the full path */
+	size_t klen;
+	if (js->id_is_string) {
+		klen = chain_id_key_text(js->id.p, js->id.n, key);
+	} else {  /* the scanner took its value */
+		key[0] = 'n';
+		memcpy(key + 1, &js->id_int, sizeof js->id_int);
+		klen = 1 + sizeof js->id_int;
+		if (js->id.n > sizeof ((struct exchange *)0)->id_text)
+			klen = 0;
+	}
+	if (!klen)
+		return false;  /* unusual or long ids: the full path */
 	struct exchange *ex = chain_exchange_new(from, NULL, method);
 	if (!ex)
 		return false;
+	int added = hmap_add(&from->received, key, klen, ex);
+	if (added == 1) {  /* a duplicate: the full path answers it */
+		chain_exchange_free(ex);
+		return false;
+	}
+	ex->in_received = added == 0;
 	memcpy(ex->id_text, js->id.p, js->id.n);
 	ex->id_text_n = (unsigned char)js->id.n;
-	if (hmap_put(&from->received, key, klen, ex) == 0)
-		ex->in_received = true;
 	ex->routed = true;
 	if (js->token.p)
 		ex->from_token = span_value(js->token);
@@ -232,7 +245,7 @@ static bool fast_response(struct peer *from, const char *line, size_t len, struc
 {
 	if (js->id_is_string)
 		return false;
-	json_int_t id = span_int(js->id);
+	json_int_t id = js->id_int;
 	struct exchange *ex = hmap_get(&from->sent, &id, sizeof id);
 	if (!ex)
 		return false;

@@ -4,6 +4,7 @@
  */
 #include "hmap.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -113,6 +114,24 @@ static int grow(struct hmap *m)
 	return 0;
 }
 
+/* True when the N bytes at A and B are equal; short keys compared inline. */
+static inline bool key_eq(const unsigned char *a, const unsigned char *b, size_t n)
+{
+	uint64_t x, y;
+	if (n > 16)
+		return memcmp(a, b, n) == 0;
+	for (; n >= 8; a += 8, b += 8, n -= 8) {
+		memcpy(&x, a, 8);
+		memcpy(&y, b, 8);
+		if (x != y)
+			return false;
+	}
+	for (; n > 0; n--)
+		if (*a++ != *b++)
+			return false;
+	return true;
+}
+
 /* Finds the link pointing at KEY's entry (or at the chain's end). */
 static struct hmap_entry **find(const struct hmap *m, const void *key,
 				size_t klen, uint64_t h)
@@ -120,20 +139,22 @@ static struct hmap_entry **find(const struct hmap *m, const void *key,
 	struct hmap_entry **pp = &m->slots[h & (m->nslots - 1)];
 	for (; *pp; pp = &(*pp)->next) {
 		struct hmap_entry *e = *pp;
-		if (e->hash == h && e->klen == klen && memcmp(e->key, key, klen) == 0)
+		if (e->hash == h && e->klen == klen && key_eq(e->key, key, klen))
 			break;
 	}
 	return pp;
 }
 
-/* Inserts or replaces. */
-int hmap_put(struct hmap *m, const void *key, size_t klen, void *value)
+/* Inserts, or replaces when REPLACE; returns 0, 1 (present, kept) or -1. */
+static int put(struct hmap *m, const void *key, size_t klen, void *value, bool replace)
 {
 	if (m->count >= m->nslots && grow(m) < 0)
 		return -1;
 	uint64_t h = hash_bytes(key, klen);
 	struct hmap_entry **pp = find(m, key, klen, h);
 	if (*pp) {
+		if (!replace)
+			return 1;
 		(*pp)->value = value;
 		return 0;
 	}
@@ -148,6 +169,18 @@ int hmap_put(struct hmap *m, const void *key, size_t klen, void *value)
 	*pp = e;
 	m->count++;
 	return 0;
+}
+
+/* Inserts or replaces. */
+int hmap_put(struct hmap *m, const void *key, size_t klen, void *value)
+{
+	return put(m, key, klen, value, true);
+}
+
+/* Inserts unless present. */
+int hmap_add(struct hmap *m, const void *key, size_t klen, void *value)
+{
+	return put(m, key, klen, value, false);
 }
 
 /* Looks up. */

@@ -38,9 +38,11 @@ static void seen(struct scan *s, unsigned bit)
 
 static const char *value(struct scan *s, const char *p);
 
-/* Skips white space. */
+/* Skips white space; compact JSON has none, so that case exits first. */
 static inline __attribute__((always_inline)) const char *ws(const char *p, const char *e)
 {
+	if (__builtin_expect(p < e && (unsigned char)*p > ' ', 1))
+		return p;
 	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
 		p++;
 	return p;
@@ -522,9 +524,18 @@ static const char *top_member(void *ctx, const char *k, size_t kn, bool kesc,
 			s->ok = false;  /* null, objects...: the full path answers */
 		if (esc)
 			s->ok = false;
-		for (const char *c = v; *v != '"' && c < vend; c++)
-			if (*c == '.' || *c == 'e' || *c == 'E')
-				s->ok = false;  /* a real: the full path answers */
+		if (*v != '"') {
+			/* an integer (number() allowed at most 18 digits); a real declines */
+			int64_t x = 0;
+			for (const char *c = v + (*v == '-'); c < vend; c++) {
+				if (*c < '0' || *c > '9') {
+					s->ok = false;  /* a real: the full path answers */
+					break;
+				}
+				x = x * 10 + (*c - '0');
+			}
+			out->id_int = *v == '-' ? -x : x;
+		}
 	} else if (key_is(k, kn, "method")) {
 		if (*v != '"' || esc)
 			s->ok = false;

@@ -71,6 +71,27 @@ static void test_replace(void **state)
 	hmap_release(&m);
 }
 
+/* hmap_add stores only a key that is not there, and says which it did. */
+static void test_add(void **state)
+{
+	struct hmap m = HMAP_INIT;
+	int a, b;
+	(void)state;
+	assert_int_equal(hmap_add(&m, "key-one", 7, &a), 0);
+	assert_int_equal(hmap_add(&m, "key-one", 7, &b), 1);
+	assert_int_equal(m.count, 1);
+	assert_ptr_equal(hmap_get(&m, "key-one", 7), &a);
+	assert_int_equal(hmap_add(&m, "key-one-longer-than-16", 22, &b), 0);
+	assert_int_equal(hmap_add(&m, "key-one-longer-than-16", 22, &a), 1);
+	assert_ptr_equal(hmap_get(&m, "key-one-longer-than-16", 22), &b);
+	assert_null(hmap_get(&m, "key-one-longer-than-17", 22));
+	assert_null(hmap_get(&m, "key-onf", 7));
+	assert_ptr_equal(hmap_del(&m, "key-one", 7), &a);
+	assert_int_equal(hmap_add(&m, "key-one", 7, &b), 0);
+	assert_ptr_equal(hmap_get(&m, "key-one", 7), &b);
+	hmap_release(&m);
+}
+
 #define MANY 20000
 
 /* Growth past many entries keeps every entry reachable. */
@@ -183,6 +204,7 @@ int main(void)
 		cmocka_unit_test(test_put_get_del),
 		cmocka_unit_test(test_binary_keys),
 		cmocka_unit_test(test_replace),
+		cmocka_unit_test(test_add),
 		cmocka_unit_test(test_growth),
 		cmocka_unit_test(test_integer_keys),
 		cmocka_unit_test(test_each),

@@ -241,6 +241,23 @@ static void test_request_negative_id(void **state)
 	assert_true(scan("{'jsonrpc':'2.0','id':-42,'method':'ping'}", &js));
 	assert_span(js.id, "-42");
 	assert_false(js.id_is_string);
+	assert_int_equal(js.id_int, -42);
+}
+
+/* An integer id's value comes with the scan, up to 18 digits. */
+static void test_request_id_value(void **state)
+{
+	(void)state;
+	struct jscan js;
+	assert_true(scan("{'jsonrpc':'2.0','id':7,'method':'ping'}", &js));
+	assert_int_equal(js.id_int, 7);
+	assert_true(scan("{'id':999999999999999999,'jsonrpc':'2.0','method':'ping'}", &js));
+	assert_true(js.id_int == 999999999999999999LL);
+	assert_true(scan("{'jsonrpc':'2.0','id':-0,'result':{}}", &js));
+	assert_int_equal(js.id_int, 0);
+	assert_false(scan("{'jsonrpc':'2.0','id':1000000000000000000,'method':'ping'}", &js));
+	assert_false(scan("{'jsonrpc':'2.0','id':7.5,'method':'ping'}", &js));
+	assert_false(scan("{'jsonrpc':'2.0','id':7e1,'method':'ping'}", &js));
 }
 
 /* Id 0 is an id like any other. */
@@ -1392,6 +1409,7 @@ int main(void)
 		cmocka_unit_test(test_request_all_spans),
 		cmocka_unit_test(test_request_string_id),
 		cmocka_unit_test(test_request_negative_id),
+		cmocka_unit_test(test_request_id_value),
 		cmocka_unit_test(test_request_zero_id),
 		cmocka_unit_test(test_request_empty_string_id),
 		cmocka_unit_test(test_request_18_digit_id),

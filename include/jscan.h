@@ -35,6 +35,7 @@ struct jscan {
 				  * (escapes left as they are) */
 	struct jspan uri;        /* params.uri, likewise */
 	struct jspan meta;       /* params._meta when an object, raw */
+	struct jspan result;     /* "result" when an object, raw */
 	int64_t id_int;          /* the id's value when it is an integer */
 	bool subject_escaped;    /* name or uri holds escapes */
 	bool is_error;           /* result.isError is true */
@@ -51,6 +52,52 @@ struct jscan {
  * false means "take the full path", not necessarily "invalid".
  */
 bool jscan_message(const char *p, size_t n, struct jscan *out);
+
+/*
+ * Walking into a message jscan_message() accepted (valid JSON), without
+ * parsing it: these only find where values end. On bytes that are not
+ * valid JSON they stay in bounds but may give any span.
+ *
+ * jscan_member: the value of member KEY of the object in span OBJ (its
+ * last occurrence, as jansson keeps it). Returns 1 and sets *VAL (the
+ * value's text), 0 when there is no such member, -1 when OBJ is not an
+ * object or one of its keys has escapes (then parse the message instead).
+ */
+int jscan_member(struct jspan obj, const char *key, struct jspan *val);
+
+/*
+ * Where the value of the first member KEY of the object OBJ starts: 1
+ * and *AT, 0 when there is none, -1 as jscan_member. The members before
+ * it are skipped, the value itself is not (walk it with jscan_items).
+ */
+int jscan_member_start(struct jspan obj, const char *key, const char **at);
+
+/*
+ * After a value of the object OBJ that ends at P: 1 when a member KEY
+ * comes later (a repeat, which a parser would take instead), 0 when
+ * none does, -1 as jscan_member.
+ */
+int jscan_member_after(struct jspan obj, const char *p, const char *key);
+
+/* The elements of an array, one at a time (jscan_items_begin/next). */
+struct jscan_items {
+	const char *p, *e;
+	bool first;
+	bool escaped;   /* an object element had an escaped key */
+};
+
+/* Starts on the array in span ARR; false when ARR is not an array. */
+bool jscan_items_begin(struct jscan_items *it, struct jspan arr);
+
+/*
+ * The next element's text in *ITEM: returns 1, 0 after the last one (then
+ * IT->p is at the array's ']'), -1 when the array does not hold together. With FIELD, *FV gets the value of
+ * the element's last member FIELD when the element is an object (else
+ * {NULL, 0}), found in the same pass; an object with an escaped key ends
+ * the walk with -1 and sets IT->escaped.
+ */
+int jscan_items_next(struct jscan_items *it, struct jspan *item, const char *field,
+		     struct jspan *fv);
 
 /* True when span S holds exactly the bytes of NUL-terminated STR. */
 bool jspan_eq(struct jspan s, const char *str);

@@ -511,7 +511,12 @@ static const char *top_member(void *ctx, const char *k, size_t kn, bool kesc,
 	if (key_is(k, kn, "result")) {
 		seen(s, SEEN_RESULT);
 		out->has_result = true;
-		return *v == '{' ? nested(s, v, result_member, out) : value(s, v);
+		if (*v != '{')
+			return value(s, v);
+		const char *vend = nested(s, v, result_member, out);
+		if (vend)
+			out->result = (struct jspan){ v, (size_t)(vend - v) };
+		return vend;
 	}
 	bool esc = false;   /* strings are scanned here to learn about escapes */
 	const char *vend = *v == '"' ? string(v, s->e, &esc) : value(s, v);
@@ -576,4 +581,298 @@ bool jscan_message(const char *p, size_t n, struct jscan *out)
 bool jspan_eq(struct jspan s, const char *str)
 {
 	return s.p && strlen(str) == s.n && memcmp(s.p, str, s.n) == 0;
+}
+
+/* ---- walking into an accepted message ---- */
+
+/*
+ * These helpers run on bytes jscan_message() (or a parser) has already
+ * checked, so they only find where values end, without checking them
+ * again: a string ends at its unescaped '"', a container at its matching
+ * bracket. Every read stays inside [p, e) whatever the bytes are; bytes
+ * that are not valid JSON give some span or a failure, never more.
+ */
+
+/* The byte after the string whose opening '"' is at P, or NULL. */
+static const char *skip_string(const char *p, const char *e)
+{
+	for (p++; p < e;) {
+#ifdef __SSE2__
+		const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\');
+		while (p + 16 <= e) {
+			__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+			unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+				_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, bslash)));
+			if (m) {
+				p += __builtin_ctz(m);
+				break;
+			}
+			p += 16;
+		}
+#endif
+		while (p < e && *p != '"' && *p != '\\')
+			p++;
+		if (p >= e)
+			return NULL;
+		if (*p == '"')
+			return p + 1;
+		p += 2;  /* an escape: the byte after the backslash is never the end */
+	}
+	return NULL;
+}
+
+/*
+ * One byte of a container being skipped: strings (with escapes) and
+ * nesting. Returns true when C closes the outermost bracket.
+ */
+struct skip_state {
+	size_t depth;
+	bool in_str, escape;
+};
+
+static inline bool skip_byte(struct skip_state *st, char c)
+{
+	if (st->in_str) {
+		if (st->escape)
+			st->escape = false;
+		else if (c == '\\')
+			st->escape = true;
+		else if (c == '"')
+			st->in_str = false;
+		return false;
+	}
+	if (c == '"')
+		st->in_str = true;
+	else if (c == '[' || c == '{')
+		st->depth++;
+	else if (c == ']' || c == '}')
+		return --st->depth == 0;
+	return false;
+}
+
+/* The byte after the container opening at P, or NULL. */
+static const char *skip_container(const char *p, const char *e)
+{
+	struct skip_state st = { 0, false, false };
+#ifdef __SSE2__
+	/*
+	 * Sixteen bytes at a time: the quotes and brackets of a block as bits,
+	 * taken in order; a block with a backslash (rare) goes byte by byte.
+	 */
+	const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+		ob = _mm_set1_epi8('['), cb = _mm_set1_epi8(']'),
+		oc = _mm_set1_epi8('{'), cc = _mm_set1_epi8('}');
+	while (p + 16 <= e) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		unsigned bs = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(v, bslash));
+		if (bs || st.escape) {
+			for (const char *end = p + 16; p < end; p++)
+				if (skip_byte(&st, *p))
+					return p + 1;
+			continue;
+		}
+		unsigned ev = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+			_mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, ob)),
+			_mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(v, cb), _mm_cmpeq_epi8(v, oc)),
+				     _mm_cmpeq_epi8(v, cc))));
+		while (ev) {
+			int i = __builtin_ctz(ev);
+			ev &= ev - 1;
+			char c = p[i];
+			if (c == '"')
+				st.in_str = !st.in_str;
+			else if (st.in_str)
+				continue;
+			else if (c == '[' || c == '{')
+				st.depth++;
+			else if (--st.depth == 0)
+				return p + i + 1;
+		}
+		p += 16;
+	}
+#endif
+	for (; p < e; p++)
+		if (skip_byte(&st, *p))
+			return p + 1;
+	return NULL;
+}
+
+/* The byte after the value at P (no white space before it), or NULL. */
+static const char *skip(const char *p, const char *e)
+{
+	if (p >= e)
+		return NULL;
+	if (*p == '"')
+		return skip_string(p, e);
+	if (*p == '{' || *p == '[')
+		return skip_container(p, e);
+	const char *start = p;   /* a number or a literal */
+	while (p < e && *p != ',' && *p != ']' && *p != '}' && *p != ' ' &&
+	       *p != '\n' && *p != '\r' && *p != '\t')
+		p++;
+	return p > start ? p : NULL;
+}
+
+/* Scans the member key at P ('"'): its contents in *K; NULL if invalid or escaped. */
+static const char *plain_key(const char *p, const char *e, struct jspan *k)
+{
+	if (p >= e || *p != '"')
+		return NULL;
+	const char *end = skip_string(p, e);
+	if (!end || memchr(p, '\\', (size_t)(end - p)))
+		return NULL;
+	*k = (struct jspan){ p + 1, (size_t)(end - p - 2) };
+	return end;
+}
+
+/*
+ * Walks the object at P (its '{'): *VAL gets the value of its last member
+ * KEY (left alone when there is none). Returns the byte after the object,
+ * or NULL when it is not one or has an escaped key (*ESCAPED set then).
+ */
+static const char *find_member(const char *p, const char *e, const char *key,
+				struct jspan *val, bool *escaped)
+{
+	size_t kn = strlen(key);
+	p = ws(p + 1, e);
+	if (p < e && *p == '}')
+		return p + 1;
+	for (;;) {
+		struct jspan k;
+		if (p >= e || *p != '"')
+			return NULL;
+		if (!(p = plain_key(p, e, &k))) {
+			*escaped = true;  /* (or unterminated, which checked bytes are not) */
+			return NULL;
+		}
+		p = ws(p, e);
+		if (p >= e || *p != ':')
+			return NULL;
+		const char *v = ws(p + 1, e);
+		const char *vend = skip(v, e);
+		if (!vend)
+			return NULL;
+		if (k.n == kn && memcmp(k.p, key, kn) == 0)
+			*val = (struct jspan){ v, (size_t)(vend - v) };
+		p = ws(vend, e);
+		if (p < e && *p == ',') {
+			p = ws(p + 1, e);
+			continue;
+		}
+		return p < e && *p == '}' ? p + 1 : NULL;
+	}
+}
+
+/* The value of the last member KEY of the object OBJ. */
+int jscan_member(struct jspan obj, const char *key, struct jspan *val)
+{
+	const char *e = obj.p + obj.n, *p = ws(obj.p, e);
+	struct jspan v = { NULL, 0 };
+	bool escaped = false;
+	if (p >= e || *p != '{' || !find_member(p, e, key, &v, &escaped))
+		return -1;
+	if (!v.p)
+		return 0;
+	*val = v;
+	return 1;
+}
+
+/* Where the value of the first member KEY of the object OBJ starts. */
+int jscan_member_start(struct jspan obj, const char *key, const char **at)
+{
+	const char *e = obj.p + obj.n, *p = ws(obj.p, e);
+	size_t kn = strlen(key);
+	if (p >= e || *p != '{')
+		return -1;
+	p = ws(p + 1, e);
+	if (p < e && *p == '}')
+		return 0;
+	for (;;) {
+		struct jspan k;
+		if (p >= e || *p != '"' || !(p = plain_key(p, e, &k)))
+			return -1;
+		p = ws(p, e);
+		if (p >= e || *p != ':')
+			return -1;
+		const char *v = ws(p + 1, e);
+		if (k.n == kn && memcmp(k.p, key, kn) == 0) {
+			*at = v;
+			return 1;
+		}
+		if (!(p = skip(v, e)))
+			return -1;
+		p = ws(p, e);
+		if (p < e && *p == ',') {
+			p = ws(p + 1, e);
+			continue;
+		}
+		return p < e && *p == '}' ? 0 : -1;
+	}
+}
+
+/* Whether another member KEY follows the value ending at P in the object OBJ. */
+int jscan_member_after(struct jspan obj, const char *p, const char *key)
+{
+	const char *e = obj.p + obj.n;
+	size_t kn = strlen(key);
+	for (;;) {
+		struct jspan k;
+		p = ws(p, e);
+		if (p < e && *p == '}')
+			return 0;
+		if (p >= e || *p != ',')
+			return -1;
+		p = ws(p + 1, e);
+		if (p >= e || *p != '"' || !(p = plain_key(p, e, &k)))
+			return -1;
+		if (k.n == kn && memcmp(k.p, key, kn) == 0)
+			return 1;
+		p = ws(p, e);
+		if (p >= e || *p != ':' || !(p = skip(ws(p + 1, e), e)))
+			return -1;
+	}
+}
+
+/* Starts on the array ARR. */
+bool jscan_items_begin(struct jscan_items *it, struct jspan arr)
+{
+	const char *e = arr.p + arr.n, *p = ws(arr.p, e);
+	if (p >= e || *p != '[')
+		return false;
+	*it = (struct jscan_items){ .p = p + 1, .e = e, .first = true };
+	return true;
+}
+
+/* The next element of the array, and the member FIELD of an object element. */
+int jscan_items_next(struct jscan_items *it, struct jspan *item, const char *field,
+		     struct jspan *fv)
+{
+	const char *p = ws(it->p, it->e), *end;
+	if (p >= it->e)
+		return -1;
+	if (*p == ']') {
+		it->p = p;
+		return 0;
+	}
+	if (!it->first) {
+		if (*p != ',')
+			return -1;
+		p = ws(p + 1, it->e);
+	}
+	if (fv)
+		*fv = (struct jspan){ NULL, 0 };
+	if (field && p < it->e && *p == '{') {
+		bool escaped = false;
+		end = find_member(p, it->e, field, fv, &escaped);
+		if (escaped)
+			it->escaped = true;
+	} else {
+		end = skip(p, it->e);
+	}
+	if (!end)
+		return -1;
+	*item = (struct jspan){ p, (size_t)(end - p) };
+	it->p = end;
+	it->first = false;
+	return 1;
 }

@@ -1403,6 +1403,122 @@ static void test_regression_duplicate_is_error(void **state)
 	assert_true(!ok || !js.is_error);
 }
 
+/* ---- walking into an accepted message: jscan_member, jscan_items ---- */
+
+/* Member KEY of the object TEXT (' for ", copied to end at the guard page). */
+static int member(const char *text, const char *key, struct jspan *val)
+{
+	char *u = unq(text);
+	size_t n = strlen(u);
+	char *at = guard_end - n;
+	memmove(at, u, n);
+	free(u);
+	return jscan_member((struct jspan){ at, n }, key, val);
+}
+
+/* Members: found (the last of repeats), absent, white space, not an object, escaped keys. */
+static void test_member(void **state)
+{
+	(void)state;
+	struct jspan v;
+	assert_int_equal(member("{'a':1,'b':[1,{'a':2}],'c':'x'}", "b", &v), 1);
+	assert_span(v, "[1,{'a':2}]");
+	assert_int_equal(member("{'a':1,'b':[1,{'a':2}],'c':'x'}", "a", &v), 1);
+	assert_span(v, "1");
+	assert_int_equal(member(" { 'a' : { } , 'a' : 'last' } ", "a", &v), 1);
+	assert_span(v, "'last'");
+	assert_int_equal(member("{'a':1}", "b", &v), 0);
+	assert_int_equal(member("{'ab':1}", "a", &v), 0);
+	assert_int_equal(member("{}", "a", &v), 0);
+	assert_int_equal(member("[1]", "a", &v), -1);
+	assert_int_equal(member("'a'", "a", &v), -1);
+	assert_int_equal(member("{'\\u0061':1}", "a", &v), -1);
+	assert_int_equal(member("{'a':1,}", "a", &v), -1);
+	assert_int_equal(member("{'a':1", "a", &v), -1);   /* ends at the guard page */
+	assert_int_equal(member("{'a'", "a", &v), -1);
+	assert_int_equal(member("{'a':'x\\\\'}", "a", &v), 1);   /* an escaped backslash ends nothing */
+	assert_span(v, "'x\\\\'");
+	assert_int_equal(member("{'a':'x\\'', 'b':2}", "b", &v), 1);  /* an escaped quote neither */
+	assert_span(v, "2");
+	assert_int_equal(member("{'a':'{[', 'b':{'c':'}]'}}", "b", &v), 1);  /* brackets in strings */
+	assert_span(v, "{'c':'}]'}");
+}
+
+/* Elements with their member FIELD found in the same pass. */
+static void test_items_field(void **state)
+{
+	(void)state;
+	char *u = unq("[{'name':'a','x':{'name':'inner'}},7,{'x':1},{'name':'b','name':'c'},"
+		      "{'name':3},['name']]");
+	size_t len = strlen(u);
+	char *at = guard_end - len;
+	memmove(at, u, len);
+	free(u);
+	struct jscan_items it;
+	struct jspan item, fv;
+	const char *want[] = { "'a'", NULL, NULL, "'c'", "3", NULL };
+	assert_true(jscan_items_begin(&it, (struct jspan){ at, len }));
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(jscan_items_next(&it, &item, "name", &fv), 1);
+		if (want[i])
+			assert_span(fv, want[i]);
+		else
+			assert_absent(fv);
+	}
+	assert_int_equal(jscan_items_next(&it, &item, "name", &fv), 0);
+	assert_false(it.escaped);
+	/* an escaped key in an element: the walk stops and says why */
+	u = unq("[{'name':'a'},{'n\\u0061me':'b'}]");
+	len = strlen(u);
+	at = guard_end - len;
+	memmove(at, u, len);
+	free(u);
+	assert_true(jscan_items_begin(&it, (struct jspan){ at, len }));
+	assert_int_equal(jscan_items_next(&it, &item, "name", &fv), 1);
+	assert_int_equal(jscan_items_next(&it, &item, "name", &fv), -1);
+	assert_true(it.escaped);
+}
+
+/* The elements of ARR (' for "), joined with | into OUT; returns the last next() result. */
+static int items(const char *arr, char *out, size_t n)
+{
+	char *u = unq(arr);
+	size_t len = strlen(u), l = 0;
+	char *at = guard_end - len;
+	memmove(at, u, len);
+	free(u);
+	struct jscan_items it;
+	struct jspan item;
+	int r;
+	out[0] = '\0';
+	if (!jscan_items_begin(&it, (struct jspan){ at, len }))
+		return -2;
+	while ((r = jscan_items_next(&it, &item, NULL, NULL)) == 1)
+		l += (size_t)snprintf(out + l, n - l, "%s%.*s", l ? "|" : "", (int)item.n, item.p);
+	return r;
+}
+
+/* Array elements: nested values, white space, empty, and malformed arrays. */
+static void test_items(void **state)
+{
+	(void)state;
+	char out[256];
+	assert_int_equal(items("[1,'a,b',{'x':[1,2]},[],null]", out, sizeof out), 0);
+	assert_string_equal(out, "1|\"a,b\"|{\"x\":[1,2]}|[]|null");
+	assert_int_equal(items(" [ 1 ,\n 2 ] ", out, sizeof out), 0);
+	assert_string_equal(out, "1|2");
+	assert_int_equal(items("[]", out, sizeof out), 0);
+	assert_string_equal(out, "");
+	assert_int_equal(items("[ ]", out, sizeof out), 0);
+	assert_int_equal(items("{}", out, sizeof out), -2);
+	assert_int_equal(items("[1,]", out, sizeof out), -1);
+	assert_int_equal(items("[,1]", out, sizeof out), -1);
+	assert_int_equal(items("[1 2]", out, sizeof out), -1);
+	assert_int_equal(items("[1", out, sizeof out), -1);
+	assert_int_equal(items("[1,", out, sizeof out), -1);
+	assert_int_equal(items("[", out, sizeof out), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1410,6 +1526,9 @@ int main(void)
 		cmocka_unit_test(test_request_string_id),
 		cmocka_unit_test(test_request_negative_id),
 		cmocka_unit_test(test_request_id_value),
+		cmocka_unit_test(test_member),
+		cmocka_unit_test(test_items),
+		cmocka_unit_test(test_items_field),
 		cmocka_unit_test(test_request_zero_id),
 		cmocka_unit_test(test_request_empty_string_id),
 		cmocka_unit_test(test_request_18_digit_id),

@@ -102,6 +102,43 @@ int mw_ask_withdraw(void *arg, const char *reason);
  */
 int mw_abort(struct mw_ctx *ctx, int code, const char *message);
 
+/*
+ * Parses the message in hand for a module whose reads() hook said it
+ * would not need it (e.g. mw_list_edit could not do the job): *MSG (the
+ * hook's argument) gets it, owned by the walk as usual. Returns 0, or -1
+ * when it does not parse: a response is then replaced by an internal
+ * error in *MSG (nothing unread goes on), a request keeps *MSG NULL. A
+ * no-op when *MSG is set.
+ */
+int mw_read(struct mw_ctx *ctx, json_t **msg);
+
+/* One entry of a list being edited with mw_list_edit. */
+struct mw_entry {
+	const char *text;  /* the entry's JSON text, not NUL-terminated */
+	size_t len;
+	const char *key;   /* its string member FIELD, decoded and
+			    * NUL-terminated; NULL when absent or not a
+			    * string. Both borrowed for the call only. */
+};
+
+enum mw_entry_verdict { MW_ENTRY_KEEP, MW_ENTRY_DROP, MW_ENTRY_REPLACE };
+
+/* Decides for entry E; with MW_ENTRY_REPLACE, *REPLACE (stolen) takes its place. */
+typedef enum mw_entry_verdict (*mw_entry_fn)(void *arg, const struct mw_entry *e,
+					     json_t **replace);
+
+/*
+ * Edits the list result[KEY] of the response in hand while it travels as
+ * bytes (*msg == NULL in on_response), without parsing it: FN is called
+ * for each entry, and only entries it replaces are serialized. A list of
+ * 500 tools costs what scanning it costs, not a jansson tree. Returns the
+ * number of entries dropped or replaced, or -1 when the message is parsed
+ * already, has no such list, or is unusual (escaped keys): the module then
+ * reads it with mw_read and edits the tree.
+ */
+int mw_list_edit(struct mw_ctx *ctx, const char *key, const char *field,
+		 mw_entry_fn fn, void *arg);
+
 struct mw_module;
 struct mw_walk;
 
@@ -239,7 +276,7 @@ struct mw_walk;
 typedef void (*mw_done_fn)(struct mw_walk *w, enum mw_verdict v, json_t *msg);
 
 /* Spans into mw_walk.raw that its owner needs again (see mw_walk). */
-enum { MW_SPAN_ID, MW_SPAN_TOKEN, MW_SPAN_META, MW_SPANS };
+enum { MW_SPAN_ID, MW_SPAN_TOKEN, MW_SPAN_META, MW_SPAN_RESULT, MW_SPANS };
 
 struct mw_walk {
 	struct pipeline *stage[2];  /* borrowed; NULL for none */

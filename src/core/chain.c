@@ -647,6 +647,7 @@ bool chain_raw_response(struct peer *from, struct exchange *ex, const char *line
 	ex->walk.raw_len = len;
 	memset(ex->walk.span, 0, sizeof ex->walk.span);
 	ex->walk.span[MW_SPAN_ID] = js->id;
+	ex->walk.span[MW_SPAN_RESULT] = js->result;
 	deliver_response(ex, NULL);
 	return true;
 }

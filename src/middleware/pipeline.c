@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "config.h"
 #include "log.h"
 #include "rpc.h"
@@ -274,6 +275,131 @@ bool mw_meta_has(const struct mw_ctx *ctx, const char *key)
 			return true;
 	}
 	return false;
+}
+
+/* Parses the message in hand for a module that did not plan to read it. */
+int mw_read(struct mw_ctx *ctx, json_t **msg)
+{
+	struct mw_walk *w = ctx->walk;
+	if (*msg)
+		return 0;
+	if (!w || !w->raw || msg != &w->msg)
+		return -1;
+	w->msg = json_loadb(w->raw, w->raw_len, JSON_ALLOW_NUL, NULL);
+	if (w->msg)
+		return 0;
+	if (ctx->kind == RPC_RESPONSE) {  /* as ensure_parsed does: nothing unread goes on */
+		w->msg = rpc_errorf(NULL, RPC_INTERNAL_ERROR, "mcp-chain could not parse the response");
+		w->raw = NULL;
+	}
+	return -1;
+}
+
+/* The string value SPAN decoded into a new NUL-terminated string, or NULL. */
+static char *span_string(struct jspan v)
+{
+	if (v.n < 2 || v.p[0] != '"')
+		return NULL;
+	if (!memchr(v.p, '\\', v.n))
+		return strndup(v.p + 1, v.n - 2);
+	json_t *j = json_loadb(v.p, v.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+	char *r = json_is_string(j) ? strdup(json_string_value(j)) : NULL;
+	json_decref(j);  /* as json_string_value would give it: up to a NUL */
+	return r;
+}
+
+/*
+ * Makes OUT the walk's bytes, where [FROM, TO) of the old ones became
+ * what OUT holds there: spans before stay, spans after move by the change,
+ * spans around it (the result) grow or shrink by it.
+ */
+static void take_bytes(struct mw_walk *w, struct buf *out, size_t from, size_t to)
+{
+	char *data = out->data;
+	size_t tail = w->raw_len - to;   /* bytes after the edit, the same in OUT */
+	for (int i = 0; i < MW_SPANS; i++) {
+		struct jspan *sp = &w->span[i];
+		if (!sp->p)
+			continue;
+		size_t at = (size_t)(sp->p - w->raw), end = at + sp->n;
+		if (at < from && end > to)
+			*sp = (struct jspan){ data + at, sp->n + out->len - w->raw_len };
+		else if (end <= from)
+			sp->p = data + at;
+		else if (at >= to)
+			sp->p = data + out->len - tail + (at - to);
+		else
+			*sp = (struct jspan){ NULL, 0 };  /* inside the list: no routing member lives there */
+	}
+	free(w->raw_own);
+	w->raw = w->raw_own = data;
+	w->raw_len = out->len;
+	out->data = NULL;
+}
+
+/* Appends one entry's text to OUT after a separator if needed; false when out of memory. */
+static bool put_entry(struct buf *out, const char *p, size_t n)
+{
+	if (out->data[out->len - 1] != '[' && buf_append(out, ",", 1) < 0)
+		return false;
+	return buf_append(out, p, n) == 0;
+}
+
+/* Edits the list result[KEY] of the unparsed response in hand. */
+int mw_list_edit(struct mw_ctx *ctx, const char *key, const char *field,
+		 mw_entry_fn fn, void *arg)
+{
+	struct mw_walk *w = ctx->walk;
+	struct jspan result, item, fv;
+	struct jscan_items it;
+	struct buf out = BUF_INIT;
+	const char *first = NULL, *last_end = NULL, *at;  /* entries not copied yet */
+	size_t changed = 0;
+	bool ok = true;
+	int r;
+	if (!w || w->msg || !w->raw)
+		return -1;
+	result = w->span[MW_SPAN_RESULT];
+	if (!result.p && jscan_member((struct jspan){ w->raw, w->raw_len }, "result", &result) != 1)
+		return -1;
+	/* the list is walked once, entry by entry, and must be the only KEY */
+	if (jscan_member_start(result, key, &at) != 1 ||
+	    !jscan_items_begin(&it, (struct jspan){ at, (size_t)(result.p + result.n - at) }))
+		return -1;
+	const char *open = it.p - 1;  /* the list's '[' */
+	while (ok && (r = jscan_items_next(&it, &item, field, &fv)) == 1) {
+		char *name = fv.p ? span_string(fv) : NULL;
+		struct mw_entry e = { item.p, item.n, name };
+		json_t *repl = NULL;
+		enum mw_entry_verdict v = fn(arg, &e, &repl);
+		free(name);
+		if (v != MW_ENTRY_KEEP && !changed++) {
+			/* the first change: the bytes up to the '[', the entries before */
+			ok = buf_append(&out, w->raw, (size_t)(open + 1 - w->raw)) == 0 &&
+				(!first || buf_append(&out, first, (size_t)(last_end - first)) == 0);
+		}
+		if (v == MW_ENTRY_KEEP && !changed) {
+			first = first ? first : item.p;
+			last_end = item.p + item.n;
+		} else if (v == MW_ENTRY_KEEP) {
+			ok = ok && put_entry(&out, item.p, item.n);
+		} else if (v == MW_ENTRY_REPLACE && repl) {
+			char *text = json_dumps(repl, JSON_COMPACT | JSON_ENCODE_ANY);
+			ok = ok && text && put_entry(&out, text, strlen(text));
+			free(text);
+		}
+		json_decref(repl);
+	}
+	const char *close = it.p;   /* the list's ']' once R is 0 */
+	if (ok && r == 0 && jscan_member_after(result, close + 1, key) != 0)
+		ok = false;  /* a repeated KEY, or bytes that do not hold together */
+	if (ok && r == 0 && changed) {
+		ok = buf_append(&out, close, (size_t)(w->raw + w->raw_len - close)) == 0;
+		if (ok)
+			take_bytes(w, &out, (size_t)(open + 1 - w->raw), (size_t)(close - w->raw));
+	}
+	buf_release(&out);
+	return ok && r == 0 ? (int)changed : -1;
 }
 
 /*

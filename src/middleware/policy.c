@@ -455,6 +455,24 @@ static void filter_list(const struct policy *p, const struct list_kind *lk,
 		json_object_set_new(result, lk->key, out);
 }
 
+/* What keep_allowed needs to decide on a list's entries. */
+struct list_edit {
+	const struct policy *p;
+	const struct list_kind *lk;
+	struct asker a;
+};
+
+/* mw_list_edit's callback: leaves out the entries denied to the asker. */
+static enum mw_entry_verdict keep_allowed(void *arg, const struct mw_entry *e,
+					  json_t **replace)
+{
+	const struct list_edit *le = arg;
+	(void)replace;
+	if (e->key && decide(le->p, le->lk->kind, e->key, le->a) == POL_DENY)
+		return MW_ENTRY_DROP;
+	return MW_ENTRY_KEEP;
+}
+
 /*
  * The message is read for a list to filter, a question to ask (its
  * arguments go into it) and completion (its subject is deeper); a use
@@ -466,10 +484,8 @@ static bool policy_reads(struct mw_module *m, const struct mw_ctx *ctx)
 	struct subject s;
 	if (ctx->dir != MW_TO_BACKEND || !ctx->method || ctx->kind == RPC_NOTIFICATION)
 		return false;
-	if (ctx->kind == RPC_RESPONSE) {
-		const struct list_kind *lk = list_kind_of(ctx->method);
-		return lk && (lk->kind & p->kinds);
-	}
+	if (ctx->kind == RPC_RESPONSE)
+		return false;  /* lists are filtered as bytes (mw_list_edit) */
 	if (strcmp(ctx->method, "completion/complete") == 0)
 		return true;
 	subject_of(ctx, NULL, &s);
@@ -488,8 +504,13 @@ static enum mw_verdict policy_on_response(struct mw_module *m, struct mw_ctx *ct
 	if (ctx->dir != MW_TO_BACKEND)
 		return MW_PASS;
 	const struct list_kind *lk = list_kind_of(ctx->method);
-	if (lk && (lk->kind & p->kinds))
-		filter_list(p, lk, json_object_get(*msg, "result"), asker_of(ctx));
+	if (!lk || !(lk->kind & p->kinds))
+		return MW_PASS;
+	struct list_edit le = { p, lk, asker_of(ctx) };
+	if (*msg || mw_list_edit(ctx, lk->key, lk->field, keep_allowed, &le) < 0) {
+		if (mw_read(ctx, msg) == 0)  /* parsed already, or unusual bytes */
+			filter_list(p, lk, json_object_get(*msg, "result"), le.a);
+	}
 	return MW_PASS;
 }
 

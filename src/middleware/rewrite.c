@@ -213,6 +213,24 @@ static void list_tools(const struct rewrite *rw, json_t *result)
 		json_object_set_new(result, "tools", out);
 }
 
+/* mw_list_edit's callback: the same as list_tools, one entry at a time. */
+static enum mw_entry_verdict list_entry(void *arg, const struct mw_entry *e,
+					json_t **replace)
+{
+	const struct rewrite *rw = arg;
+	struct tool_rw *t = e->key ? by_real(rw, e->key) : NULL;
+	if (t ? t->hide : e->key && by_new(rw, e->key))
+		return MW_ENTRY_DROP;
+	if (!t)
+		return MW_ENTRY_KEEP;
+	json_t *tool = json_loadb(e->text, e->len, JSON_ALLOW_NUL, NULL);
+	if (!tool)
+		return MW_ENTRY_KEEP;  /* cannot be: the chain checked the bytes */
+	present_tool(tool, t);
+	*replace = tool;
+	return MW_ENTRY_REPLACE;
+}
+
 /* Rewrites tools/list and tools/call responses for the client. */
 static enum mw_verdict rewrite_on_response(struct mw_module *m, struct mw_ctx *ctx,
 					   json_t **msg)
@@ -221,7 +239,10 @@ static enum mw_verdict rewrite_on_response(struct mw_module *m, struct mw_ctx *c
 	if (ctx->dir != MW_TO_BACKEND || !ctx->method)
 		return MW_PASS;
 	if (strcmp(ctx->method, "tools/list") == 0 && rw->ntools) {
-		list_tools(rw, json_object_get(*msg, "result"));
+		/* as bytes, parsing only the entries it changes; else the tree */
+		if ((*msg || mw_list_edit(ctx, "tools", "name", list_entry, rw) < 0) &&
+		    mw_read(ctx, msg) == 0)
+			list_tools(rw, json_object_get(*msg, "result"));
 	} else if (strcmp(ctx->method, "tools/call") == 0) {
 		const char *real = ctx->name;
 		struct tool_rw *t = real ? by_real(rw, real) : NULL;
@@ -235,8 +256,8 @@ static enum mw_verdict rewrite_on_response(struct mw_module *m, struct mw_ctx *c
 
 /*
  * Read: a call this module maps (renamed, hidden, fixed or default
- * arguments), tools/list results, and call results when result rules
- * exist. Any other message passes unparsed.
+ * arguments), and call results when result rules exist. tools/list
+ * results are edited as bytes. Any other message passes unparsed.
  */
 static bool rewrite_reads(struct mw_module *m, const struct mw_ctx *ctx)
 {
@@ -245,7 +266,7 @@ static bool rewrite_reads(struct mw_module *m, const struct mw_ctx *ctx)
 		return false;
 	if (ctx->kind == RPC_RESPONSE) {
 		if (strcmp(ctx->method, "tools/list") == 0)
-			return rw->ntools > 0;
+			return false;  /* edited as bytes (mw_list_edit) */
 		return strcmp(ctx->method, "tools/call") == 0 && rw_results_active(&rw->results);
 	}
 	if (!rw->ntools || strcmp(ctx->method, "tools/call") != 0 || !ctx->name)

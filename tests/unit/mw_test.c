@@ -123,6 +123,7 @@ bool mwt_set_raw(struct mw_walk *w, const char *text)
 	w->span[MW_SPAN_ID] = js.id;
 	w->span[MW_SPAN_TOKEN] = js.token;
 	w->span[MW_SPAN_META] = js.meta;
+	w->span[MW_SPAN_RESULT] = js.result;
 	return true;
 }
 
@@ -134,8 +135,29 @@ void mwt_on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 	struct mwt_run *r = (struct mwt_run *)(void *)w;
 	json_decref(r->got);
 	r->got = msg;
+	free(r->went_on);
+	free(r->went_on_id);
+	free(r->went_on_result);
+	r->went_on = r->went_on_id = r->went_on_result = NULL;
+	if (!msg && w->raw) {  /* what the chain would splice and send */
+		struct jspan id = w->span[MW_SPAN_ID], res = w->span[MW_SPAN_RESULT];
+		r->went_on = strndup(w->raw, w->raw_len);
+		r->went_on_id = id.p ? strndup(id.p, id.n) : NULL;
+		r->went_on_result = res.p ? strndup(res.p, res.n) : NULL;
+	}
 	r->verdict = v;
 	r->done++;
+}
+
+/* The bytes R's message went on as, unread, parsed (a new reference), or NULL. */
+json_t *mwt_went_on(const struct mwt_run *r)
+{
+	if (!r->went_on)
+		return NULL;
+	json_t *v = json_loads(r->went_on, 0, NULL);
+	if (!v)
+		fail_msg("the bytes that went on do not parse: %s", r->went_on);
+	return v;
 }
 
 /*
@@ -244,6 +266,9 @@ void mwt_run_release(struct mwt_run *r)
 	json_decref(r->ctx.scratch);
 	json_decref(r->id);
 	free(r->text);
+	free(r->went_on);
+	free(r->went_on_id);
+	free(r->went_on_result);
 	memset(r, 0, sizeof *r);
 }
 

@@ -81,6 +81,10 @@ struct mwt_run {
 	char *text;               /* a copy of the text walked unparsed (owned) */
 	json_t *got;              /* the message done() last received (owned);
 				   * NULL when nobody read an unparsed one */
+	char *went_on;            /* then, a copy of the bytes it went on as
+				   * (modules may have edited them), owned */
+	char *went_on_id;         /* and of its spans: the id, the result */
+	char *went_on_result;     /* (NULL when absent), owned */
 	enum mw_verdict verdict;  /* the verdict done() last received */
 	int done;                 /* how many times done() was called */
 };
@@ -152,6 +156,12 @@ void mwt_run_release(struct mwt_run *r);
  * released. Call it while R's pipeline is alive.
  */
 void mwt_run_end(struct mwt_run *r);
+
+/*
+ * When R's message went on unread (got is NULL): the bytes it went on as,
+ * parsed; a new reference (the caller frees it). NULL when it was read.
+ */
+json_t *mwt_went_on(const struct mwt_run *r);
 
 /* The error code of the reply R got (0 when none). */
 json_int_t mwt_error_code(const struct mwt_run *r);

@@ -514,6 +514,129 @@ static void expect_same_refusal(struct pipeline *pl, const char *method, const c
 	mwt_run_release(&parsed);
 }
 
+/*
+ * Filters the list response TEXT (to a METHOD request from "c") both ways:
+ * as bytes and as a parsed tree. Both must give the same message, and the
+ * bytes must be the list with the denied entries taken out and nothing else
+ * changed. Returns the names left (KEY's FIELD), space-separated, in OUT.
+ */
+static void expect_same_list(struct pipeline *pl, const char *method, const char *key,
+			     const char *field, const char *text, char *out, size_t n)
+{
+	struct mwt_run raw, parsed;
+	char req[160];
+	snprintf(req, sizeof req, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"%s\"}", method);
+	assert_null(request_raw(&raw, pl, "c", method, NULL, req));
+	json_t *a = respond_raw(&raw, text);  /* read only when the bytes are unusual */
+	a = a ? json_incref(a) : raw.went_on ? mwt_went_on(&raw) : mwt_json(text);
+	request(&parsed, pl, "c", method, NULL);
+	json_t *b = mwt_respond(&parsed, &(struct mwt_msg){ .text = text });
+	assert_non_null(a);
+	assert_non_null(b);
+	json_t *ca = json_deep_copy(a), *cb = json_deep_copy(b);
+	json_object_del(ca, "id");  /* the parsed walk carries the test's own id */
+	json_object_del(cb, "id");
+	if (!json_equal(ca, cb)) {
+		char *sa = json_dumps(ca, JSON_SORT_KEYS), *sb = json_dumps(cb, JSON_SORT_KEYS);
+		print_error("as bytes: %s\nparsed:   %s\n", sa, sb);
+		free(sa);
+		free(sb);
+		fail();
+	}
+	if (raw.went_on) {  /* the spans the chain splices from still say what they said */
+		assert_int_equal(json_integer_value(json_object_get(a, "id")), 9);
+		assert_string_equal(raw.went_on_id, "9");
+		json_t *res = mwt_json(raw.went_on_result);
+		assert_true(json_equal(res, json_object_get(a, "result")));
+		json_decref(res);
+	}
+	names_of(a, key, field, out, n);
+	json_decref(ca);
+	json_decref(cb);
+	json_decref(a);
+	mwt_run_release(&raw);
+	mwt_run_release(&parsed);
+}
+
+/* Lists filtered as bytes give what filtering the parsed list gives. */
+static void test_lists_as_bytes(void **state)
+{
+	(void)state;
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":["
+		"{\"deny\":[\"delete_*\",\"file:///secret/*\",\"x*\"],\"on\":[\"tools\",\"prompts\",\"resources\"]}]}]");
+	char names[256];
+#define LIST(k, entries, tail) "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"" k "\":[" entries "]" tail "}}"
+	expect_same_list(pl, "tools/list", "tools", "name",
+		LIST("tools", "{\"name\":\"delete_a\"},{\"name\":\"read\"},{\"name\":\"delete_b\"}", ""),
+		names, sizeof names);
+	assert_string_equal(names, "read");
+	/* the first and the last dropped, white space anywhere, the id after the result */
+	expect_same_list(pl, "tools/list", "tools", "name",
+		"{ \"jsonrpc\" : \"2.0\", \"result\" : { \"tools\" : [ {\"name\":\"xa\"} ,\n"
+		" {\"name\":\"a\", \"description\":\"keeps [its] {brackets}, and \\\"quotes\\\"\"} , "
+		"{\"name\":\"b\"},{\"name\":\"xb\"} ] , \"nextCursor\" : \"c2\" } , \"id\" : 9 }",
+		names, sizeof names);
+	assert_string_equal(names, "a b");
+	/* every entry dropped; none dropped (then the bytes are left alone) */
+	expect_same_list(pl, "tools/list", "tools", "name",
+		LIST("tools", "{\"name\":\"x1\"},{\"name\":\"x2\"}", ",\"nextCursor\":\"n\""), names, sizeof names);
+	assert_string_equal(names, "");
+	expect_same_list(pl, "tools/list", "tools", "name",
+		LIST("tools", "{\"name\":\"a\"},{\"name\":\"b\"}", ""), names, sizeof names);
+	assert_string_equal(names, "a b");
+	expect_same_list(pl, "tools/list", "tools", "name", LIST("tools", "", ""), names, sizeof names);
+	assert_string_equal(names, "");
+	/* a name with escapes is decided on what it says */
+	expect_same_list(pl, "tools/list", "tools", "name",
+		LIST("tools", "{\"name\":\"delete\\u005fall\"},{\"name\":\"caf\\u00e9\"},{\"name\":\"\\\"q\"}", ""),
+		names, sizeof names);
+	assert_string_equal(names, "caf\xc3\xa9 \"q");
+	/* entries that are not objects, or have no name, or a name that is not a string, stay */
+	expect_same_list(pl, "tools/list", "tools", "name",
+		LIST("tools", "1,\"xa\",null,{},{\"name\":7},[{\"name\":\"xa\"}],{\"name\":\"xb\"}", ""),
+		names, sizeof names);
+	assert_string_equal(names, "- - - - - -");
+	/* a repeated name: the last counts, as in the parsed tree */
+	expect_same_list(pl, "tools/list", "tools", "name",
+		LIST("tools", "{\"name\":\"ok\",\"name\":\"xa\"},{\"name\":\"xa\",\"name\":\"ok\"}", ""),
+		names, sizeof names);
+	assert_string_equal(names, "ok");
+	/* prompts by name, resources by uri, templates by uriTemplate */
+	expect_same_list(pl, "prompts/list", "prompts", "name",
+		LIST("prompts", "{\"name\":\"delete_p\"},{\"name\":\"p\"}", ""), names, sizeof names);
+	assert_string_equal(names, "p");
+	expect_same_list(pl, "resources/list", "resources", "uri",
+		LIST("resources", "{\"uri\":\"file:///secret/k\",\"name\":\"k\"},{\"uri\":\"file:///pub\"}", ""),
+		names, sizeof names);
+	assert_string_equal(names, "file:///pub");
+	expect_same_list(pl, "resources/templates/list", "resourceTemplates", "uriTemplate",
+		LIST("resourceTemplates", "{\"uriTemplate\":\"file:///secret/{k}\"},{\"uriTemplate\":\"db://{t}\"}", ""),
+		names, sizeof names);
+	assert_string_equal(names, "db://{t}");
+	/* a repeated list: the last counts, as in the parsed tree */
+	expect_same_list(pl, "tools/list", "tools", "name",
+		"{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":[{\"name\":\"a\"}],\"tools\":[{\"name\":\"xa\"},{\"name\":\"b\"}]}}",
+		names, sizeof names);
+	assert_string_equal(names, "b");
+	expect_same_list(pl, "tools/list", "tools", "name",
+		"{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":[{\"name\":\"xa\"},{\"name\":\"b\"}],\"n\":1,\"tools\":[]}}",
+		names, sizeof names);
+	assert_string_equal(names, "");
+	/* members before and after the list, nested lists of the same name inside entries */
+	expect_same_list(pl, "tools/list", "tools", "name",
+		"{\"jsonrpc\":\"2.0\",\"result\":{\"_meta\":{\"tools\":[1]},\"tools\":[{\"name\":\"xa\",\"tools\":[{\"name\":\"a\"}]},"
+		"{\"name\":\"b\",\"x\":\"]}\\\"[{\"}],\"nextCursor\":\"]\"},\"id\":9}", names, sizeof names);
+	assert_string_equal(names, "b");
+	/* unusual bytes (an escaped key) or a list that is not one: the tree decides */
+	expect_same_list(pl, "tools/list", "tools", "name",
+		LIST("tools", "{\"n\\u0061me\":\"xa\"},{\"name\":\"b\"}", ""), names, sizeof names);
+	assert_string_equal(names, "b");
+	expect_same_list(pl, "tools/list", "tools", "name",
+		"{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":{\"name\":\"xa\"}}}", names, sizeof names);
+#undef LIST
+	pipeline_unref(pl);
+}
+
 #define RAW_REQ(method, params) "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"" method "\"," \
 	"\"params\":" params "}"
 
@@ -575,15 +698,17 @@ static void test_reads_lists_ask_completion(void **state)
 					   "{\"ask\":[\"move_*\"]}]}]");
 	struct mwt_run r;
 	char names[128];
-	/* tools/list: the request is not read, its response is, and filtered */
+	/* tools/list: neither the request nor its response is parsed; the list is filtered as bytes */
 	assert_null(request_raw(&r, pl, "c", "tools/list", NULL,
 				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}"));
-	json_t *out = respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":"
-		"[{\"name\":\"delete_a\"},{\"name\":\"read\"},{\"name\":\"move\"}],\"nextCursor\":\"n\"}}");
+	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":"
+		"[{\"name\":\"delete_a\"},{\"name\":\"read\"},{\"name\":\"move\"}],\"nextCursor\":\"n\"}}"));
+	json_t *out = mwt_went_on(&r);
 	assert_non_null(out);
 	names_of(out, "tools", "name", names, sizeof names);
 	assert_string_equal(names, "read move");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(out, "result"), "nextCursor")), "n");
+	json_decref(out);
 	mwt_run_release(&r);
 	/* a list of a kind no rule is about is not read */
 	assert_null(request_raw(&r, pl, "c", "prompts/list", NULL,
@@ -943,6 +1068,7 @@ int main(void)
 		cmocka_unit_test(test_reads_allowed_unread),
 		cmocka_unit_test(test_reads_denied_same_refusal),
 		cmocka_unit_test(test_reads_lists_ask_completion),
+		cmocka_unit_test(test_lists_as_bytes),
 		C(test_ask_accept),
 		C(test_ask_decline_cancel),
 		C(test_ask_no_elicitation),

@@ -449,6 +449,65 @@ static const char reads_module[] =
 	"\"list\":{\"defaults\":{\"limit\":10}},"
 	"\"pretty\":{\"title\":\"Pretty\",\"description\":\"Only shown differently.\"}}}]";
 
+/*
+ * Rewrites the tools/list response TEXT both ways, as bytes and as a parsed
+ * tree: both must give the same message.
+ */
+static void expect_same_list(struct pipeline *pl, const char *text)
+{
+	struct mwt_run raw, parsed;
+	assert_null(request_raw(&raw, pl, "tools/list", NULL,
+				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}"));
+	json_t *a = respond_raw(&raw, text);  /* read only when the bytes are unusual */
+	a = a ? json_incref(a) : raw.went_on ? mwt_went_on(&raw) : mwt_json(text);
+	request(&parsed, pl, "tools/list", NULL);
+	json_t *b = mwt_respond(&parsed, &(struct mwt_msg){ .text = text });
+	assert_non_null(a);
+	assert_non_null(b);
+	json_object_del(a, "id");
+	json_t *cb = json_deep_copy(b);
+	json_object_del(cb, "id");
+	if (!json_equal(a, cb)) {
+		char *sa = json_dumps(a, JSON_SORT_KEYS), *sb = json_dumps(cb, JSON_SORT_KEYS);
+		print_error("as bytes: %s\nparsed:   %s\n", sa, sb);
+		free(sa);
+		free(sb);
+		fail();
+	}
+	json_decref(a);
+	json_decref(cb);
+	mwt_run_release(&raw);
+	mwt_run_release(&parsed);
+}
+
+/* tools/list edited as bytes gives what editing the tree gives. */
+static void test_list_as_bytes(void **state)
+{
+	(void)state;
+	struct pipeline *pl = mwt_start_ok(reads_module);
+#define TOOLS(entries) "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":[" entries "],\"nextCursor\":\"c\"}}"
+	/* renamed, hidden, a fixed argument out of the schema, a default shown, described */
+	expect_same_list(pl, TOOLS(
+		"{\"name\":\"read_file\",\"inputSchema\":{\"type\":\"object\"}},"
+		"{\"name\":\"debug\"},"
+		"{\"name\":\"write_file\",\"inputSchema\":{\"type\":\"object\",\"properties\":"
+		"{\"mode\":{\"type\":\"string\"},\"path\":{\"type\":\"string\"}},\"required\":[\"mode\",\"path\"]}},"
+		"{\"name\":\"list\",\"inputSchema\":{\"type\":\"object\",\"properties\":{\"limit\":{\"type\":\"integer\"}}}},"
+		"{\"name\":\"pretty\",\"annotations\":{\"title\":\"old\"}},"
+		"{\"name\":\"untouched\",\"description\":\"x\"}"));
+	/* a backend tool named as another's new name is shadowed */
+	expect_same_list(pl, TOOLS("{\"name\":\"fs_read\"},{\"name\":\"read_file\"}"));
+	/* nothing to change, nothing at all, entries that are not tools */
+	expect_same_list(pl, TOOLS("{\"name\":\"a\"},{\"name\":\"b\"}"));
+	expect_same_list(pl, TOOLS(""));
+	expect_same_list(pl, TOOLS("7,null,{\"name\":3},{\"name\":\"debug\"},[]"));
+	/* escapes in a name; white space; an escaped key falls back to the tree */
+	expect_same_list(pl, TOOLS("{\"name\":\"read\\u005ffile\"} , {\"name\":\"de\\u0062ug\"}"));
+	expect_same_list(pl, TOOLS("{\"n\\u0061me\":\"debug\"},{\"name\":\"pretty\"}"));
+#undef TOOLS
+	pipeline_unref(pl);
+}
+
 /* Calls of tools the module does not map are not parsed, nor are their results. */
 static void test_reads_unmapped_unread(void **state)
 {
@@ -535,11 +594,14 @@ static void test_reads_results(void **state)
 	struct mwt_run r;
 	assert_null(request_raw(&r, pl, "tools/list", NULL,
 				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}"));
-	json_t *out = respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":["
-		"{\"name\":\"read_file\"},{\"name\":\"debug\"},{\"name\":\"pretty\"},{\"name\":\"x\"}]}}");
+	/* tools/list results are edited as bytes: only the entries changed are parsed */
+	assert_null(respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":["
+		"{\"name\":\"read_file\"},{\"name\":\"debug\"},{\"name\":\"pretty\"},{\"name\":\"x\"}]}}"));
+	json_t *out = mwt_went_on(&r);
 	assert_non_null(out);
 	mwt_expect_json(out, "result.tools", "[{\"name\":\"fs_read\"},{\"name\":\"pretty\",\"title\":\"Pretty\","
 			"\"description\":\"Only shown differently.\"},{\"name\":\"x\"}]");
+	json_decref(out);
 	mwt_run_release(&r);
 	pipeline_unref(pl);
 
@@ -577,6 +639,7 @@ int main(void)
 		cmocka_unit_test(test_reads_unmapped_unread),
 		cmocka_unit_test(test_reads_mapped_calls),
 		cmocka_unit_test(test_reads_results),
+		cmocka_unit_test(test_list_as_bytes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

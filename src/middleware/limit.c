@@ -16,27 +16,45 @@
  * Every rule that matches applies; slots are taken in rule order, so two
  * requests never wait for each other's slots in a cycle.
  *
- * A queued request whose client cancels it keeps its place until it is
- * let through or its queue time runs out: the chain does not tell the
- * module holding a walk that it was abandoned; once let through, the
- * chain ends it and on_abandon gives its slots back at once.
+ * A queued request whose client cancels it (or goes away) leaves the
+ * queue at once: the chain tells the module holding its walk (on_cancel),
+ * which gives back the slots it already held and frees its message. One
+ * that passed and ends without a response gives its slots back through
+ * on_abandon.
+ *
+ * The per-request work is kept small, as every request to a backend pays
+ * it: the method is classified once, each rule tested once, a rule
+ * counting as a whole keeps its one counter at hand, and records live in
+ * a table of the module's own keyed by the ctx pointer, reused from a
+ * spare list rather than allocated each time.
  */
 #include "mw_limit.h"
 
 #include <ev.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "glob_match.h"
 #include "hmap.h"
 #include "log.h"
+#include "pool.h"
 #include "rpc.h"
 
 #define RETRY_ABORT 0.05      /* seconds between attempts to end a request */
 #define SWEEP_AT 1024         /* counters per rule before idle ones are swept */
+#define SPARE_MAX 256         /* freed records kept for reuse, as the chain keeps exchanges */
+#define TABLE_MIN 64          /* slots of the records' table when first made */
 
 enum per { PER_RULE, PER_NAME, PER_BACKEND, PER_CLIENT };
+
+/* What a request's method is to a rule without "methods". */
+enum mclass {
+	M_OTHER,                   /* not one of the methods that do work */
+	M_WORK,                    /* prompts/get, resources/read, completion/complete */
+	M_TOOL,                    /* tools/call (which does work too) */
+};
 
 struct rec;
 
@@ -64,29 +82,39 @@ struct rule {
 	struct hmap counters;      /* key -> counter */
 	struct counter *all;       /* the same counters, for sweeping and freeing */
 	size_t ncounters;
+	struct counter *last;      /* the counter found last, tried first */
 };
 
 struct limit {
 	struct mw_module base;     /* must be first */
 	struct rule *rules;        /* owned, nrules of them */
 	size_t nrules;
-	struct hmap recs;          /* ctx pointer -> rec, for every tracked exchange */
+	bool has_rate;             /* some rule has a rate limit */
+	size_t rec_size;           /* bytes of a rec with its per-rule arrays */
+	struct rec **slots;        /* ctx pointer -> rec for every tracked exchange,
+				    * chained through rec.hnext; nslots a power of 2 */
+	size_t nslots, nrecs;
+	struct rec *spare;         /* freed recs kept for reuse, linked through
+				    * qnext and otherwise poisoned */
+	size_t nspare;
 };
 
 /* One exchange this module tracks. */
 struct rec {
+	struct rec *qnext;         /* in a counter's queue, or in the spare list */
+	struct rec *hnext;         /* in the module's table */
 	struct limit *lm;
 	struct mw_ctx *ctx;        /* the chain's, valid until on_response/on_abandon */
 	struct mw_walk *walk;      /* held while queued */
 	json_t *msg;               /* owned while queued */
 	size_t next;               /* the rule whose slot it takes next */
 	struct counter *waiting;   /* the counter it queues at, or NULL */
-	struct rec *qnext;
 	ev_timer timer;            /* the queue wait, then the request's timeout */
 	double timeout;            /* the shortest timeoutMs of its rules, seconds */
 	double qwait;              /* while queued: that rule's queueTimeoutMs, seconds */
 	bool active;               /* passed on */
-	struct counter *held[];    /* per rule: the slot it holds, or NULL */
+	struct counter *held[];    /* per rule: the slot it holds, or NULL; then per
+				    * rule a bool, whether it applies (rec_match) */
 };
 
 enum acq { ACQ_DONE, ACQ_WAIT, ACQ_FULL };
@@ -95,24 +123,32 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents);
 
 /* ---- matching and counters ---- */
 
-/* True for the methods that do work, which a rule without "methods" is about:
- * not the lists, which mcp-chain itself also sends with several backends. */
-static bool does_work(const char *method)
+/*
+ * Classifies METHOD, once per request: the methods that do work are what a
+ * rule without "methods" is about -- not the lists, which mcp-chain itself
+ * also sends with several backends. The first byte rules most methods out
+ * without a strcmp.
+ */
+static enum mclass classify(const char *method)
 {
-	static const char *const work[] = {
-		"tools/call", "prompts/get", "resources/read", "completion/complete", NULL,
-	};
-	for (size_t i = 0; work[i]; i++)
-		if (strcmp(method, work[i]) == 0)
-			return true;
-	return false;
+	switch (method[0]) {
+	case 't':
+		return strcmp(method, "tools/call") == 0 ? M_TOOL : M_OTHER;
+	case 'p':
+		return strcmp(method, "prompts/get") == 0 ? M_WORK : M_OTHER;
+	case 'r':
+		return strcmp(method, "resources/read") == 0 ? M_WORK : M_OTHER;
+	case 'c':
+		return strcmp(method, "completion/complete") == 0 ? M_WORK : M_OTHER;
+	}
+	return M_OTHER;
 }
 
-/* True when rule R applies to the request in CTX. */
-static bool rule_matches(const struct rule *r, const struct mw_ctx *ctx)
+/* True when rule R applies to the request in CTX, whose method is CLS. */
+static bool rule_matches(const struct rule *r, const struct mw_ctx *ctx, enum mclass cls)
 {
 	if (r->has_methods ? !glob_list_match(&r->methods, ctx->method) :
-	    r->has_tools ? strcmp(ctx->method, "tools/call") != 0 : !does_work(ctx->method))
+	    r->has_tools ? cls != M_TOOL : cls == M_OTHER)
 		return false;
 	return (!r->has_tools || glob_list_match(&r->tools, ctx->name)) &&
 	       (!r->has_backends || glob_list_match(&r->backends, ctx->backend)) &&
@@ -165,10 +201,9 @@ static void label_of(const struct rule *r, const struct mw_ctx *ctx, const char 
 	}
 }
 
-/* Adds the tokens earned since the bucket was last looked at. */
-static void refill(const struct rule *r, struct counter *c)
+/* Adds the tokens earned since the bucket was last looked at, until NOW. */
+static void refill(const struct rule *r, struct counter *c, double now)
 {
-	double now = ev_now(EV_DEFAULT);
 	if (r->rate <= 0)
 		return;
 	c->tokens += (now - c->stamp) * r->rate;
@@ -180,7 +215,7 @@ static void refill(const struct rule *r, struct counter *c)
 /* True when C holds nothing and forgets nothing by going away. */
 static bool counter_idle(const struct rule *r, struct counter *c)
 {
-	refill(r, c);
+	refill(r, c, ev_now(EV_DEFAULT));
 	return c->inflight == 0 && !c->qhead && (r->rate <= 0 || c->tokens >= r->burst);
 }
 
@@ -202,20 +237,25 @@ static void sweep(struct rule *r)
 			continue;
 		}
 		*pc = c->next;
+		if (c == r->last)
+			r->last = NULL;
 		hmap_del(&r->counters, c->key, strlen(c->key));
 		counter_free(c);
 		r->ncounters--;
 	}
 }
 
-/* R's counter for CTX, made on first use; NULL when memory ran out. */
-static struct counter *counter_get(struct rule *r, const struct mw_ctx *ctx)
+/* R's counter for CTX when it is not R->last: made on first use; NULL when
+ * memory ran out. */
+static struct counter *counter_find(struct rule *r, const struct mw_ctx *ctx)
 {
 	char label[300];
 	const char *key = key_of(r, ctx);
+	if (r->last && strcmp(r->last->key, key) == 0)
+		return r->last;
 	struct counter *c = hmap_get(&r->counters, key, strlen(key));
 	if (c)
-		return c;
+		return r->last = c;
 	label_of(r, ctx, key, label, sizeof label);
 	if (r->ncounters >= SWEEP_AT)
 		sweep(r);
@@ -231,7 +271,20 @@ static struct counter *counter_get(struct rule *r, const struct mw_ctx *ctx)
 	c->next = r->all;
 	r->all = c;
 	r->ncounters++;
-	return c;
+	return r->last = c;
+}
+
+/*
+ * R's counter for CTX, made on first use; NULL when memory ran out. The
+ * counter found last is tried first, as keys tend to repeat (one client
+ * on stdio, one backend in its own middleware), and a rule counting as a
+ * whole has only that one.
+ */
+static inline struct counter *counter_get(struct rule *r, const struct mw_ctx *ctx)
+{
+	if (r->last && r->per == PER_RULE)
+		return r->last;
+	return counter_find(r, ctx);
 }
 
 /* ---- refusing ---- */
@@ -244,68 +297,168 @@ static void make_error(json_t **msg, int code, const char *why, json_t *data)
 	*msg = err;
 }
 
-/*
- * Takes one token from every bucket of the rules CTX matches, or none
- * when one is empty: then returns false with the reason in WHY and the
- * wait in *RETRY seconds.
- */
-static bool take_tokens(struct limit *lm, const struct mw_ctx *ctx, char *why, size_t n,
-			double *retry)
+/* Per rule, whether it applies to R's request: the bools after R->held. */
+static bool *rec_match(struct rec *r)
 {
-	for (int pass = 0; pass < 2; pass++) {
-		for (size_t i = 0; i < lm->nrules; i++) {
-			struct rule *r = &lm->rules[i];
-			struct counter *c = r->rate > 0 && rule_matches(r, ctx) ?
-				counter_get(r, ctx) : NULL;
-			if (!c)
-				continue;
-			refill(r, c);
-			if (pass == 1) {
-				c->tokens -= 1.0;
-			} else if (c->tokens < 1.0) {
-				*retry = (1.0 - c->tokens) / r->rate;
-				snprintf(why, n, "rate limit for %s reached (%g per second, "
-					 "burst %g); retry in %.2f s", c->label, r->rate, r->burst,
-					 *retry);
-				return false;
-			}
+	return (bool *)&r->held[r->lm->nrules];
+}
+
+/* Puts back the token R's request took from the buckets of rules before END. */
+static void give_back(struct rec *rc, size_t end)
+{
+	const bool *match = rec_match(rc);
+	for (size_t i = 0; i < end; i++) {
+		struct rule *r = &rc->lm->rules[i];
+		struct counter *c = r->rate > 0 && match[i] ? counter_get(r, rc->ctx) : NULL;
+		if (c)
+			c->tokens += 1.0;   /* exact: it held at least 1 before */
+	}
+}
+
+/*
+ * Takes one token from every bucket of the rules R's request matches, or
+ * none when one is empty: then returns false with the reason in WHY and
+ * the wait in *RETRY seconds. Taken in one pass, given back on a refusal,
+ * so that each bucket is looked up once.
+ */
+static bool take_tokens(struct rec *rc, char *why, size_t n, double *retry)
+{
+	struct limit *lm = rc->lm;
+	const bool *match = rec_match(rc);
+	double now = 0;
+	for (size_t i = 0; lm->has_rate && i < lm->nrules; i++) {
+		struct rule *r = &lm->rules[i];
+		struct counter *c = r->rate > 0 && match[i] ? counter_get(r, rc->ctx) : NULL;
+		if (!c)
+			continue;
+		if (now == 0)
+			now = ev_now(EV_DEFAULT);
+		refill(r, c, now);
+		if (c->tokens >= 1.0) {
+			c->tokens -= 1.0;
+			continue;
 		}
+		*retry = (1.0 - c->tokens) / r->rate;
+		snprintf(why, n, "rate limit for %s reached (%g per second, burst %g); "
+			 "retry in %.2f s", c->label, r->rate, r->burst, *retry);
+		give_back(rc, i);
+		return false;
 	}
 	return true;
 }
 
 /* ---- records ---- */
 
-/* New record for the request in CTX, registered; NULL when out of memory. */
-static struct rec *rec_new(struct limit *lm, struct mw_ctx *ctx)
+/*
+ * New record for the request in CTX, whose method is CLS and to which rule
+ * FIRST is the first to apply: the rules that apply are marked, and its
+ * timeout is the shortest of theirs. Not yet registered; NULL when out of
+ * memory.
+ */
+static struct rec *rec_new(struct limit *lm, struct mw_ctx *ctx, enum mclass cls,
+			   size_t first)
 {
-	struct rec *r = calloc(1, sizeof *r + lm->nrules * sizeof r->held[0]);
-	if (!r)
+	struct rec *r = lm->spare;
+	if (r) {
+		lm->spare = r->qnext;
+		lm->nspare--;
+		POOL_UNPOISON(r, lm->rec_size);
+		memset(r, 0, lm->rec_size);
+	} else if (!(r = calloc(1, lm->rec_size))) {
 		return NULL;
+	}
 	r->lm = lm;
 	r->ctx = ctx;
 	ev_init(&r->timer, on_timer);
 	r->timer.data = r;
-	for (size_t i = 0; i < lm->nrules; i++) {
+	bool *match = rec_match(r);
+	for (size_t i = first; i < lm->nrules; i++) {
 		const struct rule *ru = &lm->rules[i];
-		if (ru->timeout > 0 && (r->timeout == 0 || ru->timeout < r->timeout) &&
-		    rule_matches(ru, ctx))
+		match[i] = i == first || rule_matches(ru, ctx, cls);
+		if (match[i] && ru->timeout > 0 && (r->timeout == 0 || ru->timeout < r->timeout))
 			r->timeout = ru->timeout;
 	}
-	if (hmap_put(&lm->recs, &ctx, sizeof ctx, r) < 0) {
+	return r;
+}
+
+/* Gives back R, unregistered and holding nothing: kept for reuse or freed. */
+static void rec_put(struct rec *r)
+{
+	struct limit *lm = r->lm;
+	if (lm->nspare >= SPARE_MAX) {
 		free(r);
-		return NULL;
+		return;
 	}
+	r->qnext = lm->spare;
+	lm->spare = r;
+	lm->nspare++;
+	POOL_POISON((char *)r + sizeof r->qnext, lm->rec_size - sizeof r->qnext);
+}
+
+/* The slot of the records' table for CTX. */
+static size_t slot_of(const struct limit *lm, const struct mw_ctx *ctx)
+{
+	uint64_t h = (uint64_t)(uintptr_t)ctx * 0x9E3779B97F4A7C15ULL;
+	return (size_t)(h >> 32) & (lm->nslots - 1);
+}
+
+/* Doubles the records' table; returns 0 or -1 (then it stays as it was). */
+static int table_grow(struct limit *lm)
+{
+	size_t n = lm->nslots ? lm->nslots * 2 : TABLE_MIN, old = lm->nslots;
+	struct rec **slots = calloc(n, sizeof *slots), **was = lm->slots;
+	if (!slots)
+		return -1;
+	lm->slots = slots;
+	lm->nslots = n;
+	for (size_t i = 0; i < old; i++) {
+		for (struct rec *r = was[i], *next; r; r = next) {
+			next = r->hnext;
+			r->hnext = slots[slot_of(lm, r->ctx)];
+			slots[slot_of(lm, r->ctx)] = r;
+		}
+	}
+	free(was);
+	return 0;
+}
+
+/* Registers R under its ctx; returns 0 or -1 when out of memory. */
+static int rec_register(struct rec *r)
+{
+	struct limit *lm = r->lm;
+	if (lm->nrecs >= lm->nslots && table_grow(lm) < 0 && lm->nslots == 0)
+		return -1;   /* a table that cannot grow just gets longer chains */
+	size_t i = slot_of(lm, r->ctx);
+	r->hnext = lm->slots[i];
+	lm->slots[i] = r;
+	lm->nrecs++;
+	return 0;
+}
+
+/* The record registered for CTX, or NULL. */
+static struct rec *rec_find(const struct limit *lm, const struct mw_ctx *ctx)
+{
+	if (lm->nrecs == 0)
+		return NULL;
+	struct rec *r = lm->slots[slot_of(lm, ctx)];
+	while (r && r->ctx != ctx)
+		r = r->hnext;
 	return r;
 }
 
 /* Unregisters and frees R (its slots already given back). */
 static void rec_free(struct rec *r)
 {
-	ev_timer_stop(EV_DEFAULT, &r->timer);
-	hmap_del(&r->lm->recs, &r->ctx, sizeof r->ctx);
+	struct limit *lm = r->lm;
+	struct rec **pp = &lm->slots[slot_of(lm, r->ctx)];
+	if (ev_is_active(&r->timer))
+		ev_timer_stop(EV_DEFAULT, &r->timer);
+	while (*pp != r)
+		pp = &(*pp)->hnext;
+	*pp = r->hnext;
+	lm->nrecs--;
 	json_decref(r->msg);
-	free(r);
+	rec_put(r);
 }
 
 /* Appends R to C's queue. */
@@ -349,7 +502,7 @@ static enum acq acquire(struct rec *r, char *why, size_t n)
 	struct limit *lm = r->lm;
 	for (; r->next < lm->nrules; r->next++) {
 		struct rule *ru = &lm->rules[r->next];
-		if (!ru->concurrency || !rule_matches(ru, r->ctx))
+		if (!ru->concurrency || !rec_match(r)[r->next])
 			continue;
 		struct counter *c = counter_get(ru, r->ctx);
 		if (!c) {
@@ -476,13 +629,13 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 
 /* ---- hooks ---- */
 
-/* True when some rule applies to CTX. */
-static bool any_match(const struct limit *lm, const struct mw_ctx *ctx)
+/* The first rule that applies to CTX, whose method is CLS; nrules for none. */
+static size_t first_match(const struct limit *lm, const struct mw_ctx *ctx, enum mclass cls)
 {
-	for (size_t i = 0; i < lm->nrules; i++)
-		if (rule_matches(&lm->rules[i], ctx))
-			return true;
-	return false;
+	size_t i = 0;
+	while (i < lm->nrules && !rule_matches(&lm->rules[i], ctx, cls))
+		i++;
+	return i;
 }
 
 /* Refuses the request *MSG now with CODE and WHY; steals DATA. */
@@ -500,15 +653,24 @@ static enum mw_verdict limit_on_message(struct mw_module *m, struct mw_ctx *ctx,
 	struct limit *lm = (struct limit *)m;
 	char why[400];
 	double retry = 0;
-	if (ctx->kind != RPC_REQUEST || ctx->dir != MW_TO_BACKEND || !ctx->method ||
-	    !any_match(lm, ctx))
+	if (ctx->kind != RPC_REQUEST || ctx->dir != MW_TO_BACKEND || !ctx->method)
 		return MW_PASS;
-	if (!take_tokens(lm, ctx, why, sizeof why, &retry))
-		return refuse(ctx, msg, MW_LIMIT_RATE, why, json_pack("{s:I}", "retryAfterMs",
-			(json_int_t)(retry * 1000) + 1));
-	struct rec *r = rec_new(lm, ctx);
+	enum mclass cls = classify(ctx->method);
+	size_t first = first_match(lm, ctx, cls);
+	if (first == lm->nrules)
+		return MW_PASS;
+	struct rec *r = rec_new(lm, ctx, cls, first);
 	if (!r)
 		return refuse(ctx, msg, RPC_INTERNAL_ERROR, "limit: out of memory", NULL);
+	if (!take_tokens(r, why, sizeof why, &retry)) {
+		rec_put(r);
+		return refuse(ctx, msg, MW_LIMIT_RATE, why, json_pack("{s:I}", "retryAfterMs",
+			(json_int_t)(retry * 1000) + 1));
+	}
+	if (rec_register(r) < 0) {
+		rec_put(r);
+		return refuse(ctx, msg, RPC_INTERNAL_ERROR, "limit: out of memory", NULL);
+	}
 	switch (acquire(r, why, sizeof why)) {
 	case ACQ_DONE:
 		activate(r);
@@ -536,7 +698,7 @@ static bool limit_reads(struct mw_module *m, const struct mw_ctx *ctx)
 /* The exchange in CTX is over: its slots go to the next in line. */
 static void finish(struct limit *lm, struct mw_ctx *ctx)
 {
-	struct rec *r = hmap_get(&lm->recs, &ctx, sizeof ctx);
+	struct rec *r = rec_find(lm, ctx);
 	if (!r)
 		return;
 	if (r->waiting)
@@ -565,14 +727,24 @@ static void limit_on_cancel(struct mw_module *m, struct mw_ctx *ctx)
 	finish((struct limit *)m, ctx);
 }
 
-/* Frees one record left at destruction. */
-static void drop_rec(void *value, void *arg)
+/* Frees the records, those left open at destruction and the spare ones. */
+static void drop_recs(struct limit *lm)
 {
-	struct rec *r = value;
-	(void)arg;
-	ev_timer_stop(EV_DEFAULT, &r->timer);
-	json_decref(r->msg);
-	free(r);
+	for (size_t i = 0; i < lm->nslots; i++) {
+		for (struct rec *r = lm->slots[i], *next; r; r = next) {
+			next = r->hnext;
+			ev_timer_stop(EV_DEFAULT, &r->timer);
+			json_decref(r->msg);
+			free(r);
+		}
+	}
+	free(lm->slots);
+	while (lm->spare) {
+		struct rec *r = lm->spare;
+		lm->spare = r->qnext;
+		POOL_UNPOISON(r, lm->rec_size);
+		free(r);
+	}
 }
 
 /* Frees a rule's contents. */
@@ -595,8 +767,7 @@ static void rule_release(struct rule *r)
 static void limit_destroy(struct mw_module *m)
 {
 	struct limit *lm = (struct limit *)m;
-	hmap_each(&lm->recs, drop_rec, NULL);
-	hmap_release(&lm->recs);
+	drop_recs(lm);
 	for (size_t i = 0; lm->rules && i < lm->nrules; i++)
 		rule_release(&lm->rules[i]);
 	free(lm->rules);
@@ -747,8 +918,11 @@ struct mw_module *mw_limit_create(json_t *opts, struct mw_build *b)
 	}
 	lm->base.ops = &limit_ops;
 	lm->nrules = json_array_size(rules);
-	json_array_foreach(rules, i, v)
+	lm->rec_size = sizeof(struct rec) + lm->nrules * (sizeof(struct counter *) + sizeof(bool));
+	json_array_foreach(rules, i, v) {
 		parse_rule(b, i, v, &lm->rules[i]);
+		lm->has_rate |= lm->rules[i].rate > 0;
+	}
 	if (b->nerr > before) {
 		limit_destroy(&lm->base);
 		return NULL;

@@ -4,7 +4,10 @@
  * concurrency limit with its FIFO queue (let through by responses and by
  * abandoned exchanges, refused when full or after queueTimeoutMs), the
  * token bucket, keys per rule, name, backend and client, several rules at
- * once, and clean destruction with requests still queued.
+ * once, and clean destruction with requests still queued; records reused
+ * across many requests (ASan poisons the spare ones), a queued request
+ * cancelled through on_cancel, tokens given back when another rule
+ * refuses, and the remembered counter surviving sweeps.
  *
  * Requests are walked through pipelines built from JSON; timers run on
  * the default libev loop.
@@ -291,6 +294,46 @@ static void test_default_methods(void **state)
 	pipeline_unref(pl);
 }
 
+/* Each method that does work is counted, and only those; "tools" alone
+ * means tools/call. */
+static void test_method_classes(void **state)
+{
+	(void)state;
+	static const char *const work[] = {
+		"tools/call", "prompts/get", "resources/read", "completion/complete",
+	};
+	static const char *const other[] = {
+		"tools/list", "prompts/list", "resources/list", "resources/subscribe",
+		"completion/x", "ping", "logging/setLevel", "t", "",
+	};
+	struct pipeline *pl = limit_with("[{\"concurrency\":1,\"queue\":0}]");
+	struct mwt_run a, b;
+	for (size_t i = 0; i < sizeof work / sizeof work[0]; i++) {
+		request(&a, pl, 1, work[i], "n", "c", "fx");
+		assert_int_equal(a.verdict, MW_PASS);
+		request(&b, pl, 2, work[(i + 1) % 4], "n", "c", "fx");
+		assert_int_equal(mwt_error_code(&b), MW_LIMIT_BUSY);
+		mwt_run_end(&b);
+		for (size_t j = 0; j < sizeof other / sizeof other[0]; j++) {
+			request(&b, pl, 3, other[j], NULL, "c", "fx");
+			assert_int_equal(b.verdict, MW_PASS);
+			respond(&b);
+		}
+		respond(&a);
+	}
+	pipeline_unref(pl);
+	pl = limit_with("[{\"tools\":\"n\",\"concurrency\":1,\"queue\":0}]");
+	call(&a, pl, 1, "n");
+	request(&b, pl, 2, "prompts/get", "n", "c", "fx");
+	assert_int_equal(b.verdict, MW_PASS);
+	respond(&b);
+	request(&b, pl, 3, "tools/call", "n", "c", "fx");
+	assert_int_equal(mwt_error_code(&b), MW_LIMIT_BUSY);
+	mwt_run_end(&b);
+	respond(&a);
+	pipeline_unref(pl);
+}
+
 /* ---- rate ---- */
 
 /* The bucket allows a burst, then refuses with retryAfterMs, then refills. */
@@ -394,7 +437,150 @@ static void test_destroy_with_queue(void **state)
 	mwt_run_for(0.05);
 }
 
-/* Runs the tests. */
+/* ---- records, cancellation, counters ---- */
+
+#define MANY 600   /* more than the spare records kept and the table's first size */
+
+/* Many requests at once, answered out of order, round after round: the
+ * records are reused (ASan poisons the spare ones) and the counts stay right. */
+static void test_records_reused(void **state)
+{
+	(void)state;
+	struct pipeline *pl = limit_with("[{\"concurrency\":600,\"queue\":0,\"timeoutMs\":60000}]");
+	struct mwt_run *x = calloc(MANY, sizeof *x), extra;
+	assert_non_null(x);
+	for (int round = 0; round < 3; round++) {
+		for (int i = 0; i < MANY; i++) {
+			call(&x[i], pl, i, "t");
+			assert_int_equal(x[i].verdict, MW_PASS);
+		}
+		call(&extra, pl, MANY, "t");         /* all slots taken */
+		assert_int_equal(mwt_error_code(&extra), MW_LIMIT_BUSY);
+		mwt_run_end(&extra);
+		for (int i = round % 2; i < MANY; i += 2)
+			respond(&x[i]);
+		for (int i = 0; i < MANY / 2; i++) { /* half the slots are free again */
+			call(&extra, pl, MANY + i, "t");
+			assert_int_equal(extra.verdict, MW_PASS);
+			respond(&extra);
+		}
+		for (int i = 1 - round % 2; i < MANY; i += 2) {
+			if (i % 3)
+				respond(&x[i]);
+			else
+				mwt_run_end(&x[i]);          /* abandoned */
+		}
+	}
+	pipeline_unref(pl);
+	free(x);
+}
+
+/* A queued request cancelled by its client leaves the queue at once and
+ * gives back the slots it held; the chain never hears from its walk again. */
+static void test_cancel_queued(void **state)
+{
+	(void)state;
+	struct pipeline *pl = limit_with("[{\"concurrency\":2,\"queue\":0},"
+					 "{\"tools\":\"slow\",\"concurrency\":1,\"queue\":1}]");
+	struct mwt_run a, b, c, d;
+	call(&a, pl, 1, "slow");
+	call(&b, pl, 2, "slow");     /* holds a slot of rule 0, waits at rule 1 */
+	assert_int_equal(b.done, 0);
+	assert_true(mw_walk_cancel(&b.w));
+	assert_int_equal(b.done, 0);
+	mwt_run_release(&b);
+	call(&c, pl, 3, "other");    /* rule 0 has room again */
+	assert_int_equal(c.verdict, MW_PASS);
+	call(&d, pl, 4, "slow");     /* rule 0 full now */
+	assert_int_equal(mwt_error_code(&d), MW_LIMIT_BUSY);
+	mwt_run_end(&d);
+	respond(&a);                 /* nobody waits any more */
+	call(&d, pl, 5, "slow");
+	assert_int_equal(d.verdict, MW_PASS);
+	respond(&d);
+	respond(&c);
+	pipeline_unref(pl);
+}
+
+/* A request one rule's bucket refuses takes no token from the others. */
+static void test_rate_given_back(void **state)
+{
+	(void)state;
+	struct pipeline *pl = limit_with("[{\"rate\":0.001,\"burst\":2},"
+					 "{\"tools\":\"t\",\"rate\":0.001,\"burst\":1}]");
+	struct mwt_run x;
+	call(&x, pl, 1, "t");
+	assert_int_equal(x.verdict, MW_PASS);
+	respond(&x);
+	call(&x, pl, 2, "t");        /* rule 1 is empty: rule 0 keeps its token */
+	assert_int_equal(mwt_error_code(&x), MW_LIMIT_RATE);
+	assert_non_null(strstr(mwt_error_message(&x), "limit rule /middleware/0/rules/1"));
+	mwt_run_end(&x);
+	call(&x, pl, 3, "u");
+	assert_int_equal(x.verdict, MW_PASS);
+	respond(&x);
+	call(&x, pl, 4, "u");
+	assert_int_equal(mwt_error_code(&x), MW_LIMIT_RATE);
+	assert_non_null(strstr(mwt_error_message(&x), "limit rule /middleware/0/rules/0"));
+	mwt_run_end(&x);
+	pipeline_unref(pl);
+}
+
+/* Counters of keys seen once are swept, the one remembered last included,
+ * while a busy one stays and keeps counting. */
+static void test_counter_sweep(void **state)
+{
+	(void)state;
+	struct pipeline *pl = limit_with("[{\"per\":\"name\",\"concurrency\":1,\"queue\":0}]");
+	static char names[1100][8];
+	struct mwt_run a, x;
+	call(&a, pl, 1, "busy");
+	for (int i = 0; i < 1100; i++) {
+		snprintf(names[i], sizeof names[i], "k%d", i);
+		call(&x, pl, i, names[i]);
+		assert_int_equal(x.verdict, MW_PASS);
+		respond(&x);
+	}
+	call(&x, pl, 2, "busy");
+	assert_int_equal(mwt_error_code(&x), MW_LIMIT_BUSY);
+	mwt_run_end(&x);
+	call(&x, pl, 3, names[0]);
+	assert_int_equal(x.verdict, MW_PASS);
+	respond(&x);
+	respond(&a);
+	call(&a, pl, 4, "busy");
+	assert_int_equal(a.verdict, MW_PASS);
+	respond(&a);
+	pipeline_unref(pl);
+}
+
+/* A rule counting as a whole counts per module: after a reload the new
+ * pipeline's module starts from zero while the old one finishes its own. */
+static void test_rule_counter_per_module(void **state)
+{
+	(void)state;
+	const char *rules = "[{\"concurrency\":1,\"queue\":0}]";
+	struct pipeline *old = limit_with(rules), *pl;
+	struct mwt_run a, b, c;
+	call(&a, old, 1, "t");
+	pl = limit_with(rules);      /* the reload */
+	call(&b, pl, 2, "t");
+	assert_int_equal(b.verdict, MW_PASS);
+	call(&c, old, 3, "t");
+	assert_int_equal(mwt_error_code(&c), MW_LIMIT_BUSY);
+	mwt_run_end(&c);
+	call(&c, pl, 4, "t");
+	assert_int_equal(mwt_error_code(&c), MW_LIMIT_BUSY);
+	mwt_run_end(&c);
+	respond(&a);
+	pipeline_unref(old);
+	respond(&b);
+	call(&b, pl, 5, "t");
+	assert_int_equal(b.verdict, MW_PASS);
+	respond(&b);
+	pipeline_unref(pl);
+}
+
 /* ---- requests that travel unparsed ---- */
 
 /* What a raw walk's done saw of the bytes (they are freed once it returns). */
@@ -517,11 +703,17 @@ int main(void)
 		cmocka_unit_test(test_per_keys),
 		cmocka_unit_test(test_several_rules),
 		cmocka_unit_test(test_default_methods),
+		cmocka_unit_test(test_method_classes),
 		cmocka_unit_test(test_rate),
 		cmocka_unit_test(test_rate_before_slots),
 		cmocka_unit_test(test_other_traffic),
 		cmocka_unit_test(test_timeout_until_response),
 		cmocka_unit_test(test_destroy_with_queue),
+		cmocka_unit_test(test_records_reused),
+		cmocka_unit_test(test_cancel_queued),
+		cmocka_unit_test(test_rate_given_back),
+		cmocka_unit_test(test_counter_sweep),
+		cmocka_unit_test(test_rule_counter_per_module),
 		cmocka_unit_test(test_raw_unread),
 		cmocka_unit_test(test_raw_queued_then_released),
 		cmocka_unit_test(test_raw_queue_timeout),

@@ -245,6 +245,9 @@ static void forget(struct log_mod *lm, struct mw_ctx *ctx)
 static void exchange_line(const struct log_mod *lm, const struct mw_ctx *ctx,
 			  size_t bytes_out, struct log_line *l)
 {
+	/* The clock, not the loop's cached ev_now(): "duration_us" runs to
+	 * the response passing this module, and ev_now() would give 0 to an
+	 * exchange answered within one loop iteration. */
 	double us = (ev_time() - ctx->start) * 1e6;
 	memset(l, 0, sizeof *l);
 	l->time = ctx->start;

@@ -20,25 +20,67 @@
 /* ---- JSON text ---- */
 
 #define BAD_UTF8 (-2)   /* put_str: the string is not UTF-8 */
+#define INT_MAX_LEN 20  /* "-9223372036854775808" */
 
-/* Appends the N bytes at P; the common case (room left) inline. */
-static inline int put_raw(struct buf *b, const char *p, size_t n)
+/*
+ * Room for N more bytes at the end of B: where to write them, or NULL
+ * when out of memory. done() then says how far the writing went. The
+ * *_text writers below write at such a pointer and return the end.
+ */
+static inline char *room(struct buf *b, size_t n)
 {
 	if (b->cap - b->len < n && buf_reserve(b, n) < 0)
+		return NULL;
+	return b->data + b->len;
+}
+
+/* Ends a write begun at room(): the bytes up to O now belong to B. */
+static inline void done(struct buf *b, char *o)
+{
+	b->len = (size_t)(o - b->data);
+}
+
+/* Writes the N bytes at P at O; returns the end. */
+static inline char *raw_text(char *o, const char *p, size_t n)
+{
+	memcpy(o, p, n);
+	return o + n;
+}
+
+/* Writes the string literal LIT at O; returns the end. */
+#define LIT(o, lit) raw_text((o), (lit), sizeof(lit) - 1)
+
+/* Appends the N bytes at P. */
+static inline int put_raw(struct buf *b, const char *p, size_t n)
+{
+	char *o = room(b, n);
+	if (!o)
 		return -1;
-	memcpy(b->data + b->len, p, n);
-	b->len += n;
+	done(b, raw_text(o, p, n));
 	return 0;
 }
 
 /* Appends the string literal LIT. */
 #define PUT_LIT(b, lit) put_raw((b), (lit), sizeof(lit) - 1)
 
-/* True for a byte that stands for itself in a JSON string: ASCII but
- * controls, the quote and the backslash. */
+/*
+ * 1 for a byte that stands for itself in a JSON string: ASCII but
+ * controls, the quote (0x22) and the backslash (0x5c). As jansson, '/'
+ * and DEL (0x7f) are not escaped.
+ */
+static const unsigned char plain_bytes[256] = {
+	[0x20] = 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,   /* 0x22 '"' */
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1,            /* 0x5c '\\' */
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+	1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,            /* to 0x7f */
+};
+
+/* True for a byte that stands for itself in a JSON string. */
 static inline bool plain(unsigned char c)
 {
-	return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+	return plain_bytes[c];
 }
 
 /*
@@ -90,48 +132,113 @@ static char *put_escape(char *o, unsigned char c)
 }
 
 /*
- * Appends the N bytes at S as a JSON string, escaped as json_dumps does
- * (quote, backslash and controls; UTF-8 kept as it is). Returns 0, -1
+ * True when one of the 8 bytes in W is not plain: a control (below
+ * 0x20), '"', '\\' or part of a multi-byte character (0x80 and up).
+ * Each part is the "has a zero byte" word trick, which never misses a
+ * byte; a borrow only sets bits above a byte that did match, so the
+ * answer is exact.
+ */
+static inline bool word_special(uint64_t w)
+{
+	const uint64_t ones = 0x0101010101010101u, high = ones * 0x80;
+	uint64_t q = w ^ (ones * '"'), bs = w ^ (ones * '\\');
+	return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((bs - ones) & ~bs) | w) & high;
+}
+
+/*
+ * Writes the N bytes at S as a JSON string at O (room: 6 * N + 2
+ * bytes), escaped as json_dumps does (quote, backslash and controls;
+ * UTF-8 kept as it is). Returns the end, or NULL when S is not UTF-8.
+ * Plain ASCII goes 8 bytes at a time while 8 are left.
+ */
+static char *str_text(char *o, const char *s, size_t n)
+{
+	const unsigned char *p = (const unsigned char *)s, *e = p + n;
+	*o++ = '"';
+	while (p < e) {
+		uint64_t w;
+		if (e - p >= 8 && (memcpy(&w, p, 8), !word_special(w))) {
+			memcpy(o, p, 8);
+			o += 8;
+			p += 8;
+			continue;
+		}
+		/* a word that is not all plain, or the last few bytes:
+		 * byte by byte */
+		const unsigned char *stop = e - p > 8 ? p + 8 : e;
+		while (p < stop) {
+			if (plain(*p)) {
+				*o++ = (char)*p++;
+			} else if (*p >= 0x80) {
+				size_t k = utf8_len(p, (size_t)(e - p));
+				if (!k)
+					return NULL;
+				o = raw_text(o, (const char *)p, k);
+				p += k;
+			} else {
+				o = put_escape(o, *p++);
+			}
+		}
+	}
+	*o++ = '"';
+	return o;
+}
+
+/*
+ * Appends the N bytes at S as a JSON string (str_text). Returns 0, -1
  * when out of memory, or BAD_UTF8 (B unchanged either way).
  */
 static int put_str(struct buf *b, const char *s, size_t n)
 {
-	const unsigned char *p = (const unsigned char *)s, *e = p + n;
-	if (b->cap - b->len < 6 * n + 2 && buf_reserve(b, 6 * n + 2) < 0)
+	char *o = room(b, 6 * n + 2);
+	if (!o)
 		return -1;
-	char *o = b->data + b->len;
-	*o++ = '"';
-	while (p < e) {
-		if (plain(*p)) {
-			*o++ = (char)*p++;
-		} else if (*p >= 0x80) {
-			size_t k = utf8_len(p, (size_t)(e - p));
-			if (!k)
-				return BAD_UTF8;
-			memcpy(o, p, k);
-			o += k;
-			p += k;
-		} else {
-			o = put_escape(o, *p++);
-		}
-	}
-	*o++ = '"';
-	b->len = (size_t)(o - b->data);
+	o = str_text(o, s, n);
+	if (!o)
+		return BAD_UTF8;
+	done(b, o);
 	return 0;
+}
+
+/* "00" to "99": integers are written two digits at a time. */
+static const char digit_pairs[] =
+	"00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+	"40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+	"8081828384858687888990919293949596979899";
+
+/* Writes V in decimal at O (room: INT_MAX_LEN), as jansson writes an
+ * integer; returns the end. The digits are counted first, then written
+ * from the last one back. */
+static char *int_text(char *o, json_int_t v)
+{
+	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+	unsigned long long t = u;
+	size_t len = 1;
+	if (v < 0)
+		*o++ = '-';
+	for (; t >= 100; t /= 100)
+		len += 2;
+	len += t >= 10;
+	char *e = o + len, *p = e;
+	for (; u >= 100; u /= 100) {
+		p -= 2;
+		memcpy(p, digit_pairs + 2 * (u % 100), 2);
+	}
+	if (u >= 10)
+		memcpy(p - 2, digit_pairs + 2 * u, 2);
+	else
+		p[-1] = (char)('0' + u);
+	return e;
 }
 
 /* Appends V in decimal, as jansson writes an integer. */
 static int put_int(struct buf *b, json_int_t v)
 {
-	char tmp[24], *e = tmp + sizeof tmp, *p = e;
-	unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
-	do {
-		*--p = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
-	if (v < 0)
-		*--p = '-';
-	return put_raw(b, p, (size_t)(e - p));
+	char *o = room(b, INT_MAX_LEN);
+	if (!o)
+		return -1;
+	done(b, int_text(o, v));
+	return 0;
 }
 
 /* json_dump_callback's writer: appends to the buf DATA. */
@@ -150,27 +257,24 @@ static int put_json(struct buf *b, json_t *v)
 	return json_dump_callback(v, log_dump_to_buf, b, JSON_COMPACT | JSON_ENCODE_ANY);
 }
 
-/*
- * Appends the member KEY (KLEN bytes of ,"name": text) with the string
- * S unless S is NULL. S is left out when it is not UTF-8, as
- * json_string() refuses it. Returns 0 or -1 (out of memory).
- */
-static int put_member_str(struct buf *b, const char *key, size_t klen, const char *s)
+/* Length of the string S, 0 for NULL. */
+static inline size_t str_len(const char *s)
 {
-	size_t mark = b->len;
-	if (!s)
-		return 0;
-	if (put_raw(b, key, klen) < 0)
-		return -1;
-	int rc = put_str(b, s, strlen(s));
-	if (rc == BAD_UTF8) {
-		b->len = mark;
-		return 0;
-	}
-	return rc;
+	return s ? strlen(s) : 0;
 }
 
-#define MEMBER_STR(b, key, s) put_member_str((b), (key), sizeof(key) - 1, (s))
+/*
+ * Writes the member KEY (KLEN bytes of ,"name": text) with the string S
+ * (N bytes) at O (room: KLEN + 6 * N + 2), or nothing when S is NULL or
+ * not UTF-8, as json_string() refuses it. Returns the end.
+ */
+static inline char *member_text(char *o, const char *key, size_t klen, const char *s, size_t n)
+{
+	char *end = s ? str_text(raw_text(o, key, klen), s, n) : NULL;
+	return end ? end : o;
+}
+
+#define MEMBER_TEXT(o, key, s, n) member_text((o), (key), sizeof(key) - 1, (s), (n))
 
 /* Appends the member KEY (literal ,"name": text) with V unless V is NULL. */
 #define MEMBER_JSON(b, key, v) ((v) ? PUT_LIT((b), key) < 0 ? -1 : put_json((b), (v)) : 0)
@@ -200,8 +304,8 @@ static size_t iso_time(double t, char out[48])
 	char *o = out + cached_len;
 	*o++ = '.';
 	*o++ = (char)('0' + ms / 100);
-	*o++ = (char)('0' + ms / 10 % 10);
-	*o++ = (char)('0' + ms % 10);
+	memcpy(o, digit_pairs + 2 * (ms % 100), 2);
+	o += 2;
 	*o++ = 'Z';
 	*o = '\0';
 	return (size_t)(o - out);
@@ -239,34 +343,55 @@ static int put_message(struct buf *b, json_t *message)
 	return PUT_LIT(b, "...\"");
 }
 
-/* Appends L's members from "time" to "id". */
+/* Room text_head needs beyond 6 * N for its strings: more than its
+ * keys (79 bytes), the time (48 with a NUL) and 5 pairs of quotes. */
+#define HEAD_ROOM 256
+
+/* Room for the three numbers: more than 3 keys (40) and 3 * INT_MAX_LEN. */
+#define NUMBERS_ROOM 128
+
+/* Appends L's members from "time" to "id": one reservation for all but
+ * the id, as their lengths are known. */
 static int text_head(const struct log_line *l, struct buf *b)
 {
-	char t[48];
-	size_t tn = iso_time(l->time, t);   /* ASCII: nothing to escape */
-	if (PUT_LIT(b, "{\"time\":\"") < 0 || put_raw(b, t, tn) < 0 || PUT_LIT(b, "\"") < 0 ||
-	    (l->notification && PUT_LIT(b, ",\"kind\":\"notification\"") < 0) ||
-	    MEMBER_STR(b, ",\"from\":", l->from) < 0 ||
-	    MEMBER_STR(b, ",\"client\":", l->client) < 0 ||
-	    MEMBER_STR(b, ",\"backend\":", l->backend) < 0 ||
-	    MEMBER_STR(b, ",\"method\":", l->method) < 0 ||
-	    MEMBER_STR(b, ",\"name\":", l->name) < 0)
+	size_t from = str_len(l->from), client = str_len(l->client),
+	       backend = str_len(l->backend), method = str_len(l->method), name = str_len(l->name);
+	char *o = room(b, HEAD_ROOM + 6 * (from + client + backend + method + name));
+	if (!o)
 		return -1;
+	o = LIT(o, "{\"time\":\"");
+	o += iso_time(l->time, o);   /* ASCII: nothing to escape */
+	o = LIT(o, "\"");
+	if (l->notification)
+		o = LIT(o, ",\"kind\":\"notification\"");
+	o = MEMBER_TEXT(o, ",\"from\":", l->from, from);
+	o = MEMBER_TEXT(o, ",\"client\":", l->client, client);
+	o = MEMBER_TEXT(o, ",\"backend\":", l->backend, backend);
+	o = MEMBER_TEXT(o, ",\"method\":", l->method, method);
+	o = MEMBER_TEXT(o, ",\"name\":", l->name, name);
+	done(b, o);
 	return MEMBER_JSON(b, ",\"id\":", l->id);
 }
 
 /* Appends L's members from "outcome" to the end. */
 static int text_tail(const struct log_line *l, struct buf *b)
 {
-	if (MEMBER_STR(b, ",\"outcome\":", l->outcome) < 0 ||
-	    MEMBER_JSON(b, ",\"code\":", l->code) < 0 ||
+	size_t outcome = str_len(l->outcome);
+	char *o = room(b, sizeof ",\"outcome\":" + 6 * outcome + 2);
+	if (!o)
+		return -1;
+	done(b, MEMBER_TEXT(o, ",\"outcome\":", l->outcome, outcome));
+	if (MEMBER_JSON(b, ",\"code\":", l->code) < 0 ||
 	    (l->message && (PUT_LIT(b, ",\"message\":") < 0 || put_message(b, l->message) < 0)))
 		return -1;
-	if (!l->notification &&
-	    (PUT_LIT(b, ",\"duration_us\":") < 0 || put_int(b, l->duration_us) < 0 ||
-	     PUT_LIT(b, ",\"bytes_in\":") < 0 || put_int(b, l->bytes_in) < 0 ||
-	     PUT_LIT(b, ",\"bytes_out\":") < 0 || put_int(b, l->bytes_out) < 0))
-		return -1;
+	if (!l->notification) {
+		if (!(o = room(b, NUMBERS_ROOM)))
+			return -1;
+		o = int_text(LIT(o, ",\"duration_us\":"), l->duration_us);
+		o = int_text(LIT(o, ",\"bytes_in\":"), l->bytes_in);
+		o = int_text(LIT(o, ",\"bytes_out\":"), l->bytes_out);
+		done(b, o);
+	}
 	if (MEMBER_JSON(b, ",\"params\":", l->params) < 0 ||
 	    MEMBER_JSON(b, ",\"result\":", l->result) < 0 ||
 	    MEMBER_JSON(b, ",\"error\":", l->error) < 0)

@@ -1088,6 +1088,96 @@ static void test_text_escaping(void **state)
 	buf_release(&b);
 }
 
+/* Asserts that a line holding the N bytes at S in every string member
+ * (and as the message and a string id, when S is UTF-8) is as jansson
+ * writes it. */
+static void assert_string_as_json(const char *s, size_t n)
+{
+	json_t *js = json_stringn(s, n);   /* NULL when S is not UTF-8 */
+	char *c = strndup(s, n);           /* the C string: up to a NUL */
+	assert_non_null(c);
+	struct log_line l = {
+		.time = 1700000000.5, .from = c, .client = c, .backend = c, .method = c,
+		.name = c, .id = js, .outcome = c, .message = js, .duration_us = 1,
+	};
+	assert_text_is_json(&l);
+	json_decref(js);
+	free(c);
+}
+
+/*
+ * Strings and numbers at the edges of the text builder's fast paths:
+ * every byte value at every place of a word and of the tail after it,
+ * lengths around 8 and 16, UTF-8 across a word's end, invalid UTF-8,
+ * and integers at each change of digit count and at the limits.
+ */
+static void test_text_edges(void **state)
+{
+	(void)state;
+	static const char *const strs[] = {
+		"", "a", "/", "\x7f", "\"", "\\", "\x01", "\x1f", " ", "~", "!#$%&'()*+,-.",
+		"1234567", "12345678", "123456789", "123456789012345", "1234567890123456",
+		"12345678901234567", "abcdefg\"", "abcdefgh\\", "abcdefghi\x01", "\"abcdefgh",
+		"abcdefgh\x7f/", "abcdefghijklmno\n", "abcdefghijklmnop\t", "a/b/c/d/e/f/g/h/",
+		"abcdefg\xc3\xa9", "abcdefg\xe2\x82\xac", "abcdef\xf0\x9f\x98\x80xyz",
+		"\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80" "abcdefghijk", "abcdefgh\xff", "abcdefg\xc3",
+		"abcdefghijklmno\x80", "\xc3\xa9\xc3", "abcdefghijkl\xf0\x9f\x98", "abcdefgh\xed\xa0\x80",
+		"abcdefgh\xc0\xaf", "\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f\x7f",
+		"\x1f\x20\x21\x22\x23\x5b\x5c\x5d\x7e\x7f",
+	};
+	for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
+		assert_string_as_json(strs[i], strlen(strs[i]));
+	/* a NUL: the C strings end at it, the message and the id go on */
+	assert_string_as_json("abcdefgh\0ijklmnop", 17);
+	for (int c = 1; c < 256; c++) {
+		for (size_t len = 1; len <= 17; len += 8) {
+			for (size_t at = 0; at < len; at++) {
+				char s[24];
+				memset(s, 'x', len);
+				s[at] = (char)c;
+				assert_string_as_json(s, len);
+			}
+		}
+	}
+	/* the milliseconds of the time, against printf's */
+	static const double ms[] = { 0.0, 0.001, 0.009, 0.01, 0.099, 0.1, 0.5, 0.999, 0.9996 };
+	for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++) {
+		struct buf b = BUF_INIT;
+		double t = 1700000000.0 + ms[i];
+		char want[64];
+		snprintf(want, sizeof want, "{\"time\":\"2023-11-14T22:13:20.%03dZ\",",
+			 (int)((t - 1700000000.0) * 1000.0));
+		assert_int_equal(log_line_text(&(struct log_line){ .time = t }, &b), 0);
+		assert_true(b.len > strlen(want));
+		assert_memory_equal(b.data, want, strlen(want));
+		buf_release(&b);
+	}
+	json_int_t nums[80];
+	size_t n = 0;
+	nums[n++] = 0;
+	nums[n++] = INT64_MAX;
+	nums[n++] = INT64_MIN;
+	nums[n++] = INT64_MIN + 1;
+	for (json_int_t p = 1; n + 4 <= 80; p *= 10) {
+		nums[n++] = p;
+		nums[n++] = p - 1;
+		nums[n++] = -p;
+		nums[n++] = -(p + 1);
+		if (p > INT64_MAX / 10)
+			break;
+	}
+	for (size_t i = 0; i < n; i++) {
+		json_t *id = json_integer(nums[i]);
+		struct log_line l = {
+			.time = 1700000000.0, .from = "client", .id = id, .outcome = "ok",
+			.duration_us = nums[i], .bytes_in = nums[(i + 1) % n],
+			.bytes_out = nums[(i + 2) % n],
+		};
+		assert_text_is_json(&l);
+		json_decref(id);
+	}
+}
+
 /* ---- lines queued per loop iteration ---- */
 
 /* Sends an exchange about NAME through PL without running the loop. */
@@ -1281,6 +1371,7 @@ int main(void)
 		cmocka_unit_test(test_unread_same_line),
 		cmocka_unit_test(test_text_matches_json),
 		cmocka_unit_test(test_text_escaping),
+		cmocka_unit_test(test_text_edges),
 		cmocka_unit_test(test_batched_per_iteration),
 		cmocka_unit_test(test_batch_flushed_when_large),
 		cmocka_unit_test(test_batch_flushed_on_release_and_reopen),

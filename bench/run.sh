@@ -16,8 +16,8 @@
 #
 # for tools/call echo at each concurrency (default c=1 and c=16, n=5000,
 # 5 rounds), then the extra cases: progress relay (60 notifications), tools/list
-# over 1x10000 and 20x500 tools, one 64 MiB result, 1000 requests in flight,
-# start-up time.  The Markdown report goes to stdout and to bench/RESULTS.md
+# over 1x10000 and 20x500 tools, peak RSS with three idle backends, one
+# 64 MiB result, 1000 requests in flight, start-up time.  The Markdown report goes to stdout and to bench/RESULTS.md
 # (raw per-run JSON lines to bench/RESULTS.jsonl); progress goes to stderr.
 #
 # usage: bench/run.sh [-r ROUNDS] [-n N] [-c "1 16"] [--paths "..."]
@@ -275,6 +275,18 @@ if [ "$extras" = 1 ]; then
 			skip_one mcp-chain list-20x500 "mcp-chain rejects a 20-backend config: $(printf '%s' "$check" |
 				grep -v ': server "' | head -n 3 | sed "s#$tmp/##" | tr '\n' ' ')"
 		fi
+	fi
+
+	if [ -z "${skip_reason[mcp-chain]:-}" ] && [[ " $paths " == *" mcp-chain "* ]]; then
+		# Peak RSS with three backends that do nothing but start, initialize
+		# and answer a listing: what mcp-chain costs a user who leaves it
+		# running beside Claude (VmHWM covers the start-up too).
+		log "three idle backends: peak RSS of mcp-chain"
+		write_config "$tmp/chain-3.json" "a --name-prefix a_" "b --name-prefix b_" "c --name-prefix c_"
+		for ((r = 1; r <= xr; r++)); do
+			run_one mcp-chain idle-3 "$r" --mode list -n 1 --warmup 1 --expect-tools 9 \
+				-- "$chain" --config "$tmp/chain-3.json"
+		done
 	fi
 
 	blob_bytes=$(( blob_mib * 1024 * 1024 ))

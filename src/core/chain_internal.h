@@ -59,6 +59,15 @@ int chain_send_spliced(struct peer *to, const char *line, size_t len, bool reque
 		       struct jspan b, const char *bt, size_t bn);
 
 /*
+ * The fast path for a response mcp-chain built itself in LINE (valid JSON
+ * by construction, so not scanned): ID is the span of its integer id
+ * ID_INT, RESULT the span of its result object. Borrows LINE; returns as
+ * chain_fast.
+ */
+bool chain_fast_own_response(struct peer *from, const char *line, size_t len,
+			     struct jspan id, int64_t id_int, struct jspan result);
+
+/*
  * A scanned request whose way has middleware: walked unparsed, parsed only
  * if a module reads it. False (nothing done) means "take the full path".
  */

@@ -329,6 +329,8 @@ static bool fast_notification(struct peer *from, const char *line, size_t len)
 	return true;
 }
 
+static bool fast_route(struct peer *from, const char *line, size_t len, struct jscan *js);
+
 /* Routes a scanned message. */
 bool chain_fast(struct peer *from, const char *line, size_t len)
 {
@@ -338,26 +340,51 @@ bool chain_fast(struct peer *from, const char *line, size_t len)
 	from->rx_bytes = len;
 	if (!js.method.p)  /* responses need no routing, even with several backends */
 		return fast_response(from, line, len, &js);
+	return fast_route(from, line, len, &js);
+}
+
+/*
+ * A response built by mcp-chain itself: valid by construction, so not
+ * scanned again (a listing of 10,000 tools is a megabyte).
+ */
+bool chain_fast_own_response(struct peer *from, const char *line, size_t len,
+			     struct jspan id, int64_t id_int, struct jspan result)
+{
+	struct jscan js;
+	if (!from->ready || log_enabled(LOG_DEBUG))
+		return false;
+	memset(&js, 0, sizeof js);
+	js.id = id;
+	js.id_int = id_int;
+	js.result = result;
+	js.has_jsonrpc = js.has_result = true;
+	from->rx_bytes = len;
+	return fast_response(from, line, len, &js);
+}
+
+/* Routes a scanned request or notification. */
+static bool fast_route(struct peer *from, const char *line, size_t len, struct jscan *js)
+{
 	if (!router_transparent())
 		return false;
-	if (js.id.p) {
+	if (js->id.p) {
 		/* initialize and server/discover are the session's own to answer */
-		if (from->role == PEER_CLIENT && (jspan_is(js.method, "initialize") ||
-						  jspan_is(js.method, "server/discover")))
+		if (from->role == PEER_CLIENT && (jspan_is(js->method, "initialize") ||
+						  jspan_is(js->method, "server/discover")))
 			return false;
 		struct peer *to = from->role == PEER_CLIENT ?
 			chain_route_backend(from) : chain_route_client(from);
 		if (path_clear(from, to))
-			return fast_request(from, to, line, len, &js);
+			return fast_request(from, to, line, len, js);
 		if (!to || !to->ready || !to->ops->send_raw)
 			return false;
-		return chain_raw_request(from, line, len, &js);
+		return chain_raw_request(from, line, len, js);
 	}
-	if (jspan_is(js.method, "notifications/progress"))
-		return fast_progress(from, line, len, &js);
-	if (jspan_is(js.method, "notifications/cancelled"))
-		return fast_cancelled(from, line, len, &js);
-	if (jspan_is(js.method, "notifications/initialized"))
+	if (jspan_is(js->method, "notifications/progress"))
+		return fast_progress(from, line, len, js);
+	if (jspan_is(js->method, "notifications/cancelled"))
+		return fast_cancelled(from, line, len, js);
+	if (jspan_is(js->method, "notifications/initialized"))
 		return false;  /* the router keeps track of it */
 	return fast_notification(from, line, len);
 }

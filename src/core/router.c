@@ -68,7 +68,9 @@ static struct {
 	struct hmap map[LIST_KINDS];  /* exposed name -> mapping */
 	struct mapping *maps[LIST_KINDS];
 	json_t *view[LIST_KINDS];     /* owned: merged lists with exposed names */
-	char *view_text[LIST_KINDS];  /* owned: view serialized, made on demand */
+	char *view_line[LIST_KINDS];  /* owned: a whole response holding the view,
+				       * with id 0; made on demand */
+	size_t view_len[LIST_KINDS];
 	json_t *uri_owner;            /* owned: uri -> slot index */
 	json_t *templates;            /* owned: [[template, slot index], ...] */
 	json_t *client_params;        /* owned */
@@ -212,8 +214,8 @@ static void expose_item(enum list_kind k, size_t i, json_t *item)
 static void rebuild(enum list_kind k)
 {
 	clear_maps(k);
-	free(R.view_text[k]);
-	R.view_text[k] = NULL;
+	free(R.view_line[k]);
+	R.view_line[k] = NULL;
 	json_decref(R.view[k]);
 	R.view[k] = json_array();
 	for (size_t i = 0; i < R.n; i++) {
@@ -521,32 +523,49 @@ static void agg_reply(json_t *id, json_t *resp_without_id)
 	chain_receive(&R.agg, resp_without_id);
 }
 
+#define VIEW_HEAD "{\"jsonrpc\":\"2.0\",\"id\":"
+#define VIEW_ID "0"
+#define VIEW_RESULT ",\"result\":"
+
+/* Makes the cached response of kind K: its head, the view, its end. */
+static bool make_view_line(enum list_kind k)
+{
+	char *text = json_dumps(R.view[k], JSON_COMPACT);
+	if (!text)
+		return false;
+	size_t tn = strlen(text);
+	char head[64];
+	int hn = snprintf(head, sizeof head, VIEW_HEAD VIEW_ID VIEW_RESULT "{\"%s\":", list_key[k]);
+	char *line = malloc((size_t)hn + tn + 2);
+	if (line) {
+		memcpy(line, head, (size_t)hn);
+		memcpy(line + hn, text, tn);
+		memcpy(line + hn + tn, "}}", 2);
+		R.view_line[k] = line;
+		R.view_len[k] = (size_t)hn + tn + 2;
+	}
+	free(text);
+	return line != NULL;
+}
+
 /*
- * Answers a list request from the cached serialization of the merged list,
- * as bytes through the fast path when no middleware reads responses.
- * Returns false when the caller must answer with a tree.
+ * Answers a list request from the cached response of the merged list, as
+ * bytes through the fast path when no middleware reads responses: the
+ * chain splices the requester's id over the placeholder, so a listing
+ * costs no scan, allocation or copy here. Returns false when the caller
+ * must answer with a tree.
  */
 static bool agg_list_fast(json_t *id, enum list_kind k)
 {
 	if (!json_is_integer(id) || pipeline_size(chain_global_pipeline()) || !R.view[k])
 		return false;
-	if (!R.view_text[k])
-		R.view_text[k] = json_dumps(R.view[k], JSON_COMPACT);
-	if (!R.view_text[k])
+	if (!R.view_line[k] && !make_view_line(k))
 		return false;
-	size_t vlen = strlen(R.view_text[k]);
-	char head[96];
-	int hn = snprintf(head, sizeof head, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
-			  ",\"result\":{\"%s\":", json_integer_value(id), list_key[k]);
-	char *line = malloc((size_t)hn + vlen + 2);
-	if (!line)
-		return false;
-	memcpy(line, head, (size_t)hn);
-	memcpy(line + hn, R.view_text[k], vlen);
-	memcpy(line + hn + vlen, "}}", 2);
-	bool done = chain_fast(&R.agg, line, (size_t)hn + vlen + 2);
-	free(line);
-	return done;
+	const char *line = R.view_line[k], *res = line + strlen(VIEW_HEAD VIEW_ID VIEW_RESULT);
+	struct jspan idspan = { line + strlen(VIEW_HEAD), strlen(VIEW_ID) };
+	struct jspan result = { res, (size_t)(line + R.view_len[k] - 1 - res) };
+	return chain_fast_own_response(&R.agg, line, R.view_len[k], idspan,
+				       json_integer_value(id), result);
 }
 
 /* Hex-encodes a cursor so that clients treat it as opaque. */
@@ -1121,7 +1140,7 @@ void router_release(void)
 	for (int k = 0; k < LIST_KINDS; k++) {
 		hmap_release(&R.map[k]);
 		json_decref(R.view[k]);
-		free(R.view_text[k]);
+		free(R.view_line[k]);
 	}
 	for (int k = 0; k < LIST_KINDS; k++)
 		clear_maps((enum list_kind)k);

@@ -6,14 +6,19 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "log.h"
+
+#define DIRECT_MIN ((size_t)64 << 10)  /* lines this long are written at once */
+#define DIRECT_IOV 8                    /* in at most this many pieces */
 
 static struct writer *dirty_list;
 static ev_prepare flush_hook;
 
 static void on_writable(struct ev_loop *loop, ev_io *io, int revents);
+static void fail(struct writer *w, int err);
 
 /* Sets up an idle writer. */
 void writer_init(struct writer *w, int fd, writer_error_fn on_error, void *arg)
@@ -82,21 +87,62 @@ int writer_send_raw(struct writer *w, const char *data, size_t n)
 	return 0;
 }
 
-/* Queues the pieces of one line. */
+/*
+ * Writes what the fd takes of the line in IOV (N pieces and a "\n") at
+ * once; returns the bytes written, or -1 when the writer failed. Only for
+ * an empty queue, so nothing is written out of order.
+ */
+static ssize_t write_now(struct writer *w, const struct iovec *iov, int n)
+{
+	struct iovec v[DIRECT_IOV + 1];
+	memcpy(v, iov, (size_t)n * sizeof *iov);
+	v[n] = (struct iovec){ (void *)"\n", 1 };
+	for (;;) {
+		ssize_t done = writev(w->fd, v, n + 1);
+		if (done >= 0)
+			return done;
+		if (errno == EAGAIN || errno == EWOULDBLOCK)
+			return 0;
+		if (errno != EINTR) {
+			fail(w, errno);
+			return -1;
+		}
+	}
+}
+
+/*
+ * Queues the pieces of one line. A large line meeting an empty queue is
+ * written at once as far as the fd takes it, and only the rest is copied:
+ * a megabyte listing would otherwise be copied whole into fresh memory.
+ */
 int writer_send_iov(struct writer *w, const struct iovec *iov, int n)
 {
-	size_t total = 1;
+	size_t total = 1, skip = 0;
 	if (w->failed || w->fd < 0)
 		return -1;
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
-	if (buf_reserve(&w->out, total) < 0)
-		return -1;
-	for (int i = 0; i < n; i++) {
-		memcpy(w->out.data + w->out.len, iov[i].iov_base, iov[i].iov_len);
-		w->out.len += iov[i].iov_len;
+	if (total >= DIRECT_MIN && n <= DIRECT_IOV && buf_pending(&w->out) == 0) {
+		ssize_t done = write_now(w, iov, n);
+		if (done < 0)
+			return -1;
+		if ((size_t)done == total)
+			return 0;
+		skip = (size_t)done;
 	}
-	w->out.data[w->out.len++] = '\n';
+	if (buf_reserve(&w->out, total - skip) < 0) {
+		if (skip)   /* a line cut short: the stream cannot go on */
+			fail(w, ENOMEM);
+		return -1;
+	}
+	for (int i = 0; i < n; i++) {
+		size_t len = iov[i].iov_len, from = skip < len ? skip : len;
+		skip -= from;
+		memcpy(w->out.data + w->out.len, (const char *)iov[i].iov_base + from, len - from);
+		w->out.len += len - from;
+	}
+	if (skip == 0)
+		w->out.data[w->out.len++] = '\n';
 	mark_dirty(w);
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -212,6 +213,79 @@ static void test_full_pipe_no_loss(void **state)
 	buf_release(&want);
 }
 
+/* Fills B with N bytes of a pattern that shows where a piece was cut. */
+static void pattern(char *b, size_t n, char base)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = (char)(base + (char)(i % 23));
+}
+
+/*
+ * A large line meeting an empty queue is written at once as far as the
+ * pipe takes it, the rest queued: every byte arrives once, in order, one
+ * "\n" at its end, and lines sent after it come after it. Pieces cut at
+ * every boundary: the pipe takes 4096 bytes, the pieces are 3000, 1096
+ * (so the write ends exactly between two) and 200,000.
+ */
+static void test_large_line_written_at_once(void **state)
+{
+	(void)state;
+	struct writer w;
+	struct ctx c = { 0 };
+	struct buf got = BUF_INIT, want = BUF_INIT;
+	static char a[3000], b[1096], big[200000];
+	pattern(a, sizeof a, 'a');
+	pattern(b, sizeof b, 'A');
+	pattern(big, sizeof big, '0');
+	fcntl(fds[1], F_SETPIPE_SZ, 4096);
+	int cap = fcntl(fds[1], F_GETPIPE_SZ);
+	writer_init(&w, fds[1], on_error, &c);
+	struct iovec iov[3] = { { a, sizeof a }, { b, sizeof b }, { big, sizeof big } };
+	assert_int_equal(writer_send_iov(&w, iov, 3), 0);
+	/* written without waiting for the loop: the pipe is full already */
+	assert_int_equal(writer_queued(&w), sizeof a + sizeof b + sizeof big + 1 - (size_t)cap);
+	assert_int_equal(buf_append(&want, a, sizeof a), 0);
+	assert_int_equal(buf_append(&want, b, sizeof b), 0);
+	assert_int_equal(buf_append(&want, big, sizeof big), 0);
+	assert_int_equal(buf_append(&want, "\n", 1), 0);
+	/* a small line behind it is queued behind it, not written first */
+	struct iovec small = { (void *)"{\"tail\":1}", 10 };
+	assert_int_equal(writer_send_iov(&w, &small, 1), 0);
+	assert_int_equal(buf_append(&want, "{\"tail\":1}\n", 11), 0);
+	/* a second large line while the queue holds bytes: queued whole, in order */
+	assert_int_equal(writer_send_iov(&w, iov, 3), 0);
+	assert_int_equal(buf_append(&want, a, sizeof a), 0);
+	assert_int_equal(buf_append(&want, b, sizeof b), 0);
+	assert_int_equal(buf_append(&want, big, sizeof big), 0);
+	assert_int_equal(buf_append(&want, "\n", 1), 0);
+	writer_flush_all();
+	int rounds = 0;
+	while (writer_queued(&w) > 0 && rounds++ < 100000) {
+		drain_pipe(&got);
+		ev_run(EV_DEFAULT, EVRUN_NOWAIT);
+	}
+	drain_pipe(&got);
+	expect_same(&got, &want);
+	/* into an empty pipe, a large line the pipe can take whole leaves nothing queued */
+	fcntl(fds[1], F_SETPIPE_SZ, 1 << 18);
+	struct iovec fits[2] = { { big, 70000 }, { b, 100 } };
+	assert_int_equal(writer_send_iov(&w, fits, 2), 0);
+	assert_int_equal(writer_queued(&w), 0);
+	buf_release(&got);
+	assert_int_equal(drain_pipe(&got), 70000 + 100 + 1);
+	assert_memory_equal(got.data + got.off + 70000, b, 100);
+	assert_int_equal(got.data[got.off + 70000 + 100], '\n');
+	/* a small line into an empty queue waits for the flush, as before */
+	assert_int_equal(writer_send_iov(&w, fits + 1, 1), 0);
+	assert_int_equal(writer_queued(&w), 101);
+	writer_flush_all();
+	assert_int_equal(writer_queued(&w), 0);
+	assert_int_equal(c.errors, 0);
+	writer_release(&w);
+	buf_release(&got);
+	buf_release(&want);
+}
+
 /* A closed read end: the error is reported once, and the writer refuses more. */
 static void test_closed_reader(void **state)
 {
@@ -396,6 +470,7 @@ int main(void)
 		T(test_send_and_flush),
 		T(test_send_unserializable),
 		T(test_full_pipe_no_loss),
+		T(test_large_line_written_at_once),
 		T(test_closed_reader),
 		T(test_closed_reader_while_queued),
 		T(test_close_after_drain),

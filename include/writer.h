@@ -76,16 +76,19 @@ void writer_flush_all(void);
 
 /*
  * Cut-through for the lines of one read: call after handing on line NTH
- * (counted from 1) of the bytes one read(2) brought. After the 1st, 2nd,
- * 4th, 8th... line it flushes every dirty writer, so the next hop starts
- * on the first messages while the rest are still being scanned, instead
- * of waiting for the whole batch: a batch of k lines costs about log2(k)
- * more writes, never one a line. Call it only where no caller up the
- * stack is part-way through a message (a read callback's own loop).
+ * (counted from 1) of the bytes one read(2) brought. After the first line
+ * it flushes every dirty writer, so the next hop starts on the first
+ * message while the rest are still being scanned; the rest of the batch
+ * goes in one write before the loop sleeps. Flushing more often (after
+ * lines 1, 2, 4, 8...) was faster where a write(2) is cheap and slower
+ * where it is dear (a virtual machine with costly system calls: 0.63x of
+ * the byte relay against 0.80x); this rule was the best worst case of the
+ * two (bench/ANALYSIS.md). Call it only where no caller up the stack is
+ * part-way through a message (a read callback's own loop).
  */
 static inline void writer_cut_through(unsigned nth)
 {
-	if ((nth & (nth - 1)) == 0)
+	if (nth == 1)
 		writer_flush_all();
 }
 

@@ -160,6 +160,33 @@ json_t *mwt_went_on(const struct mwt_run *r)
 	return v;
 }
 
+/* The bytes' message and the tree's are the same but for the ids. */
+void mwt_expect_same_list(const struct mwt_run *r, json_t *bytes, json_t *tree,
+			  const char *id)
+{
+	assert_non_null(bytes);
+	assert_non_null(tree);
+	json_t *ca = json_deep_copy(bytes), *cb = json_deep_copy(tree);
+	json_object_del(ca, "id");
+	json_object_del(cb, "id");
+	if (!json_equal(ca, cb)) {
+		char *sa = json_dumps(ca, JSON_SORT_KEYS), *sb = json_dumps(cb, JSON_SORT_KEYS);
+		print_error("as bytes: %s\nparsed:   %s\n", sa, sb);
+		free(sa);
+		free(sb);
+		fail();
+	}
+	json_decref(ca);
+	json_decref(cb);
+	if (!r->went_on)
+		return;
+	assert_non_null(r->went_on_id);
+	assert_string_equal(r->went_on_id, id);
+	json_t *res = mwt_json(r->went_on_result);
+	assert_true(json_equal(res, json_object_get(bytes, "result")));
+	json_decref(res);
+}
+
 /*
  * Puts M's message on R's walk: the tree (stolen or parsed), or a copy of
  * the text that R owns. Returns a new reference to the message as a tree,

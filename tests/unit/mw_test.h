@@ -163,6 +163,16 @@ void mwt_run_end(struct mwt_run *r);
  */
 json_t *mwt_went_on(const struct mwt_run *r);
 
+/*
+ * Asserts that the message a list edit gave as bytes (BYTES) and the one
+ * the same modules gave as a parsed tree (TREE) are the same but for
+ * their ids (the parsed walk carries the test's own). When R's message
+ * went on unread, also that the spans the chain splices from still hold
+ * the id ID's text and BYTES' result. Borrows all.
+ */
+void mwt_expect_same_list(const struct mwt_run *r, json_t *bytes, json_t *tree,
+			  const char *id);
+
 /* The error code of the reply R got (0 when none). */
 json_int_t mwt_error_code(const struct mwt_run *r);
 

@@ -406,6 +406,82 @@ static void test_flush_before_sleep(void **state)
 	buf_release(&got);
 }
 
+static bool idle_seen;   /* writer_woke_idle as a callback found it */
+static int wakes;
+
+/* Records what the loop knew of its last poll when it woke for us. */
+static void on_wake_timer(struct ev_loop *loop, ev_timer *t, int revents)
+{
+	(void)loop;
+	(void)t;
+	(void)revents;
+	idle_seen = writer_woke_idle;
+	wakes++;
+}
+
+static void on_wake_io(struct ev_loop *loop, ev_io *io, int revents)
+{
+	(void)loop;
+	(void)io;
+	(void)revents;
+	idle_seen = writer_woke_idle;
+	wakes++;
+}
+
+/*
+ * The loop knows whether its last poll waited: a wake-up after a wait of
+ * 5 ms was idle; one for input that was already there was not (tried a
+ * few times, as a poll can be preempted). Cut-through flushes after the
+ * first line of a read only after an idle wait.
+ */
+static void test_cut_through_after_idle_wait(void **state)
+{
+	(void)state;
+	struct writer w;
+	struct ctx c = { 0 };
+	struct buf got = BUF_INIT;
+	writer_setup();
+	ev_timer t;
+	ev_timer_init(&t, on_wake_timer, 0.005, 0);
+	ev_timer_start(EV_DEFAULT, &t);
+	wakes = 0;
+	while (!wakes)
+		ev_run(EV_DEFAULT, EVRUN_ONCE);
+	assert_true(idle_seen);
+	int in[2];
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(write(in[1], "x", 1), 1);    /* readable before the poll */
+	ev_io io;
+	ev_io_init(&io, on_wake_io, in[0], EV_READ);
+	ev_io_start(EV_DEFAULT, &io);
+	bool busy = false;
+	for (int i = 0; i < 20 && !busy; i++) {
+		wakes = 0;
+		ev_run(EV_DEFAULT, EVRUN_ONCE);
+		busy = wakes && !idle_seen;
+	}
+	ev_io_stop(EV_DEFAULT, &io);
+	close(in[0]);
+	close(in[1]);
+	assert_true(busy);
+	/* the rule itself */
+	writer_init(&w, fds[1], on_error, &c);
+	json_t *m = json_pack("{s:s,s:s}", "jsonrpc", "2.0", "method", "ct");
+	writer_woke_idle = false;
+	assert_int_equal(writer_send(&w, m), 0);
+	writer_cut_through(1);
+	assert_true(writer_queued(&w) > 0);           /* behind: waits for the batch */
+	writer_woke_idle = true;
+	writer_cut_through(2);
+	assert_true(writer_queued(&w) > 0);           /* only after the first line */
+	writer_cut_through(1);
+	assert_int_equal(writer_queued(&w), 0);       /* idle: the first goes at once */
+	assert_int_equal(drain_pipe(&got), strlen("{\"jsonrpc\":\"2.0\",\"method\":\"ct\"}\n"));
+	json_decref(m);
+	writer_release(&w);
+	buf_release(&got);
+}
+
 /* A released writer is off the flush list (flushing later must not touch it). */
 static void test_release_while_dirty(void **state)
 {
@@ -476,6 +552,7 @@ int main(void)
 		T(test_close_after_drain),
 		T(test_close_empty),
 		T(test_flush_before_sleep),
+		T(test_cut_through_after_idle_wait),
 		T(test_release_while_dirty),
 		T(test_failed_send_after_compaction),
 	};

@@ -317,7 +317,7 @@ fi
 # ---- report ----------------------------------------------------------------
 if [ -s "$tmp/child-stderr.log" ] && grep -qiE 'error|exceeded|unknown token' "$tmp/child-stderr.log"; then
 	log "stderr of the processes under test had errors (first lines):"
-	grep -iE 'error|exceeded|unknown token' "$tmp/child-stderr.log" | sort | uniq -c | sort -rn | head -n 8 >&2
+	grep -iE 'error|exceeded|unknown token' "$tmp/child-stderr.log" | sort | uniq -c | sort -rn | head -n 8 >&2 || true
 fi
 sdk_version=$(node -p 'require(process.argv[1]).version' \
 	"$here/sdk-proxy/node_modules/@modelcontextprotocol/sdk/package.json" 2>/dev/null || echo "n/a")

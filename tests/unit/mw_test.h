@@ -164,6 +164,13 @@ void mwt_run_end(struct mwt_run *r);
 json_t *mwt_went_on(const struct mwt_run *r);
 
 /*
+ * Asserts that A and B (a message a module handled unparsed and the same
+ * handled as a tree) are the same but for their ids, which the chain sets
+ * itself. Borrows both.
+ */
+void mwt_expect_same_but_id(json_t *a, json_t *b);
+
+/*
  * Asserts that the message a list edit gave as bytes (BYTES) and the one
  * the same modules gave as a parsed tree (TREE) are the same but for
  * their ids (the parsed walk carries the test's own). When R's message

@@ -495,21 +495,8 @@ static void expect_same_refusal(struct pipeline *pl, const char *method, const c
 	json_t *b = request(&parsed, pl, "c", method, params);
 	json_decref(req);
 	assert_int_equal(parsed.verdict, MW_REPLY);
-	assert_non_null(a);
-	assert_non_null(b);
 	/* the chain puts the requester's id on a module's reply; the rest must match */
-	json_t *ca = json_deep_copy(a), *cb = json_deep_copy(b);
-	json_object_del(ca, "id");
-	json_object_del(cb, "id");
-	if (!json_equal(ca, cb)) {
-		char *sa = json_dumps(ca, JSON_SORT_KEYS), *sb = json_dumps(cb, JSON_SORT_KEYS);
-		print_error("unparsed: %s\nparsed:   %s\n", sa, sb);
-		free(sa);
-		free(sb);
-		fail();
-	}
-	json_decref(ca);
-	json_decref(cb);
+	mwt_expect_same_but_id(a, b);
 	mwt_run_release(&raw);
 	mwt_run_release(&parsed);
 }

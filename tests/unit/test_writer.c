@@ -83,6 +83,17 @@ static size_t drain_pipe(struct buf *b)
 	return total;
 }
 
+/* Runs the loop, reading the pipe into GOT, until W has nothing queued. */
+static void drain_writer(struct writer *w, struct buf *got)
+{
+	int rounds = 0;
+	while (writer_queued(w) > 0 && rounds++ < 100000) {
+		drain_pipe(got);
+		ev_run(EV_DEFAULT, EVRUN_NOWAIT);
+	}
+	drain_pipe(got);
+}
+
 /* The compact line a message should become. */
 static void expect_line(struct buf *want, json_t *msg)
 {
@@ -197,12 +208,7 @@ static void test_full_pipe_no_loss(void **state)
 	json_decref(tail);
 	writer_flush_all();
 
-	int rounds = 0;
-	while (writer_queued(&w) > 0 && rounds++ < 10000) {
-		drain_pipe(&got);
-		ev_run(EV_DEFAULT, EVRUN_NOWAIT);
-	}
-	drain_pipe(&got);
+	drain_writer(&w, &got);
 	assert_int_equal(writer_queued(&w), 0);
 	assert_false(ev_is_active(&w.io));
 	expect_same(&got, &want);
@@ -259,12 +265,7 @@ static void test_large_line_written_at_once(void **state)
 	assert_int_equal(buf_append(&want, big, sizeof big), 0);
 	assert_int_equal(buf_append(&want, "\n", 1), 0);
 	writer_flush_all();
-	int rounds = 0;
-	while (writer_queued(&w) > 0 && rounds++ < 100000) {
-		drain_pipe(&got);
-		ev_run(EV_DEFAULT, EVRUN_NOWAIT);
-	}
-	drain_pipe(&got);
+	drain_writer(&w, &got);
 	expect_same(&got, &want);
 	/* into an empty pipe, a large line the pipe can take whole leaves nothing queued */
 	fcntl(fds[1], F_SETPIPE_SZ, 1 << 18);

@@ -233,10 +233,17 @@ struct mw_def {
 	mw_create_fn create;
 };
 
-/* The module named NAME, or NULL. */
+/* The module named NAME in the table given to mw_use_registry, or NULL. */
 const struct mw_def *mw_find(const char *name);
 
-/* The registry, terminated by an entry with a NULL name. */
+/*
+ * Sets the table of modules pipeline_build knows (borrowed for the
+ * process's life; NULL: none). The core knows no module: main.c hands it
+ * the registry of src/middleware/ at start-up.
+ */
+void mw_use_registry(const struct mw_def *defs);
+
+/* The modules of src/middleware/, terminated by an entry with a NULL name. */
 extern const struct mw_def mw_registry[];
 
 /* Returns ctx->scratch, creating it on first use (borrowed). */

@@ -23,6 +23,7 @@
 #include "front.h"
 #include "curl_ev.h"
 #include "log.h"
+#include "middleware.h"
 #include "mw_log.h"
 #include "router.h"
 #include "mcpc_version.h"
@@ -508,6 +509,7 @@ int main(int argc, char **argv)
 	};
 	const char *config = getenv("MCP_CHAIN_CONFIG"), *level = NULL;
 	int c;
+	mw_use_registry(mw_registry);
 	while ((c = getopt_long(argc, argv, "+c:l:Vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': config = optarg; break;

@@ -1976,6 +1976,7 @@ static void test_fast_cancel_real_id(void **state)
 
 int main(void)
 {
+	mw_use_registry(mw_registry);
 	log_set_level(LOG_ERROR);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 #define TT(name) cmocka_unit_test_setup_teardown(name, setup, teardown_tracers)

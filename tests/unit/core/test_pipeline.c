@@ -1,5 +1,5 @@
 /*
- * test_pipeline.c - unit tests for src/middleware/pipeline.c (middleware
+ * test_pipeline.c - unit tests for src/core/pipeline.c (middleware
  * modules, pipelines and walks).
  */
 #include <setjmp.h>

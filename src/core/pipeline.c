@@ -81,10 +81,20 @@ void mw_check_keys_at(struct mw_build *b, const char *key, json_t *obj,
 	}
 }
 
+/* The modules pipelines are built from (see mw_use_registry). */
+static const struct mw_def no_modules[] = { { NULL, NULL } };
+static const struct mw_def *registry = no_modules;
+
+/* Sets the table of modules that pipeline_build knows. */
+void mw_use_registry(const struct mw_def *defs)
+{
+	registry = defs ? defs : no_modules;
+}
+
 /* Looks a module up by name. */
 const struct mw_def *mw_find(const char *name)
 {
-	for (const struct mw_def *d = mw_registry; d->name; d++)
+	for (const struct mw_def *d = registry; d->name; d++)
 		if (strcmp(d->name, name) == 0)
 			return d;
 	return NULL;
@@ -95,7 +105,7 @@ static void list_modules(char *out, size_t n)
 {
 	size_t l = 0;
 	out[0] = '\0';
-	for (const struct mw_def *d = mw_registry; d->name && l + 2 < n; d++)
+	for (const struct mw_def *d = registry; d->name && l + 2 < n; d++)
 		l += (size_t)snprintf(out + l, n - l, "%s%s", l ? ", " : "", d->name);
 	if (!out[0])
 		snprintf(out, n, "none yet");

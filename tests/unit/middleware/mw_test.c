@@ -384,3 +384,9 @@ void mwt_run_for(double seconds)
 	int never = 0;
 	mwt_run_until(&never, seconds);
 }
+
+/* Every middleware test builds pipelines from the real registry, as main.c does. */
+__attribute__((constructor)) static void use_registry(void)
+{
+	mw_use_registry(mw_registry);
+}

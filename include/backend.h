@@ -70,7 +70,9 @@ typedef void (*backend_event_fn)(struct backend *b, enum backend_event ev, void 
  * New backend for entry CFG of configuration TOP (both borrowed; they must
  * outlive it), registered with the chain. Not started.
  */
-struct backend *backend_new(const struct cfg *top, const struct cfg_server *cfg,
+struct chain;
+struct backend *backend_new(struct chain *chain, const struct cfg *top,
+			    const struct cfg_server *cfg,
 			    backend_event_fn on_event, void *arg);
 
 /* Starts the transport; 0 or -1 (the reason is in the peer's why_down). */
@@ -120,8 +122,8 @@ void backend_set_transport(struct backend *b, void *t);
  * size on the wire. */
 void backend_deliver(struct backend *b, json_t *msg, size_t bytes);
 
-/* Offers a received line to the fast path; false: parse it and call
- * backend_deliver. */
+/* Hands a received line (borrowed) to the chain; false when it is not
+ * JSON (the caller reports it). */
 bool backend_deliver_line(struct backend *b, const char *line, size_t len);
 
 /* The transport is down; REASON names why ("exited with status 1"). */

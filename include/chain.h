@@ -6,13 +6,17 @@
  * the server sends once its own handshake is done. The chain keeps the
  * open exchanges, maps ids and progress tokens at each hop, translates
  * cancellations, runs every message through the middleware pipeline, and
- * routes.
+ * routes (through router.h).
  *
- * Routing (one backend for now; the several-backends work replaces
- * chain_route_backend): client requests and notifications go to the
- * backend; backend notifications go to every ready client; a backend's
- * own request goes to the client that has a request open at that backend,
- * else the first ready client.
+ * Every message takes one path, whatever its form (msg.h): a message no
+ * module reads is never parsed and leaves as its bytes with the id and
+ * token spliced; a message a module reads is a tree from then on. The log
+ * level changes nothing on the wire.
+ *
+ * A chain is an object: a process may hold several (tests do), and every
+ * peer belongs to one. Backend notifications go to every ready client of
+ * the chain (progress and responses only to their requester); a backend's
+ * own request goes to the client that has a request open at that backend.
  */
 #ifndef MCPC_CHAIN_H
 #define MCPC_CHAIN_H
@@ -20,10 +24,19 @@
 #include <jansson.h>
 
 #include "middleware.h"
+#include "msg.h"
 #include "peer.h"
 
-/* Registers a peer with the chain (clients and backends alike). */
-void chain_add_peer(struct peer *p);
+struct chain;
+
+/* A new chain with no peers and no pipeline; NULL when out of memory. */
+struct chain *chain_new(void);
+
+/* Frees C; its peers must have been removed. */
+void chain_free(struct chain *c);
+
+/* Registers a peer with C (clients and backends alike). */
+void chain_add_peer(struct chain *c, struct peer *p);
 
 /* Unregisters a peer (before freeing it). */
 void chain_remove_peer(struct peer *p);
@@ -32,25 +45,25 @@ void chain_remove_peer(struct peer *p);
  * REASON; P stays registered but not ready. */
 void chain_peer_gone(struct peer *p, const char *reason);
 
-/* Sets the global pipeline (takes a reference; NULL for none). */
-void chain_set_pipeline(struct pipeline *pl);
+/* Sets C's global pipeline (takes a reference; NULL for none). */
+void chain_set_pipeline(struct chain *c, struct pipeline *pl);
+
+/* Handles a message from peer FROM; takes what *M owns (M is left empty). */
+void chain_receive_msg(struct peer *from, struct msg *m);
 
 /*
- * The fast path: moves the message in LINE (LEN bytes, no "\n") without
- * parsing it into a tree, when nothing needs to read it (no middleware,
- * one backend, a plain request, response or notification). Returns true
- * when done; false means the caller parses it and calls chain_receive.
+ * Handles one line from FROM (borrowed, no "\\n"): scanned, or parsed
+ * when the scanner declines. Returns false only when it is not JSON: the
+ * caller answers that (a front) or logs it (a backend); *ERR is then a
+ * ready -32700 response (new reference).
  */
-bool chain_fast(struct peer *from, const char *line, size_t len);
+bool chain_receive_line(struct peer *from, const char *line, size_t len, json_t **err);
 
-/* Handles a message from peer FROM; steals MSG. */
+/* Handles a parsed message from FROM; steals MSG. */
 void chain_receive(struct peer *from, json_t *msg);
 
-/* The peer a client's initialize goes to (see router_init_target). */
-struct peer *chain_route_backend(struct peer *client);
-
-/* The first registered peer of ROLE, or NULL. */
-struct peer *chain_first_peer(enum peer_role role);
+/* The first registered peer of ROLE in C, or NULL. */
+struct peer *chain_first_peer(struct chain *c, enum peer_role role);
 
 /* Runs a notification (stolen) from FROM through the pipeline to TO
  * (NULL: every ready client). */
@@ -63,6 +76,12 @@ void chain_notify(struct peer *from, struct peer *to, json_t *msg);
 int chain_call(struct peer *to, const char *method, json_t *params,
 	       void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg);
 
+/* Like chain_call, walking TO's own pipeline PL (may be NULL); CB may be
+ * NULL when nobody waits for the answer. */
+int chain_call_via(struct peer *to, const char *method, json_t *params,
+		   struct pipeline *pl,
+		   void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg);
+
 /*
  * Flow control: P's output queue passed its high-water mark (CONGESTED)
  * or drained. While any peer is congested, reading from every peer of the
@@ -71,16 +90,7 @@ int chain_call(struct peer *to, const char *method, json_t *params,
  */
 void chain_congestion(struct peer *p, bool congested);
 
-/* Like chain_call, walking TO's own pipeline PL (may be NULL); CB may be
- * NULL when nobody waits for the answer. */
-int chain_call_via(struct peer *to, const char *method, json_t *params,
-		   struct pipeline *pl,
-		   void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg);
-
-/* Number of exchanges open anywhere (for shutdown). */
-size_t chain_open_exchanges(void);
-
-/* Frees chain-wide state at exit. */
-void chain_release(void);
+/* Number of exchanges open in C (for shutdown). */
+size_t chain_open_exchanges(const struct chain *c);
 
 #endif

@@ -17,8 +17,11 @@ struct session;
 /* Called when the client is gone; REASON says why (static string). */
 typedef void (*front_closed_fn)(struct stdio_front *f, const char *reason, void *arg);
 
-/* Starts reading stdin for a new session; lines up to MAX bytes. */
-struct stdio_front *stdio_front_new(size_t max, front_closed_fn on_closed, void *arg);
+struct chain;
+
+/* Starts reading stdin for a new session of CHAIN; lines up to MAX bytes. */
+struct stdio_front *stdio_front_new(struct chain *chain, size_t max, front_closed_fn on_closed,
+				    void *arg);
 
 /* Stops reading stdin (stdout stays usable). */
 void stdio_front_stop_reading(struct stdio_front *f);

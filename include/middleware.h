@@ -26,6 +26,7 @@
 #include <stddef.h>
 
 #include "jscan.h"
+#include "msg.h"
 #include "rpc.h"
 
 enum mw_verdict { MW_PASS, MW_REPLY, MW_DROP, MW_ASYNC };
@@ -86,12 +87,12 @@ int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
 
 /*
  * Withdraws the question a module asked with mw_ask_client for ARG (the
- * same ARG it passed), e.g. because the request it was about was
+ * same ARG it passed) about the request of CTX, e.g. because the request it was about was
  * cancelled: the client is sent notifications/cancelled for it (with
  * REASON), and the module's callback gets an error response now -- its one
  * call. Returns 0, or -1 when no question for ARG is open.
  */
-int mw_ask_withdraw(void *arg, const char *reason);
+int mw_ask_withdraw(struct mw_ctx *ctx, void *arg, const char *reason);
 
 /*
  * Ends CTX's request now with an error (CODE, MESSAGE) sent to the
@@ -280,27 +281,18 @@ void pipeline_unref(struct pipeline *pl);
  * the backend's own). The chain embeds it in its per-message state.
  */
 struct mw_walk;
-typedef void (*mw_done_fn)(struct mw_walk *w, enum mw_verdict v, json_t *msg);
-
-/* Spans into mw_walk.raw that its owner needs again (see mw_walk). */
-enum { MW_SPAN_ID, MW_SPAN_TOKEN, MW_SPAN_META, MW_SPAN_RESULT, MW_SPANS };
+typedef void (*mw_done_fn)(struct mw_walk *w, enum mw_verdict v);
 
 struct mw_walk {
 	struct pipeline *stage[2];  /* borrowed; NULL for none */
 	struct mw_ctx *ctx;
-	json_t *msg;                /* owned while walking; NULL while the
-				     * message travels as RAW */
 	/*
-	 * The message's bytes while no module has read it: borrowed from the
-	 * owner for a walk that ends before mw_walk_forward/back returns; a
-	 * module holding the walk (mw_walk_hold) makes the pipeline copy them
-	 * (RAW_OWN, freed once W->done has returned). Parsed into MSG when a
-	 * module reads. SPAN[] point into RAW and move with it.
+	 * The message (borrowed from the walk's owner). Hooks get &M->tree:
+	 * NULL while no module has read it (it is then M's bytes, see msg.h).
+	 * A module holding the walk (mw_walk_hold) makes M keep a copy of
+	 * borrowed bytes.
 	 */
-	const char *raw;
-	size_t raw_len;
-	char *raw_own;
-	struct jspan span[MW_SPANS];
+	struct msg *m;
 	size_t pos;                 /* next module index (forward) */
 	size_t reached;             /* modules a request passed through */
 	int response;               /* walking back in reverse */
@@ -309,10 +301,9 @@ struct mw_walk {
 };
 
 /*
- * Walks W->msg forward from W->pos. Calls W->done exactly once, now or
+ * Walks *W->m forward from W->pos. Calls W->done exactly once, now or
  * after an MW_ASYNC module resumes, with the final verdict (MW_PASS at the
- * end, MW_REPLY with the response, MW_DROP) and the message (ownership
- * passes to done; NULL with MW_PASS when it is still W->raw, unread).
+ * end, MW_REPLY with the response in *W->m, MW_DROP).
  */
 void mw_walk_forward(struct mw_walk *w);
 

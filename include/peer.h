@@ -20,6 +20,7 @@
 
 #include "hmap.h"
 #include "middleware.h"
+#include "msg.h"
 
 struct exchange;
 struct peer;
@@ -74,6 +75,7 @@ struct peer {
 	struct hmap received;    /* rpc_id_key(peer's id) -> exchange */
 	void *batch;             /* clients: the batch being received, copied
 				  * into exchanges made from it */
+	struct chain *chain;     /* set by chain_add_peer */
 	struct peer *next;       /* in the chain's list */
 };
 
@@ -81,15 +83,9 @@ struct peer {
 struct exchange {
 	struct peer *from;       /* requester; NULL when mcp-chain asked */
 	struct peer *to;         /* responder; NULL until routed */
-	json_t *from_id;         /* requester's id (owned reference); NULL for a
-				  * request of mcp-chain's own, and on the fast
-				  * path, which keeps ID_TEXT instead (see
-				  * chain_exchange_id) */
-	char id_text[24];        /* the requester's id as it came (an integer or
-				  * a string without escapes, quoted), when the
-				  * fast path took the request */
-	unsigned char id_text_n;
-	json_t *from_token;      /* requester's progress token (owned) or NULL */
+	struct chain *chain;     /* the chain it belongs to */
+	struct msg_val from_id;  /* the requester's id, as it came (JSON text) */
+	struct msg_val from_token; /* the requester's progress token, or empty */
 	json_int_t to_id;        /* id on the responder's side */
 	bool in_sent;            /* registered in to->sent */
 	bool in_received;        /* registered in from->received */
@@ -100,6 +96,7 @@ struct exchange {
 	char *method;            /* METHOD_BUF, or an owned copy when longer */
 	char method_buf[32];
 	char *name;              /* owned: tool/prompt name or resource URI */
+	struct msg m;            /* the request, then its response, while in hand */
 	struct mw_ctx ctx;
 	struct mw_walk walk;
 	struct pipeline *pl[2];  /* references held for the exchange's life */

@@ -23,8 +23,10 @@
 #include "config.h"
 #include "peer.h"
 
-/* Sets the router up for configuration CFG (borrowed; must outlive it). */
-void router_setup(const struct cfg *cfg);
+struct chain;
+
+/* Sets the router up for CHAIN and configuration CFG (both borrowed; must outlive it). */
+void router_setup(struct chain *chain, const struct cfg *cfg);
 
 /* Adds a backend peer, in configuration order, with its entry. */
 void router_add_backend(struct peer *backend, const struct cfg_server *entry);

@@ -76,6 +76,12 @@ json_t *rpc_notification(const char *method, json_t *params);
 #define RPC_KEY_MAX 512
 size_t rpc_id_key(json_t *id, unsigned char *key);
 
+/* The same key for an integer id, and for a string id of N decoded bytes:
+ * the one encoding every id map uses (msg.c keys ids it has not parsed
+ * with these). */
+size_t rpc_id_key_int(json_int_t v, unsigned char *key);
+size_t rpc_id_key_str(const char *s, size_t n, unsigned char *key);
+
 /*
  * Best-effort scan of the head of an oversized message for its top-level
  * "id". Returns a new reference, or NULL when not found.

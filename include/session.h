@@ -30,8 +30,11 @@ typedef int (*session_write_fn)(void *arg, json_t *msg);
 
 struct session;
 
-/* New session named NAME (copied) writing through WRITE. */
-struct session *session_new(const char *name, session_write_fn write, void *arg);
+struct chain;
+
+/* New session of CHAIN (borrowed) named NAME (copied) writing through WRITE. */
+struct session *session_new(struct chain *chain, const char *name, session_write_fn write,
+			    void *arg);
 
 /* Writes the pieces of one line (no "\n") to the client; 0 or -1. */
 typedef int (*session_write_raw_fn)(void *arg, const struct iovec *iov, int n);
@@ -40,9 +43,9 @@ typedef int (*session_write_raw_fn)(void *arg, const struct iovec *iov, int n);
 void session_set_write_raw(struct session *s, session_write_raw_fn fn);
 
 /*
- * Handles one line from the client without parsing it when the fast path
- * can (see chain_fast); returns false when the caller must parse it and
- * call session_receive.
+ * Handles one line from the client (borrowed): a message (parsed only if
+ * something reads it), a batch, or bytes that are not JSON (answered with
+ * -32700). Returns true (it always handles the line).
  */
 bool session_receive_line(struct session *s, const char *line, size_t len);
 

@@ -41,6 +41,7 @@ struct app {
 	struct backend **backends; /* including those a reload stopped */
 	size_t nbackends;
 	struct stdio_front *front;
+	struct chain *chain;
 	enum phase phase;
 	ev_signal sigterm, sigint, sighup;
 	ev_check check;
@@ -336,7 +337,7 @@ static void reload(struct app *a)
 	}
 	a->old = old;
 	a->old[a->nold++] = a->cfg;
-	chain_set_pipeline(n->pipeline);  /* requests in flight keep the old one */
+	chain_set_pipeline(a->chain, n->pipeline);  /* requests in flight keep the old one */
 	router_reconfigure(n);
 	reconcile_backends(a, n);
 	router_reconfigure(n);  /* names with the kept backends' new prefixes */
@@ -435,7 +436,7 @@ static struct backend *add_backend(struct app *a, struct cfg *c, struct cfg_serv
 	if (!v)
 		return NULL;
 	a->backends = v;
-	struct backend *b = backend_new(c, s, on_backend_event, a);
+	struct backend *b = backend_new(a->chain, c, s, on_backend_event, a);
 	if (!b)
 		return NULL;
 	a->backends[a->nbackends++] = b;
@@ -453,10 +454,10 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	struct ev_loop *loop = EV_DEFAULT;
 	writer_setup();
 	watch_signals(&a);
-	if (pipeline_start(cfg->pipeline) < 0)
+	if (pipeline_start(cfg->pipeline) < 0 || !(a.chain = chain_new()))
 		return 1;
-	chain_set_pipeline(cfg->pipeline);
-	router_setup(cfg);
+	chain_set_pipeline(a.chain, cfg->pipeline);
+	router_setup(a.chain, cfg);
 	router_set_status(describe_backends, &a);
 	for (size_t i = 0; i < cfg->nservers; i++) {
 		struct cfg_server *s = &cfg->servers[i];
@@ -468,7 +469,7 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	}
 	for (size_t i = 0; i < a.nbackends; i++)  /* all start at once */
 		backend_start(a.backends[i]);
-	a.front = stdio_front_new(cfg->max_message, on_front_closed, &a);
+	a.front = stdio_front_new(a.chain, cfg->max_message, on_front_closed, &a);
 	if (!a.front)
 		return 1;
 	ev_check_init(&a.check, on_check);
@@ -485,7 +486,7 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	router_release();
 	free(a.backends);
 	curl_ev_release();
-	chain_release();
+	chain_free(a.chain);
 	for (size_t i = 0; i < a.nold; i++)
 		cfg_free(a.old[i]);
 	free(a.old);

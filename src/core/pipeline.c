@@ -239,28 +239,27 @@ static struct mw_module *walk_mod(const struct mw_walk *w, size_t i)
 	return i < n0 ? w->stage[0]->mods[i] : w->stage[1]->mods[i - n0];
 }
 
-/* Hands the message to the walk's owner, then frees a copy of the bytes. */
+/* Hands the walk back to its owner (which may free W). */
 static void finish(struct mw_walk *w, enum mw_verdict v)
 {
-	json_t *msg = w->msg;
-	char *own = w->raw_own;
-	w->msg = NULL;
-	w->raw_own = NULL;   /* done() may free W; the copy is ours to free */
-	w->done(w, v, msg);
-	free(own);
+	w->done(w, v);
 }
 
-/* Parses the raw message for module M if it reads it; false on failure. */
+/* After a hook: a tree a module put in place of unread bytes is the message. */
+static void settle(struct mw_walk *w)
+{
+	if (w->m->tree && w->m->raw)
+		msg_set_tree(w->m, w->m->tree);
+}
+
+/* Makes the tree for module M if it reads the message; false on failure. */
 static bool ensure_parsed(struct mw_walk *w, struct mw_module *m)
 {
-	if (w->msg || !w->raw || (m->ops->reads && !m->ops->reads(m, w->ctx)))
+	if (!msg_is_raw(w->m) || (m->ops->reads && !m->ops->reads(m, w->ctx)))
 		return true;
-	json_error_t err;
-	w->msg = json_loadb(w->raw, w->raw_len, JSON_ALLOW_NUL, &err);
-	if (w->msg)
+	if (msg_tree(w->m))
 		return true;
-	log_error("pipeline: a message the chain scanned as valid does not parse: %s",
-		  err.text);
+	log_error("pipeline: a message the chain scanned as valid does not parse");
 	return false;
 }
 
@@ -268,23 +267,7 @@ static bool ensure_parsed(struct mw_walk *w, struct mw_module *m)
 bool mw_meta_has(const struct mw_ctx *ctx, const char *key)
 {
 	const struct mw_walk *w = ctx->walk;
-	if (!w || w->msg || !w->raw) {
-		json_t *params = w && w->msg ? json_object_get(w->msg, "params") : NULL;
-		return !w || !w->msg || json_object_get(json_object_get(params, "_meta"), key);
-	}
-	struct jspan meta = w->span[MW_SPAN_META];
-	size_t kn = strlen(key);
-	if (!meta.p || meta.n < kn + 2)
-		return false;
-	/* the scanner declines escaped keys, so a member KEY is there as "KEY" */
-	for (const char *p = meta.p, *e = meta.p + meta.n - kn - 1; p < e; p++) {
-		p = memchr(p, '"', (size_t)(e - p));
-		if (!p)
-			return false;
-		if (memcmp(p + 1, key, kn) == 0 && p[kn + 1] == '"')
-			return true;
-	}
-	return false;
+	return !w || msg_meta_has(w->m, key);
 }
 
 /* Parses the message in hand for a module that did not plan to read it. */
@@ -293,15 +276,13 @@ int mw_read(struct mw_ctx *ctx, json_t **msg)
 	struct mw_walk *w = ctx->walk;
 	if (*msg)
 		return 0;
-	if (!w || !w->raw || msg != &w->msg)
+	if (!w || msg != &w->m->tree || !msg_is_raw(w->m))
 		return -1;
-	w->msg = json_loadb(w->raw, w->raw_len, JSON_ALLOW_NUL, NULL);
-	if (w->msg)
+	if (msg_tree(w->m))
 		return 0;
-	if (ctx->kind == RPC_RESPONSE) {  /* as ensure_parsed does: nothing unread goes on */
-		w->msg = rpc_errorf(NULL, RPC_INTERNAL_ERROR, "mcp-chain could not parse the response");
-		w->raw = NULL;
-	}
+	if (ctx->kind == RPC_RESPONSE)  /* as ensure_parsed does: nothing unread goes on */
+		msg_set_tree(w->m, rpc_errorf(NULL, RPC_INTERNAL_ERROR,
+					      "mcp-chain could not parse the response"));
 	return -1;
 }
 
@@ -316,35 +297,6 @@ static char *span_string(struct jspan v)
 	char *r = json_is_string(j) ? strdup(json_string_value(j)) : NULL;
 	json_decref(j);  /* as json_string_value would give it: up to a NUL */
 	return r;
-}
-
-/*
- * Makes OUT the walk's bytes, where [FROM, TO) of the old ones became
- * what OUT holds there: spans before stay, spans after move by the change,
- * spans around it (the result) grow or shrink by it.
- */
-static void take_bytes(struct mw_walk *w, struct buf *out, size_t from, size_t to)
-{
-	char *data = out->data;
-	size_t tail = w->raw_len - to;   /* bytes after the edit, the same in OUT */
-	for (int i = 0; i < MW_SPANS; i++) {
-		struct jspan *sp = &w->span[i];
-		if (!sp->p)
-			continue;
-		size_t at = (size_t)(sp->p - w->raw), end = at + sp->n;
-		if (at < from && end > to)
-			*sp = (struct jspan){ data + at, sp->n + out->len - w->raw_len };
-		else if (end <= from)
-			sp->p = data + at;
-		else if (at >= to)
-			sp->p = data + out->len - tail + (at - to);
-		else
-			*sp = (struct jspan){ NULL, 0 };  /* inside the list: no routing member lives there */
-	}
-	free(w->raw_own);
-	w->raw = w->raw_own = data;
-	w->raw_len = out->len;
-	out->data = NULL;
 }
 
 /* Appends one entry's text to OUT after a separator if needed; false when out of memory. */
@@ -367,10 +319,12 @@ int mw_list_edit(struct mw_ctx *ctx, const char *key, const char *field,
 	size_t changed = 0;
 	bool ok = true;
 	int r;
-	if (!w || w->msg || !w->raw)
+	if (!w || !msg_is_raw(w->m))
 		return -1;
-	result = w->span[MW_SPAN_RESULT];
-	if (!result.p && jscan_member((struct jspan){ w->raw, w->raw_len }, "result", &result) != 1)
+	const char *raw = w->m->raw;
+	size_t raw_len = w->m->raw_len;
+	result = w->m->span[MSG_SPAN_RESULT];
+	if (!result.p && jscan_member((struct jspan){ raw, raw_len }, "result", &result) != 1)
 		return -1;
 	/* the list is walked once, entry by entry, and must be the only KEY */
 	if (jscan_member_start(result, key, &at) != 1 ||
@@ -385,7 +339,7 @@ int mw_list_edit(struct mw_ctx *ctx, const char *key, const char *field,
 		free(name);
 		if (v != MW_ENTRY_KEEP && !changed++) {
 			/* the first change: the bytes up to the '[', the entries before */
-			ok = buf_append(&out, w->raw, (size_t)(open + 1 - w->raw)) == 0 &&
+			ok = buf_append(&out, raw, (size_t)(open + 1 - raw)) == 0 &&
 				(!first || buf_append(&out, first, (size_t)(last_end - first)) == 0);
 		}
 		if (v == MW_ENTRY_KEEP && !changed) {
@@ -404,9 +358,12 @@ int mw_list_edit(struct mw_ctx *ctx, const char *key, const char *field,
 	if (ok && r == 0 && jscan_member_after(result, close + 1, key) != 0)
 		ok = false;  /* a repeated KEY, or bytes that do not hold together */
 	if (ok && r == 0 && changed) {
-		ok = buf_append(&out, close, (size_t)(w->raw + w->raw_len - close)) == 0;
-		if (ok)
-			take_bytes(w, &out, (size_t)(open + 1 - w->raw), (size_t)(close - w->raw));
+		ok = buf_append(&out, close, (size_t)(raw + raw_len - close)) == 0;
+		if (ok) {
+			msg_take_bytes(w->m, out.data, out.len, (size_t)(open + 1 - raw),
+				       (size_t)(close - raw));
+			out.data = NULL;
+		}
 	}
 	buf_release(&out);
 	return ok && r == 0 ? (int)changed : -1;
@@ -418,8 +375,9 @@ int mw_list_edit(struct mw_ctx *ctx, const char *key, const char *field,
  */
 static void reply_id(struct mw_walk *w)
 {
-	if (w->msg && w->ctx->id && json_is_null(json_object_get(w->msg, "id")))
-		json_object_set(w->msg, "id", w->ctx->id);
+	json_t *t = w->m->tree;
+	if (t && w->ctx->id && json_is_null(json_object_get(t, "id")))
+		json_object_set(t, "id", w->ctx->id);
 }
 
 /* Forward steps until the end, a verdict or an async module. */
@@ -436,17 +394,18 @@ void mw_walk_forward(struct mw_walk *w)
 		if (!ensure_parsed(w, m)) {
 			w->reached--;  /* the module never saw it */
 			if (w->ctx->kind == RPC_REQUEST) {
-				w->msg = rpc_error(w->ctx->id, RPC_PARSE_ERROR,
-						   "mcp-chain could not parse the request", NULL);
+				msg_set_tree(w->m, rpc_error(w->ctx->id, RPC_PARSE_ERROR,
+					"mcp-chain could not parse the request", NULL));
 				finish(w, MW_REPLY);
 			} else {
 				finish(w, MW_DROP);
 			}
 			return;
 		}
-		enum mw_verdict v = m->ops->on_message(m, w->ctx, &w->msg);
+		enum mw_verdict v = m->ops->on_message(m, w->ctx, &w->m->tree);
 		if (v == MW_ASYNC)
 			return;
+		settle(w);
 		if (v == MW_REPLY) {
 			w->reached--;  /* the replying module does not see it back */
 			reply_id(w);
@@ -481,7 +440,7 @@ bool mw_walk_cancel(struct mw_walk *w)
 		return false;
 	holder->ops->on_cancel(holder, w->ctx);
 	w->held = 0;
-	w->msg = NULL;           /* the holder freed what it kept */
+	w->m->tree = NULL;       /* the holder freed what it kept */
 	w->reached = w->pos - 1; /* the holder is done with it */
 	mw_walk_abandon(w);
 	return true;
@@ -496,14 +455,12 @@ void mw_walk_back(struct mw_walk *w)
 		if (!m->ops->on_response)
 			continue;
 		w->ctx->walk = w;
-		if (!ensure_parsed(w, m)) {
-			json_decref(w->msg);
-			w->msg = rpc_errorf(NULL, RPC_INTERNAL_ERROR,
-					    "mcp-chain could not parse the response");
-			w->raw = NULL;
-		}
-		if (m->ops->on_response(m, w->ctx, &w->msg) == MW_ASYNC)
+		if (!ensure_parsed(w, m))
+			msg_set_tree(w->m, rpc_errorf(NULL, RPC_INTERNAL_ERROR,
+						      "mcp-chain could not parse the response"));
+		if (m->ops->on_response(m, w->ctx, &w->m->tree) == MW_ASYNC)
 			return;
+		settle(w);
 	}
 	finish(w, MW_PASS);
 }
@@ -513,21 +470,7 @@ struct mw_walk *mw_walk_hold(struct mw_ctx *ctx)
 {
 	struct mw_walk *w = ctx->walk;
 	w->held = 1;
-	if (!w->msg && w->raw && !w->raw_own) {
-		/* the owner's buffer is reused once we return: keep a copy */
-		char *copy = malloc(w->raw_len ? w->raw_len : 1);
-		if (copy) {
-			memcpy(copy, w->raw, w->raw_len);
-			for (int i = 0; i < MW_SPANS; i++)
-				if (w->span[i].p)
-					w->span[i].p = copy + (w->span[i].p - w->raw);
-			w->raw = copy;
-			w->raw_own = copy;
-		} else {
-			w->msg = json_loadb(w->raw, w->raw_len, JSON_ALLOW_NUL, NULL);  /* best effort */
-			w->raw = NULL;
-		}
-	}
+	msg_keep(w->m);   /* the owner's buffer is reused once we return */
 	return w;
 }
 
@@ -535,7 +478,8 @@ struct mw_walk *mw_walk_hold(struct mw_ctx *ctx)
 void mw_resume(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 {
 	w->held = 0;
-	w->msg = msg;
+	w->m->tree = msg;   /* the holder owned what it kept and gives this back */
+	settle(w);
 	if (w->response) {
 		mw_walk_back(w);
 		return;

@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include "chain.h"
-#include "chain_internal.h"
+#include "chain.h"
+#include "msg.h"
 #include "hmap.h"
 #include "log.h"
 #include "mcpc_version.h"
@@ -59,6 +60,7 @@ struct agg_init {
 };
 
 static struct {
+	struct chain *chain;
 	const struct cfg *cfg;
 	struct slot **v;       /* each slot allocated once, never moved */
 	size_t n;
@@ -557,15 +559,18 @@ static bool make_view_line(enum list_kind k)
  */
 static bool agg_list_fast(json_t *id, enum list_kind k)
 {
-	if (!json_is_integer(id) || pipeline_size(chain_global_pipeline()) || !R.view[k])
+	if (!json_is_integer(id) || !R.view[k])
 		return false;
 	if (!R.view_line[k] && !make_view_line(k))
 		return false;
 	const char *line = R.view_line[k], *res = line + strlen(VIEW_HEAD VIEW_ID VIEW_RESULT);
 	struct jspan idspan = { line + strlen(VIEW_HEAD), strlen(VIEW_ID) };
 	struct jspan result = { res, (size_t)(line + R.view_len[k] - 1 - res) };
-	return chain_fast_own_response(&R.agg, line, R.view_len[k], idspan,
-				       json_integer_value(id), result);
+	struct msg m;
+	msg_init_own(&m, line, R.view_len[k], idspan, json_integer_value(id), result);
+	R.agg.rx_bytes = 0;
+	chain_receive_msg(&R.agg, &m);
+	return true;
 }
 
 /* Hex-encodes a cursor so that clients treat it as opaque. */
@@ -863,7 +868,7 @@ struct peer *router_route_request(struct peer *client, json_t *msg, const char *
 {
 	(void)client;
 	if (R.n == 0) {  /* not set up (unit tests): the one backend peer */
-		struct peer *p = chain_first_peer(PEER_BACKEND);
+		struct peer *p = chain_first_peer(client->chain, PEER_BACKEND);
 		if (!p) {
 			*code = RPC_BACKEND_GONE;
 			snprintf(err, errlen, "no backend is configured");
@@ -1023,15 +1028,17 @@ struct peer *router_init_target(struct peer *client)
 {
 	(void)client;
 	if (R.n == 0)
-		return chain_first_peer(PEER_BACKEND);
+		return chain_first_peer(client->chain, PEER_BACKEND);
 	return R.multi ? &R.agg : first_active()->peer;
 }
 
 /* Sets up. */
-void router_setup(const struct cfg *cfg)
+void router_setup(struct chain *chain, const struct cfg *cfg)
 {
+	R.chain = chain;
 	R.cfg = cfg;
 	peer_init(&R.agg, &agg_ops, PEER_BACKEND, "mcp-chain");
+	R.agg.chain = chain;   /* it speaks for itself before it is a peer of the chain */
 	R.uri_owner = json_object();
 	R.templates = json_array();
 }
@@ -1054,7 +1061,7 @@ void router_add_backend(struct peer *backend, const struct cfg_server *entry)
 	R.n++;
 	if (!R.multi && router_backends() >= 2) {
 		R.multi = true;
-		chain_add_peer(&R.agg);
+		chain_add_peer(R.chain, &R.agg);
 	}
 }
 

@@ -135,12 +135,8 @@ json_t *rpc_notification(const char *method, json_t *params)
 /* Encodes an id as type tag + bytes. */
 size_t rpc_id_key(json_t *id, unsigned char *key)
 {
-	if (json_is_integer(id)) {
-		json_int_t v = json_integer_value(id);
-		key[0] = 'n';
-		memcpy(key + 1, &v, sizeof v);
-		return 1 + sizeof v;
-	}
+	if (json_is_integer(id))
+		return rpc_id_key_int(json_integer_value(id), key);
 	if (json_is_real(id)) {
 		double d = json_real_value(id);
 		json_int_t v = (json_int_t)d;
@@ -153,15 +149,27 @@ size_t rpc_id_key(json_t *id, unsigned char *key)
 		memcpy(key + 1, &d, sizeof d);
 		return 1 + sizeof d;
 	}
-	if (json_is_string(id)) {
-		size_t n = json_string_length(id);
-		if (n + 1 > RPC_KEY_MAX)
-			return 0;
-		key[0] = 's';
-		memcpy(key + 1, json_string_value(id), n);
-		return n + 1;
-	}
+	if (json_is_string(id))
+		return rpc_id_key_str(json_string_value(id), json_string_length(id), key);
 	return 0;
+}
+
+/* The key of an integer id. */
+size_t rpc_id_key_int(json_int_t v, unsigned char *key)
+{
+	key[0] = 'n';
+	memcpy(key + 1, &v, sizeof v);
+	return 1 + sizeof v;
+}
+
+/* The key of a string id with N bytes at S (decoded). */
+size_t rpc_id_key_str(const char *s, size_t n, unsigned char *key)
+{
+	if (n + 1 > RPC_KEY_MAX)
+		return 0;
+	key[0] = 's';
+	memcpy(key + 1, s, n);
+	return n + 1;
 }
 
 /* Skips a JSON string starting at p[i] == '"'; returns index after it. */

@@ -244,8 +244,8 @@ static const struct peer_ops backend_raw_ops = {
 static void on_restart_timer(struct ev_loop *loop, ev_timer *w, int revents);
 
 /* New backend. */
-struct backend *backend_new(const struct cfg *top, const struct cfg_server *cfg,
-			    backend_event_fn on_event, void *arg)
+struct backend *backend_new(struct chain *chain, const struct cfg *top,
+			    const struct cfg_server *cfg, backend_event_fn on_event, void *arg)
 {
 	struct backend *b = calloc(1, sizeof *b);
 	if (!b)
@@ -262,7 +262,7 @@ struct backend *backend_new(const struct cfg *top, const struct cfg_server *cfg,
 	b->init_timer.data = b;
 	ev_init(&b->restart_timer, on_restart_timer);
 	b->restart_timer.data = b;
-	chain_add_peer(&b->peer);
+	chain_add_peer(chain, &b->peer);
 	return b;
 }
 
@@ -360,10 +360,13 @@ void backend_deliver(struct backend *b, json_t *msg, size_t bytes)
 	chain_receive(&b->peer, msg);
 }
 
-/* Offers a line to the fast path. */
+/* Hands a received line to the chain; false when it is not JSON. */
 bool backend_deliver_line(struct backend *b, const char *line, size_t len)
 {
-	return chain_fast(&b->peer, line, len);
+	json_t *err = NULL;
+	bool ok = chain_receive_line(&b->peer, line, len, &err);
+	json_decref(err);
+	return ok;
 }
 
 /* Stops on purpose. */

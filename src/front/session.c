@@ -41,7 +41,7 @@ struct session {
 	void *arg;
 };
 
-static void handle(struct session *s, json_t *msg);
+static void handle(struct session *s, struct msg *m);
 
 /* True when V is a version we speak. */
 bool session_version_supported(const char *v)
@@ -138,12 +138,28 @@ void session_set_write_raw(struct session *s, session_write_raw_fn fn)
 	s->write_raw = fn;
 }
 
-/* The fast path for a line from the client, once the session is ready. */
+static void handle_batch(struct session *s, json_t *arr);
+
+/* A line from the client: one message or a batch, whatever reads it later. */
 bool session_receive_line(struct session *s, const char *line, size_t len)
 {
-	if (s->state != SESSION_READY || !s->write_raw)
-		return false;
-	return chain_fast(&s->peer, line, len);  /* it declines what a session answers */
+	struct msg m;
+	json_t *err = NULL;
+	s->peer.rx_bytes = len;
+	if (s->state == SESSION_CLOSING)
+		return true;
+	if (msg_init_line(&m, line, len, &err) < 0) {
+		session_reject(s, err);
+		return true;
+	}
+	if (json_is_array(m.tree)) {
+		json_t *arr = json_incref(m.tree);
+		msg_release(&m);
+		handle_batch(s, arr);
+		return true;
+	}
+	handle(s, &m);
+	return true;
 }
 
 /* Sets the transport's pause function. */
@@ -153,7 +169,8 @@ void session_set_pause(struct session *s, void (*pause)(void *arg, bool paused))
 }
 
 /* New session. */
-struct session *session_new(const char *name, session_write_fn write, void *arg)
+struct session *session_new(struct chain *chain, const char *name, session_write_fn write,
+			    void *arg)
 {
 	struct session *s = calloc(1, sizeof *s);
 	if (!s)
@@ -162,7 +179,7 @@ struct session *session_new(const char *name, session_write_fn write, void *arg)
 	s->write = write;
 	s->arg = arg;
 	peer_init(&s->peer, &session_ops, PEER_CLIENT, s->name);
-	chain_add_peer(&s->peer);
+	chain_add_peer(chain, &s->peer);
 	return s;
 }
 
@@ -187,8 +204,11 @@ static void drain_queue(struct session *s)
 	size_t i;
 	json_t *m;
 	s->queue = NULL;
-	json_array_foreach(q, i, m)
-		handle(s, json_incref(m));
+	json_array_foreach(q, i, m) {
+		struct msg one;
+		msg_init_tree(&one, json_incref(m));
+		handle(s, &one);
+	}
 	json_decref(q);
 }
 
@@ -293,68 +313,83 @@ static void on_initialize(struct session *s, json_t *msg, json_t *id)
 	json_decref(fwd);
 }
 
-/* Requests mcp-chain answers itself, whatever the backend; true if done. */
-static bool answer_locally(struct session *s, json_t *msg, struct rpc_info *in)
+/* Sends the result or error REPLY (stolen) to the request in M. */
+static void reply_to(struct session *s, struct msg *m, json_t *reply)
 {
-	if (strcmp(in->method, "initialize") == 0) {
-		on_initialize(s, msg, in->id);
+	struct msg_val id = { .n = 0 };
+	if (msg_id_get(m, &id) == 0)
+		json_object_set_new(reply, "id", msg_val_json(&id));
+	msg_val_release(&id);
+	send_msg(s, reply, s->peer.batch);
+	json_decref(reply);
+}
+
+/* Requests mcp-chain answers itself, whatever the backend; true if done. */
+static bool answer_locally(struct session *s, struct msg *m, const char *method)
+{
+	if (strcmp(method, "initialize") == 0) {
+		json_t *t = msg_tree(m);
+		on_initialize(s, t, json_object_get(t, "id"));
 		return true;
 	}
-	if (strcmp(in->method, "server/discover") == 0) {
-		reply_error(s, in->id, RPC_METHOD_NOT_FOUND,
-			"Method not found: server/discover (this server speaks the initialize handshake; protocol versions 2024-11-05 to 2025-11-25)");
+	if (strcmp(method, "server/discover") == 0) {
+		reply_to(s, m, rpc_error(NULL, RPC_METHOD_NOT_FOUND,
+			"Method not found: server/discover (this server speaks the initialize handshake; protocol versions 2024-11-05 to 2025-11-25)", NULL));
 		return true;
 	}
-	if (strcmp(in->method, "ping") == 0 && s->state != SESSION_READY) {
-		json_t *r = rpc_result(in->id, json_object());
-		send_msg(s, r, s->peer.batch);
-		json_decref(r);
+	if (strcmp(method, "ping") == 0 && s->state != SESSION_READY) {
+		reply_to(s, m, rpc_result(NULL, json_object()));
 		return true;
 	}
 	if (s->state == SESSION_UNINITIALIZED) {
-		reply_error(s, in->id, RPC_NOT_INITIALIZED, "Server not initialized: send initialize first");
+		reply_to(s, m, rpc_error(NULL, RPC_NOT_INITIALIZED,
+					 "Server not initialized: send initialize first", NULL));
 		return true;
 	}
 	return false;
 }
 
-/* Handles one (non-batch) message according to the lifecycle. */
-static void handle(struct session *s, json_t *msg)
+/* Handles one (non-batch) message according to the lifecycle; takes *M. */
+static void handle(struct session *s, struct msg *m)
 {
 	struct rpc_info in;
-	enum rpc_kind kind = rpc_classify(msg, &in);
+	enum rpc_kind kind = msg_classify(m, &in);
 
 	if (s->state == SESSION_INITIALIZING && kind != RPC_INVALID &&
 	    !(kind == RPC_REQUEST && (strcmp(in.method, "ping") == 0 ||
 				      strcmp(in.method, "initialize") == 0))) {
-		if (!s->queue)
-			s->queue = json_array();
-		json_array_append_new(s->queue, msg);
+		json_t *t = msg_tree(m);
+		if (t) {
+			if (!s->queue)
+				s->queue = json_array();
+			json_array_append(s->queue, t);
+		}
+		msg_release(m);
 		return;
 	}
 	switch (kind) {
 	case RPC_INVALID:
-		if (in.id || !json_object_get(msg, "result"))
+		if (in.id || !json_object_get(m->tree, "result"))
 			reply_error(s, in.id, in.code, in.reason);
 		log_debug("%s: invalid message: %s", s->name, in.reason);
 		break;
 	case RPC_REQUEST:
-		if (!answer_locally(s, msg, &in)) {
-			chain_receive(&s->peer, msg);
+		if (!answer_locally(s, m, in.method)) {
+			chain_receive_msg(&s->peer, m);
 			return;
 		}
 		break;
 	case RPC_NOTIFICATION:
 	case RPC_RESPONSE:
 		if (s->state == SESSION_READY) {
-			chain_receive(&s->peer, msg);
+			chain_receive_msg(&s->peer, m);
 			return;
 		}
 		log_debug("%s: %s before initialization ignored", s->name,
 			  in.method ? in.method : "response");
 		break;
 	}
-	json_decref(msg);
+	msg_release(m);
 }
 
 /* Handles a JSON-RPC batch (2025-03-26 only). */
@@ -387,8 +422,11 @@ static void handle_batch(struct session *s, json_t *arr)
 			b->expected++;
 	}
 	s->peer.batch = b;
-	json_array_foreach(arr, i, m)
-		handle(s, json_incref(m));
+	json_array_foreach(arr, i, m) {
+		struct msg one;
+		msg_init_tree(&one, json_incref(m));
+		handle(s, &one);
+	}
 	s->peer.batch = NULL;
 	json_decref(arr);
 	b->sealed = true;
@@ -402,10 +440,13 @@ void session_receive(struct session *s, json_t *msg)
 		json_decref(msg);
 		return;
 	}
-	if (json_is_array(msg))
+	if (json_is_array(msg)) {
 		handle_batch(s, msg);
-	else
-		handle(s, msg);
+	} else {
+		struct msg m;
+		msg_init_tree(&m, msg);
+		handle(s, &m);
+	}
 }
 
 /* Sends an error for input that never became a message. */

@@ -152,7 +152,8 @@ static void on_stdin(struct ev_loop *loop, ev_io *w, int revents)
 }
 
 /* Creates the front and its session. */
-struct stdio_front *stdio_front_new(size_t max, front_closed_fn on_closed, void *arg)
+struct stdio_front *stdio_front_new(struct chain *chain, size_t max, front_closed_fn on_closed,
+				    void *arg)
 {
 	struct stdio_front *f = calloc(1, sizeof *f);
 	if (!f)
@@ -162,7 +163,7 @@ struct stdio_front *stdio_front_new(size_t max, front_closed_fn on_closed, void 
 	framer_init(&f->fr, max);
 	writer_init(&f->out, 1, on_out_error, f);
 	f->out.on_drain = on_out_drain;
-	f->session = session_new("client", write_msg, f);
+	f->session = session_new(chain, "client", write_msg, f);
 	if (!f->session) {
 		free(f);
 		return NULL;

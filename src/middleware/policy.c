@@ -394,7 +394,7 @@ static void policy_on_cancel(struct mw_module *m, struct mw_ctx *ctx)
 		a->cancelled = true;
 		json_decref(a->msg);
 		a->msg = NULL;
-		mw_ask_withdraw(a, "the request the question was about was cancelled");
+		mw_ask_withdraw(ctx, a, "the request the question was about was cancelled");
 		return;   /* A may be freed now */
 	}
 }

@@ -142,14 +142,17 @@ static struct tmod *add(struct pipeline *pl, const char *tag, enum mw_verdict on
 struct run {
 	struct mw_walk w;
 	struct mw_ctx ctx;
+	struct msg m;            /* the walk's message */
 	int done_calls;
 	enum mw_verdict verdict;
 	json_t *out;             /* owned: what done received */
 };
 
-static void on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+static void on_done(struct mw_walk *w, enum mw_verdict v)
 {
 	struct run *r = (struct run *)w;   /* w is the first member */
+	json_t *msg = w->m->tree;          /* done takes the tree, as the chain does */
+	w->m->tree = NULL;
 	r->done_calls++;
 	r->verdict = v;
 	json_decref(r->out);
@@ -166,15 +169,16 @@ static void run_init(struct run *r, struct pipeline *s0, struct pipeline *s1)
 	r->w.stage[0] = s0;
 	r->w.stage[1] = s1;
 	r->w.ctx = &r->ctx;
+	r->w.m = &r->m;
 	r->w.done = on_done;
-	r->w.msg = rpc_request(7, "tools/call", json_pack("{s:s}", "name", "t"));
+	r->m.tree = rpc_request(7, "tools/call", json_pack("{s:s}", "name", "t"));
 }
 
 /* Starts the way back with a response to the request. */
 static void run_back(struct run *r, json_t *resp)
 {
 	r->ctx.kind = RPC_RESPONSE;
-	r->w.msg = resp;
+	r->m.tree = resp;
 	mw_walk_back(&r->w);
 }
 
@@ -183,6 +187,7 @@ static void run_release(struct run *r)
 {
 	json_decref(r->out);
 	r->out = NULL;
+	msg_release(&r->m);
 	json_decref(r->ctx.scratch);
 	r->ctx.scratch = NULL;
 }
@@ -254,7 +259,7 @@ static void test_order(void **state)
 	assert_string_equal(trace, "A>B>C>");
 	assert_int_equal(r.done_calls, 1);
 	assert_int_equal(r.verdict, MW_PASS);
-	assert_null(r.w.msg);                    /* ownership went to done */
+	assert_null(r.m.tree);                    /* ownership went to done */
 	expect_stamps(r.out, "seen", "A B C");
 	assert_int_equal(r.w.reached, 3);
 
@@ -456,7 +461,7 @@ static void test_replacement(void **state)
 	add(pl, "C", MW_PASS)->replace = true;
 	struct run r;
 	run_init(&r, pl, NULL);
-	json_t *orig = r.w.msg;
+	json_t *orig = r.m.tree;
 	json_incref(orig);                       /* watch the original */
 	mw_walk_forward(&r.w);
 	assert_int_equal(orig->refcount, 1);     /* only our watch is left */
@@ -653,17 +658,10 @@ static struct rmod *radd(struct pipeline *pl, const char *tag, bool reads, enum 
 /* Makes W carry TEXT (N bytes, kept alive by the caller) unparsed, as the chain does. */
 static void set_raw_n(struct mw_walk *w, const char *text, size_t n)
 {
-	struct jscan js;
-	if (!jscan_message(text, n, &js))
+	json_t *err = NULL;
+	msg_release(w->m);
+	if (msg_init_line(w->m, text, n, &err) < 0 || !msg_is_raw(w->m))
 		fail_msg("the scanner declines the test message %.*s", (int)n, text);
-	json_decref(w->msg);
-	w->msg = NULL;
-	w->raw = text;
-	w->raw_len = n;
-	w->span[MW_SPAN_ID] = js.id;
-	w->span[MW_SPAN_TOKEN] = js.token;
-	w->span[MW_SPAN_META] = js.meta;
-	w->span[MW_SPAN_RESULT] = js.result;
 }
 
 /* Same for a NUL-terminated TEXT. */
@@ -701,15 +699,15 @@ static char done_raw[512];
 static char done_span_id[32];
 
 /* The walk is over: keeps the message and a copy of the bytes it carries. */
-static void on_done_raw(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+static void on_done_raw(struct mw_walk *w, enum mw_verdict v)
 {
-	on_done(w, v, msg);
+	on_done(w, v);
 	done_raw[0] = done_span_id[0] = '\0';
-	if (w->raw) {
-		snprintf(done_raw, sizeof done_raw, "%.*s", (int)w->raw_len, w->raw);
-		if (w->span[MW_SPAN_ID].p)
+	if (w->m->raw) {
+		snprintf(done_raw, sizeof done_raw, "%.*s", (int)w->m->raw_len, w->m->raw);
+		if (w->m->span[MSG_SPAN_ID].p)
 			snprintf(done_span_id, sizeof done_span_id, "%.*s",
-				 (int)w->span[MW_SPAN_ID].n, w->span[MW_SPAN_ID].p);
+				 (int)w->m->span[MSG_SPAN_ID].n, w->m->span[MSG_SPAN_ID].p);
 	}
 }
 
@@ -737,8 +735,8 @@ static void test_raw_unread_to_end(void **state)
 	assert_int_equal(r.done_calls, 1);
 	assert_int_equal(r.verdict, MW_PASS);
 	assert_null(r.out);                      /* still unread */
-	assert_ptr_equal(r.w.raw, raw_req);      /* the caller's bytes, not a copy */
-	assert_null(r.w.raw_own);
+	assert_ptr_equal(r.m.raw, raw_req);      /* the caller's bytes, not a copy */
+	assert_null(r.m.own);
 	assert_string_equal(done_raw, raw_req);
 	assert_string_equal(done_span_id, "7");
 	for (struct rmod *t = a; t; t = t == a ? b : t == b ? c : NULL) {
@@ -785,7 +783,7 @@ static void test_raw_parsed_when_read(void **state)
 	assert_int_equal(r.verdict, MW_PASS);
 	assert_ptr_equal(r.out, b->saw);         /* and done gets it */
 	expect_tree(r.out, raw_req);
-	assert_null(r.w.raw_own);
+	assert_null(r.m.own);
 
 	/* the way back: C does not read, B does, A sees B's tree */
 	json_decref(r.out);
@@ -886,23 +884,23 @@ static void test_raw_hold_copies(void **state)
 	assert_int_equal(r.done_calls, 0);
 	assert_ptr_equal(b->held, &r.w);
 	assert_int_equal(r.w.held, 1);
-	assert_null(r.w.msg);
+	assert_null(r.m.tree);
 	/* a copy, owned by the walk, with the same bytes */
-	assert_non_null(r.w.raw_own);
-	assert_ptr_equal(r.w.raw, r.w.raw_own);
-	assert_ptr_not_equal(r.w.raw, buf);
-	assert_int_equal(r.w.raw_len, strlen(raw_req));
-	assert_memory_equal(r.w.raw, raw_req, r.w.raw_len);
+	assert_non_null(r.m.own);
+	assert_ptr_equal(r.m.raw, r.m.own);
+	assert_ptr_not_equal(r.m.raw, buf);
+	assert_int_equal(r.m.raw_len, strlen(raw_req));
+	assert_memory_equal(r.m.raw, raw_req, r.m.raw_len);
 	/* the spans point into the copy and still hold their text */
-	for (int i = 0; i < MW_SPANS; i++) {
-		if (i == MW_SPAN_RESULT)
+	for (int i = 0; i < MSG_SPANS; i++) {
+		if (i == MSG_SPAN_RESULT || i == MSG_SPAN_RID)
 			continue;  /* a request has none */
-		assert_true(r.w.span[i].p >= r.w.raw);
-		assert_true(r.w.span[i].p + r.w.span[i].n <= r.w.raw + r.w.raw_len);
+		assert_true(r.m.span[i].p >= r.m.raw);
+		assert_true(r.m.span[i].p + r.m.span[i].n <= r.m.raw + r.m.raw_len);
 	}
-	expect_span(r.w.span[MW_SPAN_ID], "7");
-	expect_span(r.w.span[MW_SPAN_TOKEN], "\"tok\"");
-	expect_span(r.w.span[MW_SPAN_META], "{\"progressToken\":\"tok\",\"k\":1}");
+	expect_span(r.m.span[MSG_SPAN_ID], "7");
+	expect_span(r.m.span[MSG_SPAN_TOKEN], "\"tok\"");
+	expect_span(r.m.span[MSG_SPAN_META], "{\"progressToken\":\"tok\",\"k\":1}");
 
 	/* the caller reuses its buffer before the module resumes */
 	memset(buf, 'X', sizeof buf - 1);
@@ -914,7 +912,7 @@ static void test_raw_hold_copies(void **state)
 	assert_null(r.out);
 	assert_string_equal(done_raw, raw_req);  /* readable inside done */
 	assert_string_equal(done_span_id, "7");
-	assert_null(r.w.raw_own);                /* freed once done returned */
+	assert_non_null(r.m.own);            /* kept by the message until its owner frees it */
 	run_release(&r);
 	pipeline_unref(pl);
 }
@@ -938,7 +936,7 @@ static void test_raw_hold_then_read(void **state)
 	expect_tree(b->saw_copy, raw_req);
 	assert_int_equal(r.verdict, MW_PASS);
 	expect_tree(r.out, raw_req);
-	assert_null(r.w.raw_own);
+	assert_null(r.m.own);
 	run_release(&r);
 	pipeline_unref(pl);
 }
@@ -956,7 +954,7 @@ static void test_raw_hold_back(void **state)
 	run_init_raw(&r, pl, raw_req);
 	mw_walk_forward(&r.w);
 	assert_int_equal(r.done_calls, 1);
-	assert_null(r.w.raw_own);                /* nobody held it: nothing copied */
+	assert_null(r.m.own);                /* nobody held it: nothing copied */
 
 	char buf[sizeof raw_resp];
 	memcpy(buf, raw_resp, sizeof raw_resp);
@@ -966,11 +964,11 @@ static void test_raw_hold_back(void **state)
 	assert_string_equal(trace, "A>B>C>C<B<");
 	assert_int_equal(r.done_calls, 1);
 	assert_int_equal(r.w.held, 1);
-	assert_ptr_equal(r.w.raw, r.w.raw_own);
-	assert_ptr_not_equal(r.w.raw, buf);
-	assert_memory_equal(r.w.raw, raw_resp, strlen(raw_resp));
-	expect_span(r.w.span[MW_SPAN_ID], "12");
-	assert_null(r.w.span[MW_SPAN_TOKEN].p);
+	assert_ptr_equal(r.m.raw, r.m.own);
+	assert_ptr_not_equal(r.m.raw, buf);
+	assert_memory_equal(r.m.raw, raw_resp, strlen(raw_resp));
+	expect_span(r.m.span[MSG_SPAN_ID], "12");
+	assert_null(r.m.span[MSG_SPAN_TOKEN].p);
 	memset(buf, 'X', sizeof buf - 1);
 	mw_resume(b->held, MW_PASS, NULL);
 	assert_string_equal(trace, "A>B>C>C<B<A<");
@@ -980,7 +978,7 @@ static void test_raw_hold_back(void **state)
 	assert_null(r.out);
 	assert_string_equal(done_raw, raw_resp);
 	assert_string_equal(done_span_id, "12");
-	assert_null(r.w.raw_own);
+	assert_non_null(r.m.own);   /* the message's own copy, freed by its owner */
 	run_release(&r);
 	pipeline_unref(pl);
 }
@@ -995,10 +993,10 @@ static void test_raw_unparseable(void **state)
 	struct rmod *b = radd(pl, "B", true, MW_PASS);
 	struct run r;
 	run_init(&r, pl, NULL);
-	json_decref(r.w.msg);
-	r.w.msg = NULL;
-	r.w.raw = bad;                           /* as if the scanner had let it through */
-	r.w.raw_len = strlen(bad);
+	json_decref(r.m.tree);
+	r.m.tree = NULL;
+	r.m.raw = bad;                           /* as if the scanner had let it through */
+	r.m.raw_len = strlen(bad);
 	r.w.done = on_done_raw;
 	mw_walk_forward(&r.w);
 	assert_string_equal(trace, "A>");        /* B never runs */
@@ -1013,8 +1011,8 @@ static void test_raw_unparseable(void **state)
 	/* back: B gets an error response instead */
 	r.w.reached = 2;
 	r.ctx.kind = RPC_RESPONSE;
-	r.w.raw = bad;
-	r.w.raw_len = strlen(bad);
+	r.m.raw = bad;
+	r.m.raw_len = strlen(bad);
 	mw_walk_back(&r.w);
 	assert_int_equal(r.done_calls, 2);
 	assert_false(b->saw_null);
@@ -1029,23 +1027,27 @@ static void test_raw_unparseable(void **state)
 /* Runs mw_meta_has(KEY) on the raw request TEXT. */
 static bool meta_has_raw(const char *text, const char *key)
 {
-	struct mw_walk w = { 0 };
+	struct msg m = { 0 };
+	struct mw_walk w = { .m = &m };
 	struct mw_ctx ctx = { .walk = &w, .dir = MW_TO_BACKEND, .kind = RPC_REQUEST };
 	w.ctx = &ctx;
 	set_raw(&w, text);
-	return mw_meta_has(&ctx, key);
+	bool has = mw_meta_has(&ctx, key);
+	msg_release(&m);
+	return has;
 }
 
 /* Runs mw_meta_has(KEY) on TEXT parsed. */
 static bool meta_has_parsed(const char *text, const char *key)
 {
-	struct mw_walk w = { 0 };
+	struct msg m;
+	struct mw_walk w = { .m = &m };
 	struct mw_ctx ctx = { .walk = &w, .dir = MW_TO_BACKEND, .kind = RPC_REQUEST };
 	w.ctx = &ctx;
-	w.msg = json_loads(text, 0, NULL);
-	assert_non_null(w.msg);
+	msg_init_tree(&m, json_loads(text, 0, NULL));
+	assert_non_null(m.tree);
 	bool has = mw_meta_has(&ctx, key);
-	json_decref(w.msg);
+	msg_release(&m);
 	return has;
 }
 

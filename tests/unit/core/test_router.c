@@ -35,6 +35,9 @@
 
 /* ---- fake backends ---- */
 
+/* The chain every test of this file uses (made in main, renewed by teardowns). */
+static struct chain *CH;
+
 struct fbe {
 	struct peer peer;        /* must be first */
 	json_t *got;             /* every message sent to it (copies) */
@@ -337,7 +340,7 @@ static void start(const char *text)
 		fail_msg("bad test configuration");
 	}
 	assert_true(C->nservers <= MAXB);
-	router_setup(C);
+	router_setup(CH, C);
 	NB = C->nservers;
 	for (size_t i = 0; i < NB; i++) {
 		struct fbe *b = &B[i];
@@ -349,11 +352,11 @@ static void start(const char *text)
 		b->prompts = json_array();
 		b->templates = json_array();
 		fbe_caps(b, "{\"tools\":{},\"prompts\":{},\"resources\":{}}", NULL);
-		chain_add_peer(&b->peer);
+		chain_add_peer(CH, &b->peer);
 		router_add_backend(&b->peer, &C->servers[i]);
 	}
 	out = json_array();
-	S = session_new("client", rec_write, &out);
+	S = session_new(CH, "client", rec_write, &out);
 	assert_non_null(S);
 	session_set_write_raw(S, rec_write_raw);  /* as the stdio front does */
 	raw_writes = 0;
@@ -386,8 +389,9 @@ static void stop(void)
 	out = NULL;
 	cfg_free(C);
 	C = NULL;
-	chain_release();
-	assert_int_equal(chain_open_exchanges(), 0);
+	chain_free(CH);
+	CH = chain_new();
+	assert_int_equal(chain_open_exchanges(CH), 0);
 }
 
 static int setup(void **state)
@@ -1325,6 +1329,7 @@ static void test_list_changed_memory_bounded(void **state)
 
 int main(void)
 {
+	CH = chain_new();
 	log_set_level(LOG_ERROR);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {

@@ -36,6 +36,9 @@
 
 /* ---- the fake transport ---- */
 
+/* The chain every test of this file uses (made in main, renewed by teardowns). */
+static struct chain *CH;
+
 static struct {
 	int starts, stops, destroys, pauses;
 	bool fail_start;        /* start fails with why_down "connection refused" */
@@ -141,7 +144,7 @@ static struct backend *make(const char *text)
 		cfg_errors_release(&errs);
 		fail_msg("bad test configuration");
 	}
-	BE = backend_new(C, &C->servers[0], on_event, events);
+	BE = backend_new(CH, C, &C->servers[0], on_event, events);
 	assert_non_null(BE);
 	return BE;
 }
@@ -178,8 +181,9 @@ static int teardown(void **state)
 	C = NULL;
 	json_decref(FT.sent);
 	FT.sent = NULL;
-	chain_release();
-	assert_int_equal(chain_open_exchanges(), 0);
+	chain_free(CH);
+	CH = chain_new();
+	assert_int_equal(chain_open_exchanges(CH), 0);
 	return 0;
 }
 
@@ -560,7 +564,7 @@ static void test_handshake_down_and_reinit(void **state)
 	peer_init(&cl.peer, &fc_ops, PEER_CLIENT, "client");
 	cl.got = json_array();
 	cl.peer.ready = true;
-	chain_add_peer(&cl.peer);
+	chain_add_peer(CH, &cl.peer);
 	init_answers = json_array();
 
 	make_fake("{\"initialDelayMs\":5,\"maxDelayMs\":5,\"maxRestarts\":10,\"windowMs\":60000}");
@@ -587,10 +591,10 @@ static void test_handshake_down_and_reinit(void **state)
 				  "\"params\":{\"name\":\"slow\"}}", 0, &e);
 	chain_receive(&cl.peer, call);
 	last_sent("tools/call");
-	assert_int_equal(chain_open_exchanges(), 1);
+	assert_int_equal(chain_open_exchanges(CH), 1);
 	size_t sent = json_array_size(FT.sent);
 	down("exited with status 1");
-	assert_int_equal(chain_open_exchanges(), 0);
+	assert_int_equal(chain_open_exchanges(CH), 0);
 	assert_int_equal(json_array_size(cl.got), 1);
 	json_t *err = json_array_get(cl.got, 0);
 	assert_int_equal(json_integer_value(json_object_get(err, "id")), 5);
@@ -706,6 +710,7 @@ static void test_stdio_missing_command_reason(void **state)
 
 int main(void)
 {
+	CH = chain_new();
 	log_set_level(LOG_ERROR);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {

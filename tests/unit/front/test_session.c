@@ -23,6 +23,9 @@
 
 /* ---- a fake backend ---- */
 
+/* The chain every test of this file uses (made in main, renewed by teardowns). */
+static struct chain *C;
+
 struct fbe {
 	struct peer peer;            /* must be first */
 	json_t *got;                 /* messages sent to it (copies) */
@@ -90,7 +93,27 @@ static int fbe_initialize(struct peer *p, json_t *params,
 	return 0;
 }
 
+/* Bytes sent to the fake backend: parsed and kept like the rest. */
+static int fbe_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+{
+	struct fbe *b = (struct fbe *)p;
+	char line[4096];
+	size_t len = 0;
+	(void)request;
+	for (int i = 0; i < n; i++) {
+		assert_true(len + iov[i].iov_len < sizeof line);
+		memcpy(line + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	json_t *m = json_loadb(line, len, 0, NULL);
+	assert_non_null(m);
+	json_array_append_new(b->got, m);
+	return 0;
+}
+
 static const struct peer_ops fbe_ops = { .send = fbe_send, .initialize = fbe_initialize };
+static const struct peer_ops fbe_raw_ops = { .send = fbe_send, .send_raw = fbe_send_raw,
+					     .initialize = fbe_initialize };
 
 static struct fbe be;
 
@@ -246,10 +269,10 @@ static int setup(void **state)
 	memset(&be, 0, sizeof be);
 	peer_init(&be.peer, &fbe_ops, PEER_BACKEND, "be");
 	be.got = json_array();
-	chain_add_peer(&be.peer);
+	chain_add_peer(C, &be.peer);
 	out = json_array();
 	pauses = resumes = 0;
-	S = session_new("client", rec_write, &out);
+	S = session_new(C, "client", rec_write, &out);
 	assert_non_null(S);
 	return 0;
 }
@@ -267,8 +290,9 @@ static int teardown(void **state)
 	json_decref(be.init_error);
 	json_decref(out);
 	out = NULL;
-	chain_release();
-	assert_int_equal(chain_open_exchanges(), 0);
+	chain_free(C);
+	C = chain_new();
+	assert_int_equal(chain_open_exchanges(C), 0);
 	return 0;
 }
 
@@ -308,7 +332,7 @@ static void test_request_before_initialize(void **state)
 	assert_int_equal(n_be(), 0);
 	assert_int_equal(be.init_calls, 0);
 	assert_int_equal(session_state(S), SESSION_UNINITIALIZED);
-	assert_int_equal(chain_open_exchanges(), 0);
+	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
 static void test_ping_before_initialize(void **state)
@@ -524,7 +548,7 @@ static void test_initialize_no_backend(void **state)
 	initialize("1", "2025-06-18");
 	assert_int_equal(err_code(out_at(0)), RPC_BACKEND_GONE);
 	assert_int_equal(session_state(S), SESSION_UNINITIALIZED);
-	chain_add_peer(&be.peer);
+	chain_add_peer(C, &be.peer);
 }
 
 /* ---- traffic once ready ---- */
@@ -557,7 +581,7 @@ static void test_request_mapping_through_session(void **state)
 	expect_json(out_at(1), "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"contents\":[]}}");
 	expect_json(out_at(2), "{\"jsonrpc\":\"2.0\",\"id\":\"s-1\",\"result\":{\"content\":"
 		    "[{\"type\":\"text\",\"text\":\"hi\"}],\"_meta\":{\"m\":true}}}");
-	assert_int_equal(chain_open_exchanges(), 0);
+	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
 /* Once ready, ping goes to the backend. */
@@ -583,7 +607,7 @@ static void test_cancel_through_session(void **state)
 	assert_int_equal(int_at(json_object_get(be_at(1), "params"), "requestId"), bid);
 	be_respond(0, "{}");
 	assert_int_equal(n_out(), 0);
-	assert_int_equal(chain_open_exchanges(), 0);
+	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
 static void test_server_request_through_session(void **state)
@@ -610,7 +634,7 @@ static void test_server_request_through_session(void **state)
 		 ",\"error\":{\"code\":-32601,\"message\":\"no roots\"}}", cid);
 	send_c(buf);
 	expect_json(be_at(1), "{\"jsonrpc\":\"2.0\",\"id\":77,\"error\":{\"code\":-32601,\"message\":\"no roots\"}}");
-	assert_int_equal(chain_open_exchanges(), 0);
+	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
 static void test_notifications_to_client(void **state)
@@ -655,7 +679,7 @@ static void test_invalid_messages(void **state)
 	send_c("{\"jsonrpc\":\"2.0\",\"result\":{}}");
 	assert_int_equal(n_out(), n);
 	assert_int_equal(n_be(), 0);
-	assert_int_equal(chain_open_exchanges(), 0);
+	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
 static void test_reject(void **state)
@@ -678,7 +702,7 @@ static void test_close(void **state)
 	expect_json(be_at(1), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
 		    "{\"requestId\":1,\"reason\":\"client closed stdin\"}}");
 	assert_int_equal(bid, 1);
-	assert_int_equal(chain_open_exchanges(), 0);
+	assert_int_equal(chain_open_exchanges(C), 0);
 	/* nothing is written any more, and input is ignored */
 	be_respond(0, "{}");
 	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
@@ -699,7 +723,7 @@ static void test_backend_gone_through_session(void **state)
 	assert_int_equal(n_out(), 2);
 	assert_int_equal(err_code(out_at(0)), RPC_BACKEND_GONE);
 	assert_int_equal(err_code(out_at(1)), RPC_BACKEND_GONE);
-	assert_int_equal(chain_open_exchanges(), 0);
+	assert_int_equal(chain_open_exchanges(C), 0);
 	assert_int_equal(session_peer(S)->received.count, 0);
 }
 
@@ -735,7 +759,7 @@ static void test_batch_2025_03_26(void **state)
 	/* in the order the answers came */
 	expect_json(arr, "[{\"jsonrpc\":\"2.0\",\"id\":\"b\",\"result\":{\"resources\":[]}},"
 		    "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[]}}]");
-	assert_int_equal(chain_open_exchanges(), 0);
+	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
 /* Invalid elements are answered inside the batch's array. */
@@ -866,11 +890,80 @@ static void test_batch_cancel_one_request(void **state)
 	expect_json(r, "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"tools\":[]}}");
 }
 
+/* Bytes written to the client: parsed and kept like the rest. */
+static int rec_write_raw(void *arg, const struct iovec *iov, int n)
+{
+	char line[4096];
+	size_t len = 0;
+	for (int i = 0; i < n; i++) {
+		assert_true(len + iov[i].iov_len < sizeof line);
+		memcpy(line + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	json_t *m = json_loadb(line, len, 0, NULL);
+	assert_non_null(m);
+	json_array_append_new(*(json_t **)arg, m);
+	return 0;
+}
+
+/* The client sends the line S, as the stdio front hands it on. */
+static void send_line(const char *s)
+{
+	char *line = strdup(s);
+	assert_non_null(line);
+	assert_true(session_receive_line(S, line, strlen(line)));
+	memset(line, 'X', strlen(line));   /* the front reuses its buffer */
+	free(line);
+}
+
+/*
+ * FIXED BUG (fastpath.c fast_cancelled skipped what chain.c on_cancelled
+ * does): with both ends taking bytes, as with the real transports, the
+ * batch [tools/call slow, ping] followed by notifications/cancelled for
+ * the call was never answered at the default log level, while with debug
+ * logging (which switched to the parsed path) it was answered
+ * [{"id":2,"result":{}}]. One path now: both levels give the same answer.
+ */
+static void batch_then_cancel_as_lines(int level)
+{
+	log_set_level(level);
+	be.peer.ops = &fbe_raw_ops;
+	session_set_write_raw(S, rec_write_raw);
+	ready("2025-03-26");
+	send_line("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}},"
+		  "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}]");
+	assert_int_equal(n_be(), 2);
+	be_respond(1, "{}");                          /* the ping's answer: the batch still waits */
+	assert_int_equal(n_out(), 0);
+	send_line("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}");
+	assert_int_equal(n_be(), 3);                  /* the cancellation went on, with the backend's id */
+	assert_int_equal(int_at(json_object_get(be_at(2), "params"), "requestId"),
+			 int_at(be_at(0), "id"));
+	assert_int_equal(n_out(), 1);
+	expect_json(out_at(0), "[{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}]");
+	log_set_level(LOG_ERROR);
+}
+
+static void test_batch_cancel_as_lines(void **state)
+{
+	(void)state;
+	batch_then_cancel_as_lines(LOG_ERROR);
+}
+
+static void test_batch_cancel_as_lines_debug(void **state)
+{
+	(void)state;
+	batch_then_cancel_as_lines(LOG_DEBUG);
+}
+
 int main(void)
 {
+	C = chain_new();
 	log_set_level(LOG_ERROR);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
+		T(test_batch_cancel_as_lines),
+		T(test_batch_cancel_as_lines_debug),
 		T(test_versions),
 		T(test_request_before_initialize),
 		T(test_ping_before_initialize),

@@ -114,34 +114,33 @@ json_t *mwt_json(const char *text)
 /* Makes W carry TEXT (borrowed) unparsed, with the scanner's spans. */
 bool mwt_set_raw(struct mw_walk *w, const char *text)
 {
-	struct jscan js;
-	if (!jscan_message(text, strlen(text), &js))
+	json_t *err = NULL;
+	msg_release(w->m);
+	if (msg_init_line(w->m, text, strlen(text), &err) < 0 || !msg_is_raw(w->m)) {
+		json_decref(err);
+		msg_release(w->m);
 		return false;
-	w->msg = NULL;
-	w->raw = text;
-	w->raw_len = strlen(text);
-	w->span[MW_SPAN_ID] = js.id;
-	w->span[MW_SPAN_TOKEN] = js.token;
-	w->span[MW_SPAN_META] = js.meta;
-	w->span[MW_SPAN_RESULT] = js.result;
+	}
 	return true;
 }
 
 /* ---- walking one message ---- */
 
 /* Records the verdict and keeps MSG (stolen), freeing the message kept before. */
-void mwt_on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+void mwt_on_done(struct mw_walk *w, enum mw_verdict v)
 {
 	struct mwt_run *r = (struct mwt_run *)(void *)w;
+	json_t *msg = w->m->tree;   /* done takes the tree, as the chain does */
+	w->m->tree = NULL;
 	json_decref(r->got);
 	r->got = msg;
 	free(r->went_on);
 	free(r->went_on_id);
 	free(r->went_on_result);
 	r->went_on = r->went_on_id = r->went_on_result = NULL;
-	if (!msg && w->raw) {  /* what the chain would splice and send */
-		struct jspan id = w->span[MW_SPAN_ID], res = w->span[MW_SPAN_RESULT];
-		r->went_on = strndup(w->raw, w->raw_len);
+	if (!msg && w->m->raw) {  /* what the chain would splice and send */
+		struct jspan id = w->m->span[MSG_SPAN_ID], res = w->m->span[MSG_SPAN_RESULT];
+		r->went_on = strndup(w->m->raw, w->m->raw_len);
 		r->went_on_id = id.p ? strndup(id.p, id.n) : NULL;
 		r->went_on_result = res.p ? strndup(res.p, res.n) : NULL;
 	}
@@ -200,26 +199,23 @@ void mwt_expect_same_list(const struct mwt_run *r, json_t *bytes, json_t *tree,
  */
 static json_t *put_message(struct mwt_run *r, const struct mwt_msg *m)
 {
+	r->w.m = &r->m;
+	msg_release(&r->m);
 	if (m->raw) {
 		assert_non_null(m->text);
 		free(r->text);
 		r->text = strdup(m->text);
 		assert_non_null(r->text);
-		if (m->unscanned) {
-			r->w.msg = NULL;
-			r->w.raw = r->text;
-			r->w.raw_len = strlen(r->text);
-			memset(r->w.span, 0, sizeof r->w.span);
+		if (m->unscanned) {   /* bytes without spans */
+			r->m.raw = r->text;
+			r->m.raw_len = strlen(r->text);
 		} else {
 			assert_true(mwt_set_raw(&r->w, r->text));
 		}
 		return mwt_json(r->text);
 	}
-	r->w.raw = NULL;
-	r->w.raw_len = 0;
-	memset(r->w.span, 0, sizeof r->w.span);
-	r->w.msg = m->msg ? m->msg : mwt_json(m->text);
-	return json_incref(r->w.msg);
+	msg_init_tree(&r->m, m->msg ? m->msg : mwt_json(m->text));
+	return json_incref(r->m.tree);
 }
 
 /* Starts walking M forward through PL in R (overwritten); returns what done() got (borrowed). */
@@ -295,6 +291,9 @@ json_t *mwt_respond(struct mwt_run *r, const struct mwt_msg *m)
 /* Frees what R owns (not its pipeline's state) and zeroes R. */
 void mwt_run_release(struct mwt_run *r)
 {
+	if (r->w.held)
+		r->m.tree = NULL;   /* the module holding the walk owns what it kept */
+	msg_release(&r->m);
 	json_decref(r->got);
 	json_decref(r->ctx.scratch);
 	json_decref(r->id);

@@ -76,6 +76,7 @@ bool mwt_set_raw(struct mw_walk *w, const char *text);
 struct mwt_run {
 	struct mw_walk w;         /* must be first */
 	struct mw_ctx ctx;
+	struct msg m;             /* the message walked (w.m points here) */
 	char method[64];          /* ctx.method points here */
 	json_t *id;               /* the requester's id, ctx.id borrows it (owned) */
 	char *text;               /* a copy of the text walked unparsed (owned) */
@@ -118,7 +119,7 @@ struct mwt_msg {
  * The walk of the run W is over: records the verdict V and keeps MSG
  * (stolen; NULL when the message went on unread), freeing the one before.
  */
-void mwt_on_done(struct mw_walk *w, enum mw_verdict v, json_t *msg);
+void mwt_on_done(struct mw_walk *w, enum mw_verdict v);
 
 /*
  * Starts walking M forward through PL in R, which it overwrites: the

@@ -376,7 +376,7 @@ static void test_cancel_pending(void **state)
 	mwt_run_for(0.1);
 	assert_int_equal(a.done, 0);
 	assert_true(mw_walk_cancel(&a.w));
-	assert_null(a.w.msg);
+	assert_null(a.m.tree);
 	/* "second" makes the program answer it, then the held one */
 	assert_int_equal(call(&b, pl, "second"), MW_REPLY);   /* refused: dropped by the program */
 	mwt_run_for(0.1);

@@ -591,16 +591,16 @@ struct xraw {
 };
 
 /* The walk's end: keeps the message and a copy of the bytes it carries. */
-static void on_done_raw(struct mw_walk *w, enum mw_verdict v, json_t *msg)
+static void on_done_raw(struct mw_walk *w, enum mw_verdict v)
 {
 	struct xraw *r = (struct xraw *)(void *)w;
-	mwt_on_done(w, v, msg);
+	mwt_on_done(w, v);
 	r->raw[0] = r->id[0] = '\0';
-	if (w->raw)
-		snprintf(r->raw, sizeof r->raw, "%.*s", (int)w->raw_len, w->raw);
-	if (w->raw && w->span[MW_SPAN_ID].p)
-		snprintf(r->id, sizeof r->id, "%.*s", (int)w->span[MW_SPAN_ID].n,
-			 w->span[MW_SPAN_ID].p);
+	if (w->m->raw)
+		snprintf(r->raw, sizeof r->raw, "%.*s", (int)w->m->raw_len, w->m->raw);
+	if (w->m->raw && w->m->span[MSG_SPAN_ID].p)
+		snprintf(r->id, sizeof r->id, "%.*s", (int)w->m->span[MSG_SPAN_ID].n,
+			 w->m->span[MSG_SPAN_ID].p);
 }
 
 /* Walks TEXT, a tools/call of NAME, unparsed from "c" to "fx" through PL. */
@@ -659,8 +659,8 @@ static void test_raw_queued_then_released(void **state)
 	call_raw(&b, pl, "slow", text_b);
 	assert_int_equal(b.x.done, 0);            /* queued */
 	assert_int_equal(b.x.w.held, 1);
-	assert_non_null(b.x.w.raw_own);           /* the walk keeps its own copy */
-	assert_ptr_not_equal(b.x.w.raw, b.x.text);
+	assert_non_null(b.x.m.own);           /* the walk keeps its own copy */
+	assert_ptr_not_equal(b.x.m.raw, b.x.text);
 	memset(b.x.text, 'X', strlen(b.x.text));  /* the owner (the transport) reuses its buffer */
 	respond_raw(&a);                          /* the slot frees: b goes */
 	assert_int_equal(b.x.done, 1);
@@ -668,7 +668,7 @@ static void test_raw_queued_then_released(void **state)
 	assert_null(b.x.got);
 	assert_string_equal(b.raw, text_b);
 	assert_string_equal(b.id, "\"b\"");
-	assert_null(b.x.w.raw_own);               /* freed once done returned */
+	assert_non_null(b.x.m.own);           /* kept by the message until its owner frees it */
 	respond_raw(&b);
 	pipeline_unref(pl);
 }

@@ -1,0 +1,601 @@
+/*
+ * msg.c - one JSON-RPC message as bytes-with-spans or as a tree (msg.h).
+ *
+ * Every question about a message (its kind, method, id, progress token,
+ * a cancellation's request id, its subject) and every change the chain
+ * makes to one (id, token, request id) is answered or done here, for both
+ * forms, so no caller branches on the representation.
+ */
+#include "msg.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- short values ---- */
+
+/* Sets V to the N bytes at P. */
+int msg_val_set(struct msg_val *v, const char *p, size_t n)
+{
+	msg_val_release(v);
+	if (n <= sizeof v->buf) {
+		memcpy(v->buf, p, n);
+	} else {
+		if (!(v->heap = malloc(n)))
+			return -1;
+		memcpy(v->heap, p, n);
+	}
+	v->n = n;
+	return 0;
+}
+
+/* Sets V to the decimal text of X. */
+void msg_val_set_int(struct msg_val *v, int64_t x)
+{
+	char tmp[24];
+	char *t = tmp + sizeof tmp;
+	uint64_t u = x < 0 ? 0ULL - (uint64_t)x : (uint64_t)x;
+	do {
+		*--t = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (x < 0)
+		*--t = '-';
+	msg_val_set(v, t, (size_t)(tmp + sizeof tmp - t));
+}
+
+/* Frees V's text. */
+void msg_val_release(struct msg_val *v)
+{
+	free(v->heap);
+	v->heap = NULL;
+	v->n = 0;
+}
+
+/* True when [P, E) is one or more decimal digits. */
+static bool all_digits(const char *p, const char *e)
+{
+	if (p >= e)
+		return false;
+	for (; p < e; p++)
+		if (*p < '0' || *p > '9')
+			return false;
+	return true;
+}
+
+/* The integer in [P, P+N) when it is a plain one of at most 18 digits. */
+static bool text_int(const char *p, size_t n, int64_t *out)
+{
+	bool neg = n > 0 && p[0] == '-';
+	if (n - neg > 18 || !all_digits(p + neg, p + n))
+		return false;
+	int64_t x = 0;
+	for (const char *c = p + neg; c < p + n; c++)
+		x = x * 10 + (*c - '0');
+	*out = neg ? -x : x;
+	return true;
+}
+
+/* A jansson value for the JSON text [P, P+N): plain ints and strings directly. */
+static json_t *text_json(const char *p, size_t n)
+{
+	int64_t x;
+	if (n == 0)
+		return NULL;
+	if (p[0] == '"' && n >= 2 && !memchr(p, '\\', n))
+		return json_stringn(p + 1, n - 2);
+	if (text_int(p, n, &x))
+		return json_integer(x);
+	return json_loadb(p, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+}
+
+/* V as a jansson value. */
+json_t *msg_val_json(const struct msg_val *v)
+{
+	return text_json(msg_val_text(v), v->n);
+}
+
+/* The id key of the JSON text [P, P+N). */
+static size_t text_key(const char *p, size_t n, unsigned char *key)
+{
+	int64_t x;
+	if (n == 0)
+		return 0;
+	if (p[0] == '"' && n >= 2 && !memchr(p, '\\', n))
+		return rpc_id_key_str(p + 1, n - 2, key);
+	if (text_int(p, n, &x))
+		return rpc_id_key_int(x, key);
+	json_t *j = json_loadb(p, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+	size_t k = j ? rpc_id_key(j, key) : 0;
+	json_decref(j);
+	return k;
+}
+
+/* The id key of V's text. */
+size_t msg_val_key(const struct msg_val *v, unsigned char *key)
+{
+	return text_key(msg_val_text(v), v->n, key);
+}
+
+/* ---- life ---- */
+
+/* Facts of a scanned message. */
+static bool take_scan(struct msg *m, const char *line, size_t len)
+{
+	struct jscan js;
+	if (!jscan_message(line, len, &js) || js.method.n >= sizeof m->method)
+		return false;
+	m->raw = line;
+	m->raw_len = len;
+	m->span[MSG_SPAN_ID] = js.id;
+	m->span[MSG_SPAN_TOKEN] = js.token;
+	m->span[MSG_SPAN_RID] = js.request_id;
+	m->span[MSG_SPAN_META] = js.meta;
+	m->span[MSG_SPAN_RESULT] = js.result;
+	m->name = js.name;
+	m->uri = js.uri;
+	m->subject_escaped = js.subject_escaped;
+	m->is_error = js.is_error;
+	m->id_is_int = js.id.p && !js.id_is_string;
+	m->id_int = js.id_int;
+	if (js.method.p) {
+		memcpy(m->method, js.method.p, js.method.n);
+		m->method[js.method.n] = '\0';
+		m->kind = js.id.p ? RPC_REQUEST : RPC_NOTIFICATION;
+	} else {
+		m->kind = RPC_RESPONSE;
+	}
+	return true;
+}
+
+/* Takes a line: scanned, or parsed. */
+int msg_init_line(struct msg *m, const char *line, size_t len, json_t **err)
+{
+	memset(m, 0, sizeof *m);
+	if (take_scan(m, line, len))
+		return 0;
+	memset(m, 0, sizeof *m);
+	json_t *t = rpc_parse(line, len, err);
+	if (!t)
+		return -1;
+	m->tree = t;
+	return 0;
+}
+
+/* Takes a response of our own, as bytes. */
+void msg_init_own(struct msg *m, const char *line, size_t len, struct jspan id,
+		  int64_t id_int, struct jspan result)
+{
+	memset(m, 0, sizeof *m);
+	m->raw = line;
+	m->raw_len = len;
+	m->span[MSG_SPAN_ID] = id;
+	m->span[MSG_SPAN_RESULT] = result;
+	m->id_is_int = true;
+	m->id_int = id_int;
+	m->kind = RPC_RESPONSE;
+}
+
+/* Takes a tree. */
+void msg_init_tree(struct msg *m, json_t *tree)
+{
+	memset(m, 0, sizeof *m);
+	m->tree = tree;
+}
+
+/* Moves a message. */
+void msg_move(struct msg *dst, struct msg *src)
+{
+	*dst = *src;
+	memset(src, 0, sizeof *src);
+}
+
+/* Frees a message's contents. */
+void msg_release(struct msg *m)
+{
+	json_decref(m->tree);
+	free(m->own);
+	for (int i = 0; i < 3; i++)
+		msg_val_release(&m->set[i]);
+	memset(m, 0, sizeof *m);
+}
+
+/* Emptiness. */
+bool msg_empty(const struct msg *m)
+{
+	return !m->tree && !m->raw;
+}
+
+/* ---- facts ---- */
+
+/* Kind and facts. */
+enum rpc_kind msg_classify(struct msg *m, struct rpc_info *info)
+{
+	memset(info, 0, sizeof *info);
+	if (m->tree)
+		return rpc_classify(m->tree, info);
+	info->kind = m->kind;
+	info->method = m->kind == RPC_RESPONSE ? NULL : m->method;
+	return m->kind;
+}
+
+/* The method. */
+const char *msg_method(struct msg *m)
+{
+	if (m->tree)
+		return json_string_value(json_object_get(m->tree, "method"));
+	return m->raw && m->kind != RPC_RESPONSE ? m->method : NULL;
+}
+
+/* The text of span I with its replacement, if any. */
+static struct jspan current(const struct msg *m, int i)
+{
+	if (i < 3 && m->set[i].n)
+		return (struct jspan){ msg_val_text(&m->set[i]), m->set[i].n };
+	return m->span[i];
+}
+
+/* The progress token of a tree: params._meta.progressToken, or params.progressToken. */
+static json_t *tree_token(json_t *t, json_t **holder)
+{
+	json_t *params = json_object_get(t, "params");
+	const char *method = json_string_value(json_object_get(t, "method"));
+	*holder = method && strcmp(method, "notifications/progress") == 0 ? params :
+		json_object_get(t, "id") ? json_object_get(params, "_meta") : NULL;
+	return json_object_get(*holder, "progressToken");
+}
+
+/* The id key. */
+size_t msg_id_key(struct msg *m, unsigned char *key)
+{
+	if (m->tree)
+		return rpc_id_key(json_object_get(m->tree, "id"), key);
+	if (m->id_is_int && !m->set[MSG_SPAN_ID].n)
+		return rpc_id_key_int(m->id_int, key);
+	struct jspan s = current(m, MSG_SPAN_ID);
+	return text_key(s.p, s.n, key);
+}
+
+/* The id as an integer. */
+bool msg_id_int(struct msg *m, int64_t *v)
+{
+	if (m->tree) {
+		json_t *id = json_object_get(m->tree, "id");
+		if (!json_is_integer(id))
+			return false;
+		*v = json_integer_value(id);
+		return true;
+	}
+	if (m->id_is_int && !m->set[MSG_SPAN_ID].n) {
+		*v = m->id_int;
+		return true;
+	}
+	struct jspan s = current(m, MSG_SPAN_ID);
+	return s.p && text_int(s.p, s.n, v);
+}
+
+/* Copies the JSON text of value J into OUT. */
+static int val_from_json(struct msg_val *out, json_t *j)
+{
+	char *t = json_dumps(j, JSON_ENCODE_ANY | JSON_COMPACT);
+	if (!t)
+		return -1;
+	int r = msg_val_set(out, t, strlen(t));
+	free(t);
+	return r;
+}
+
+/* The id text. */
+int msg_id_get(struct msg *m, struct msg_val *out)
+{
+	if (m->tree) {
+		json_t *id = json_object_get(m->tree, "id");
+		return id ? val_from_json(out, id) : -1;
+	}
+	struct jspan s = current(m, MSG_SPAN_ID);
+	return s.p ? msg_val_set(out, s.p, s.n) : -1;
+}
+
+/* The progress token text. */
+int msg_token_get(struct msg *m, struct msg_val *out)
+{
+	if (m->tree) {
+		json_t *holder, *t = tree_token(m->tree, &holder);
+		if (!t)
+			return 0;
+		return val_from_json(out, t) < 0 ? -1 : 1;
+	}
+	struct jspan s = current(m, MSG_SPAN_TOKEN);
+	if (!s.p)
+		return 0;
+	return msg_val_set(out, s.p, s.n) < 0 ? -1 : 1;
+}
+
+/* The progress token as an integer. */
+bool msg_token_int(struct msg *m, int64_t *v)
+{
+	if (m->tree) {
+		json_t *holder, *t = tree_token(m->tree, &holder);
+		if (!json_is_integer(t))
+			return false;
+		*v = json_integer_value(t);
+		return true;
+	}
+	struct jspan s = current(m, MSG_SPAN_TOKEN);
+	return s.p && text_int(s.p, s.n, v);
+}
+
+/* The key of a cancellation's requestId. */
+size_t msg_rid_key(struct msg *m, unsigned char *key)
+{
+	if (m->tree)
+		return rpc_id_key(json_object_get(json_object_get(m->tree, "params"), "requestId"),
+				  key);
+	struct jspan s = current(m, MSG_SPAN_RID);
+	return s.p ? text_key(s.p, s.n, key) : 0;
+}
+
+/* ---- changes ---- */
+
+/* Records the replacement of span I by V, or sets it in the tree via SET. */
+static int set_span(struct msg *m, int i, const struct msg_val *v)
+{
+	return msg_val_set(&m->set[i], msg_val_text(v), v->n);
+}
+
+/* Sets the id. */
+int msg_set_id(struct msg *m, const struct msg_val *v)
+{
+	if (m->tree)
+		return json_object_set_new(m->tree, "id", msg_val_json(v));
+	return m->span[MSG_SPAN_ID].p ? set_span(m, MSG_SPAN_ID, v) : -1;
+}
+
+/* Sets the progress token (only where there is one). */
+int msg_set_token(struct msg *m, const struct msg_val *v)
+{
+	if (m->tree) {
+		json_t *holder;
+		if (!tree_token(m->tree, &holder))
+			return -1;
+		return json_object_set_new(holder, "progressToken", msg_val_json(v));
+	}
+	return m->span[MSG_SPAN_TOKEN].p ? set_span(m, MSG_SPAN_TOKEN, v) : -1;
+}
+
+/* Sets a cancellation's requestId. */
+int msg_set_rid(struct msg *m, const struct msg_val *v)
+{
+	if (m->tree) {
+		json_t *params = json_object_get(m->tree, "params");
+		return json_is_object(params) ?
+			json_object_set_new(params, "requestId", msg_val_json(v)) : -1;
+	}
+	return m->span[MSG_SPAN_RID].p ? set_span(m, MSG_SPAN_RID, v) : -1;
+}
+
+/* Drops the bytes and everything about them. */
+static void drop_bytes(struct msg *m)
+{
+	free(m->own);
+	m->own = NULL;
+	m->raw = NULL;
+	m->raw_len = 0;
+	memset(m->span, 0, sizeof m->span);
+	m->name = m->uri = (struct jspan){ NULL, 0 };
+	for (int i = 0; i < 3; i++)
+		msg_val_release(&m->set[i]);
+}
+
+/* Makes the tree. */
+json_t *msg_tree(struct msg *m)
+{
+	if (m->tree || !m->raw)
+		return m->tree;
+	json_t *t = json_loadb(m->raw, m->raw_len, JSON_ALLOW_NUL, NULL);
+	if (!t)
+		return NULL;
+	struct msg_val set[3];
+	memcpy(set, m->set, sizeof set);
+	memset(m->set, 0, sizeof m->set);  /* the tree takes them over */
+	drop_bytes(m);
+	m->tree = t;
+	if (set[MSG_SPAN_ID].n)
+		msg_set_id(m, &set[MSG_SPAN_ID]);
+	if (set[MSG_SPAN_TOKEN].n)
+		msg_set_token(m, &set[MSG_SPAN_TOKEN]);
+	if (set[MSG_SPAN_RID].n)
+		msg_set_rid(m, &set[MSG_SPAN_RID]);
+	for (int i = 0; i < 3; i++)
+		msg_val_release(&set[i]);
+	return t;
+}
+
+/* Replaces the message by a tree. */
+void msg_set_tree(struct msg *m, json_t *t)
+{
+	if (t == m->tree)
+		return;
+	drop_bytes(m);
+	json_decref(m->tree);
+	m->tree = t;
+}
+
+/* Copies borrowed bytes. */
+int msg_keep(struct msg *m)
+{
+	if (m->tree || !m->raw || m->own)
+		return 0;
+	char *copy = malloc(m->raw_len ? m->raw_len : 1);
+	if (!copy)
+		return msg_tree(m) ? 0 : -1;
+	memcpy(copy, m->raw, m->raw_len);
+	for (int i = 0; i < MSG_SPANS; i++)
+		if (m->span[i].p)
+			m->span[i].p = copy + (m->span[i].p - m->raw);
+	if (m->name.p)
+		m->name.p = copy + (m->name.p - m->raw);
+	if (m->uri.p)
+		m->uri.p = copy + (m->uri.p - m->raw);
+	m->raw = m->own = copy;
+	return 0;
+}
+
+/* ---- writing ---- */
+
+/* The line's pieces with the replacements spliced, in text order. */
+int msg_iov(const struct msg *m, struct iovec *iov)
+{
+	if (m->tree || !m->raw)
+		return -1;
+	int order[3], k = 0, n = 0;
+	for (int i = 0; i < 3; i++)
+		if (m->set[i].n && m->span[i].p)
+			order[k++] = i;
+	for (int a = 1; a < k; a++)   /* at most three: insertion sort */
+		for (int b = a; b > 0 && m->span[order[b]].p < m->span[order[b - 1]].p; b--) {
+			int t = order[b];
+			order[b] = order[b - 1];
+			order[b - 1] = t;
+		}
+	const char *cur = m->raw;
+	for (int i = 0; i < k; i++) {
+		const struct jspan *s = &m->span[order[i]];
+		const struct msg_val *v = &m->set[order[i]];
+		iov[n++] = (struct iovec){ (void *)cur, (size_t)(s->p - cur) };
+		iov[n++] = (struct iovec){ (void *)msg_val_text(v), v->n };
+		cur = s->p + s->n;
+	}
+	iov[n++] = (struct iovec){ (void *)cur, (size_t)(m->raw + m->raw_len - cur) };
+	return n;
+}
+
+/* The message as one line. */
+ssize_t msg_dump(struct msg *m, char **out)
+{
+	*out = NULL;
+	if (m->tree) {
+		*out = json_dumps(m->tree, JSON_COMPACT);
+		return *out ? (ssize_t)strlen(*out) : -1;
+	}
+	struct iovec iov[MSG_IOV_MAX];
+	int n = msg_iov(m, iov);
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	char *p = malloc(len + 1);
+	if (n < 0 || !p) {
+		free(p);
+		return -1;
+	}
+	*out = p;
+	for (int i = 0; i < n; i++) {
+		memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		p += iov[i].iov_len;
+	}
+	*p = '\0';
+	return (ssize_t)len;
+}
+
+/* ---- what a request is about ---- */
+
+/* The subject from a tree. */
+static const char *tree_subject(json_t *t, const char *method)
+{
+	json_t *params = json_object_get(t, "params");
+	if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
+		return json_string_value(json_object_get(params, "name"));
+	if (strncmp(method, "resources/", 10) == 0)
+		return json_string_value(json_object_get(params, "uri"));
+	if (strcmp(method, "completion/complete") == 0) {
+		json_t *ref = json_object_get(params, "ref");
+		const char *n = json_string_value(json_object_get(ref, "name"));
+		return n ? n : json_string_value(json_object_get(ref, "uri"));
+	}
+	return NULL;
+}
+
+/* The subject of a request. */
+char *msg_subject(struct msg *m)
+{
+	const char *method = msg_method(m);
+	if (!method)
+		return NULL;
+	if (!m->tree) {
+		struct jspan s = { NULL, 0 };
+		bool deep = strcmp(method, "completion/complete") == 0;
+		if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
+			s = m->name;
+		else if (strncmp(method, "resources/", 10) == 0)
+			s = m->uri;
+		if (!deep && !m->subject_escaped)
+			return s.p ? strndup(s.p, s.n) : NULL;
+		if (!msg_tree(m))
+			return NULL;
+		method = msg_method(m);
+	}
+	const char *s = tree_subject(m->tree, method);
+	return s ? strdup(s) : NULL;
+}
+
+/* How a response ended. */
+int msg_outcome(struct msg *m)
+{
+	if (!m->tree)
+		return m->is_error ? 2 : 0;
+	if (json_object_get(m->tree, "error"))
+		return 1;
+	json_t *res = json_object_get(m->tree, "result");
+	return json_is_true(json_object_get(res, "isError")) ? 2 : 0;
+}
+
+/* True unless M certainly has no params._meta[KEY]. */
+bool msg_meta_has(struct msg *m, const char *key)
+{
+	if (m->tree || !m->raw) {
+		json_t *params = json_object_get(m->tree, "params");
+		return !m->tree || json_object_get(json_object_get(params, "_meta"), key);
+	}
+	struct jspan meta = m->span[MSG_SPAN_META];
+	size_t kn = strlen(key);
+	if (!meta.p || meta.n < kn + 2)
+		return false;
+	/* the scanner declines escaped keys, so a member KEY is there as "KEY" */
+	for (const char *p = meta.p, *e = meta.p + meta.n - kn - 1; p < e; p++) {
+		p = memchr(p, '"', (size_t)(e - p));
+		if (!p)
+			return false;
+		if (memcmp(p + 1, key, kn) == 0 && p[kn + 1] == '"')
+			return true;
+	}
+	return false;
+}
+
+/* Moves span S of the old bytes [OLD, OLD+OLDLEN) into DATA after an edit of [FROM, TO). */
+static void move_span(struct jspan *s, const char *old, size_t oldlen, char *data, size_t len,
+		      size_t from, size_t to)
+{
+	if (!s->p)
+		return;
+	size_t at = (size_t)(s->p - old), end = at + s->n, tail = oldlen - to;
+	if (at < from && end > to)
+		*s = (struct jspan){ data + at, s->n + len - oldlen };
+	else if (end <= from)
+		s->p = data + at;
+	else if (at >= to)
+		s->p = data + len - tail + (at - to);
+	else
+		*s = (struct jspan){ NULL, 0 };  /* inside the edit: no routing member lives there */
+}
+
+/* Replaces the raw bytes after an edit. */
+void msg_take_bytes(struct msg *m, char *data, size_t len, size_t from, size_t to)
+{
+	for (int i = 0; i < MSG_SPANS; i++)
+		move_span(&m->span[i], m->raw, m->raw_len, data, len, from, to);
+	move_span(&m->name, m->raw, m->raw_len, data, len, from, to);
+	move_span(&m->uri, m->raw, m->raw_len, data, len, from, to);
+	free(m->own);
+	m->raw = m->own = data;
+	m->raw_len = len;
+}

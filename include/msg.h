@@ -138,6 +138,9 @@ bool msg_token_int(struct msg *m, int64_t *v);
 /* The key of a cancellation's params.requestId; 0 when none. */
 size_t msg_rid_key(struct msg *m, unsigned char *key);
 
+/* Sets the id to the integer V. */
+int msg_set_id_int(struct msg *m, int64_t v);
+
 /* Sets the id, the progress token or a cancellation's requestId to the JSON text V. */
 int msg_set_id(struct msg *m, const struct msg_val *v);
 int msg_set_token(struct msg *m, const struct msg_val *v);

@@ -63,6 +63,8 @@ struct peer {
 	const char *principal;   /* client identity (clients only); may be NULL */
 	bool ready;              /* handshake done; may carry traffic */
 	bool congested;          /* its output queue is over the high-water mark */
+	bool answers_inline;     /* in-process (the aggregate): it may answer a
+				  * request before its send returns */
 	int paused;              /* congested peers holding its input paused */
 	char why_down[200];      /* why it is not ready, for error messages */
 	struct pipeline *pl;     /* backends: their own middleware (borrowed) */
@@ -86,6 +88,8 @@ struct exchange {
 	struct chain *chain;     /* the chain it belongs to */
 	struct msg_val from_id;  /* the requester's id, as it came (JSON text) */
 	struct msg_val from_token; /* the requester's progress token, or empty */
+	unsigned char key[24];   /* FROM_ID's map key when it fits (KEY_N > 0) */
+	unsigned char key_n;
 	json_int_t to_id;        /* id on the responder's side */
 	bool in_sent;            /* registered in to->sent */
 	bool in_received;        /* registered in from->received */

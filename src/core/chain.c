@@ -255,8 +255,10 @@ static void exchange_free(struct exchange *ex)
 	if (ex->in_sent)
 		hmap_del(&ex->to->sent, &ex->to_id, sizeof ex->to_id);
 	if (ex->in_received) {
-		size_t klen = msg_val_key(&ex->from_id, key);
-		hmap_del(&ex->from->received, key, klen);
+		if (ex->key_n)
+			hmap_del(&ex->from->received, ex->key, ex->key_n);
+		else
+			hmap_del(&ex->from->received, key, msg_val_key(&ex->from_id, key));
 	}
 	msg_val_release(&ex->from_id);
 	msg_val_release(&ex->from_token);
@@ -335,20 +337,22 @@ static void exchange_fail(struct exchange *ex, const char *reason)
 /* Gives EX's request its id on TO (its progress token too) and sends it. */
 static void forward_request(struct exchange *ex, struct peer *to)
 {
-	struct msg_val id = { .n = 0 };
-	struct msg m;
-	/* the message leaves the exchange: a responder inside this process
-	 * (the aggregate) may answer, and so end EX, before send_to returns */
-	msg_move(&m, &ex->m);
+	struct msg moved, *m = &ex->m;
+	if (to->answers_inline) {
+		/* the responder may answer, and so end EX, before send_to returns */
+		msg_move(&moved, &ex->m);
+		m = &moved;
+	}
 	exchange_assign(ex, to);
-	msg_val_set_int(&id, ex->to_id);
-	int rc = msg_set_id(&m, &id);
-	if (rc == 0 && msg_token_get(&m, &ex->from_token) == 1)
-		rc = msg_set_token(&m, &id);
-	msg_val_release(&id);
+	int rc = msg_set_id_int(m, ex->to_id);
+	if (rc == 0 && msg_token_get(m, &ex->from_token) == 1) {
+		struct msg_val token = { .n = 0 };   /* the token becomes the id too */
+		msg_val_set_int(&token, ex->to_id);
+		rc = msg_set_token(m, &token);
+	}
 	if (rc == 0)
-		rc = send_to(to, &m, NULL, true);
-	msg_release(&m);   /* its bytes were borrowed from the reader */
+		rc = send_to(to, m, NULL, true);
+	msg_release(m);   /* its bytes were borrowed from the reader */
 	if (rc < 0)
 		exchange_fail(ex, "cannot send the request");
 }
@@ -474,6 +478,10 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 		return;
 	}
 	ex->in_received = added == 0;
+	if (klen <= sizeof ex->key) {
+		memcpy(ex->key, key, klen);
+		ex->key_n = (unsigned char)klen;
+	}
 	ex->batch = from->batch;
 	ex->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
 	ex->ctx.client = principal_of(from, NULL);

@@ -29,26 +29,42 @@ int msg_val_set(struct msg_val *v, const char *p, size_t n)
 	return 0;
 }
 
-/* Sets V to the decimal text of X. */
+/* Sets V to the decimal text of X (two digits per division: it is on every request). */
 void msg_val_set_int(struct msg_val *v, int64_t x)
 {
+	static const char pairs[] =
+		"0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849"
+		"5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
 	char tmp[24];
 	char *t = tmp + sizeof tmp;
 	uint64_t u = x < 0 ? 0ULL - (uint64_t)x : (uint64_t)x;
-	do {
-		*--t = (char)('0' + u % 10);
-		u /= 10;
-	} while (u);
+	while (u >= 100) {
+		unsigned d = (unsigned)(u % 100) * 2;
+		u /= 100;
+		*--t = pairs[d + 1];
+		*--t = pairs[d];
+	}
+	if (u >= 10) {
+		*--t = pairs[u * 2 + 1];
+		*--t = pairs[u * 2];
+	} else {
+		*--t = (char)('0' + u);
+	}
 	if (x < 0)
 		*--t = '-';
-	msg_val_set(v, t, (size_t)(tmp + sizeof tmp - t));
+	if (v->heap)
+		msg_val_release(v);
+	v->n = (size_t)(tmp + sizeof tmp - t);
+	memcpy(v->buf, t, v->n);
 }
 
 /* Frees V's text. */
 void msg_val_release(struct msg_val *v)
 {
-	free(v->heap);
-	v->heap = NULL;
+	if (v->heap) {
+		free(v->heap);
+		v->heap = NULL;
+	}
 	v->n = 0;
 }
 
@@ -119,12 +135,13 @@ size_t msg_val_key(const struct msg_val *v, unsigned char *key)
 
 /* ---- life ---- */
 
-/* Facts of a scanned message. */
+/* Facts of a scanned message (every field but TREE, OWN and SET). */
 static bool take_scan(struct msg *m, const char *line, size_t len)
 {
 	struct jscan js;
 	if (!jscan_message(line, len, &js) || js.method.n >= sizeof m->method)
 		return false;
+	m->tree = NULL;
 	m->raw = line;
 	m->raw_len = len;
 	m->span[MSG_SPAN_ID] = js.id;
@@ -143,6 +160,7 @@ static bool take_scan(struct msg *m, const char *line, size_t len)
 		m->method[js.method.n] = '\0';
 		m->kind = js.id.p ? RPC_REQUEST : RPC_NOTIFICATION;
 	} else {
+		m->method[0] = '\0';
 		m->kind = RPC_RESPONSE;
 	}
 	return true;
@@ -151,7 +169,11 @@ static bool take_scan(struct msg *m, const char *line, size_t len)
 /* Takes a line: scanned, or parsed. */
 int msg_init_line(struct msg *m, const char *line, size_t len, json_t **err)
 {
-	memset(m, 0, sizeof *m);
+	m->own = NULL;   /* on every message: what take_scan does not write */
+	for (int i = 0; i < 3; i++) {
+		m->set[i].heap = NULL;
+		m->set[i].n = 0;
+	}
 	if (take_scan(m, line, len))
 		return 0;
 	memset(m, 0, sizeof *m);
@@ -183,21 +205,37 @@ void msg_init_tree(struct msg *m, json_t *tree)
 	m->tree = tree;
 }
 
+/* Forgets what M owns without freeing it: M is empty (the rest is stale). */
+static void forget(struct msg *m)
+{
+	m->tree = NULL;
+	m->raw = NULL;
+	m->raw_len = 0;
+	m->own = NULL;
+	m->kind = RPC_INVALID;
+	m->id_is_int = m->is_error = false;
+	for (int i = 0; i < 3; i++) {
+		m->set[i].heap = NULL;
+		m->set[i].n = 0;
+	}
+}
+
 /* Moves a message. */
 void msg_move(struct msg *dst, struct msg *src)
 {
 	*dst = *src;
-	memset(src, 0, sizeof *src);
+	forget(src);
 }
 
 /* Frees a message's contents. */
 void msg_release(struct msg *m)
 {
-	json_decref(m->tree);
+	if (m->tree)
+		json_decref(m->tree);
 	free(m->own);
 	for (int i = 0; i < 3; i++)
-		msg_val_release(&m->set[i]);
-	memset(m, 0, sizeof *m);
+		free(m->set[i].heap);
+	forget(m);
 }
 
 /* Emptiness. */
@@ -351,6 +389,17 @@ int msg_set_id(struct msg *m, const struct msg_val *v)
 	return m->span[MSG_SPAN_ID].p ? set_span(m, MSG_SPAN_ID, v) : -1;
 }
 
+/* Sets the id to an integer. */
+int msg_set_id_int(struct msg *m, int64_t v)
+{
+	if (m->tree)
+		return json_object_set_new(m->tree, "id", json_integer(v));
+	if (!m->span[MSG_SPAN_ID].p)
+		return -1;
+	msg_val_set_int(&m->set[MSG_SPAN_ID], v);
+	return 0;
+}
+
 /* Sets the progress token (only where there is one). */
 int msg_set_token(struct msg *m, const struct msg_val *v)
 {
@@ -452,6 +501,10 @@ int msg_iov(const struct msg *m, struct iovec *iov)
 	for (int i = 0; i < 3; i++)
 		if (m->set[i].n && m->span[i].p)
 			order[k++] = i;
+	if (k == 0) {
+		iov[0] = (struct iovec){ (void *)m->raw, m->raw_len };
+		return 1;
+	}
 	for (int a = 1; a < k; a++)   /* at most three: insertion sort */
 		for (int b = a; b > 0 && m->span[order[b]].p < m->span[order[b - 1]].p; b--) {
 			int t = order[b];

@@ -1039,6 +1039,7 @@ void router_setup(struct chain *chain, const struct cfg *cfg)
 	R.cfg = cfg;
 	peer_init(&R.agg, &agg_ops, PEER_BACKEND, "mcp-chain");
 	R.agg.chain = chain;   /* it speaks for itself before it is a peer of the chain */
+	R.agg.answers_inline = true;
 	R.uri_owner = json_object();
 	R.templates = json_array();
 }

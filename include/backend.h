@@ -54,6 +54,8 @@ struct be_transport_ops {
 	void (*pause)(struct backend *b, bool paused);
 	/* Frees the transport's state (after it is down). */
 	void (*destroy)(struct backend *b);
+	/* Optional: passes a signal on to what runs (a process group). */
+	void (*signal)(struct backend *b, int sig);
 };
 
 enum backend_event {
@@ -81,6 +83,10 @@ void backend_stop(struct backend *b, double grace);
 
 /* True while the transport has anything running (e.g. a child process). */
 bool backend_running(const struct backend *b);
+
+/* Passes SIG on to what the transport runs, if anything (a child's
+ * process group); stopping is still up to backend_stop. */
+void backend_signal(struct backend *b, int sig);
 
 enum backend_state backend_state(const struct backend *b);
 const char *backend_state_name(enum backend_state s);

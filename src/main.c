@@ -3,10 +3,17 @@
  *
  * Shutdown: at the end of input the front stops reading and requests
  * still open are given up to the grace period to finish; then (or at once
- * on SIGTERM/SIGINT or a broken stdout) the session is closed, each
- * backend's stdin is closed, and after the grace period its process group
- * gets SIGTERM, then SIGKILL. The process exits 0 once every child is
- * reaped and stdout is flushed.
+ * on a broken stdout) the session is closed, each backend's stdin is
+ * closed, and after the grace period its process group gets SIGTERM, then
+ * SIGKILL. The process exits 0 once every child is reaped and stdout is
+ * flushed.
+ *
+ * SIGINT or SIGTERM is passed on at once to every backend's process group,
+ * as the server would get it run directly, and the stop begins (SIGKILL
+ * follows after the grace period). A second one kills the groups and
+ * exits (status 128 + the signal): clients such as Claude Code send
+ * SIGINT, SIGTERM and SIGKILL half a second apart. A watchdog process
+ * (proc.h) kills the groups if we die without stopping them.
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -27,6 +34,7 @@
 #include "mw_log.h"
 #include "router.h"
 #include "mcpc_version.h"
+#include "proc.h"
 #include "session.h"
 #include "writer.h"
 
@@ -42,6 +50,8 @@ struct app {
 	size_t nbackends;
 	struct stdio_front *front;
 	enum phase phase;
+	int signals;               /* SIGINT/SIGTERM received */
+	int forced;                /* the signal that forced the exit, or 0 */
 	ev_signal sigterm, sigint, sighup;
 	ev_check check;
 	ev_timer deadline;
@@ -348,18 +358,33 @@ static void reload(struct app *a)
 	log_info("reload: done (%zu backends)", router_backends());
 }
 
-/* SIGTERM / SIGINT. */
+/* Passes SIG on to every backend's process group. */
+static void signal_backends(struct app *a, int sig)
+{
+	for (size_t i = 0; i < a->nbackends; i++)
+		backend_signal(a->backends[i], sig);
+}
+
+/* SIGTERM / SIGINT: pass it on and stop; a second one: kill and exit. */
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	struct app *a = w->data;
-	(void)loop;
+	const char *name = w->signum == SIGTERM ? "SIGTERM" : "SIGINT";
 	(void)revents;
 	if (w->signum == SIGHUP) {
 		mw_log_reopen_all();  /* logrotate */
 		reload(a);
 		return;
 	}
-	begin_stop(a, w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	if (a->signals++ == 0) {
+		signal_backends(a, w->signum);
+		begin_stop(a, name);
+		return;
+	}
+	log_warn("%s again: killing the backends and exiting", name);
+	signal_backends(a, SIGKILL);
+	a->forced = w->signum;
+	ev_break(loop, EVBREAK_ALL);
 }
 
 /* A backend changed state: keep the router's view current. */
@@ -451,6 +476,7 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	struct cfg *cfg = *cfgp;
 	struct app a = { .cfg = cfg, .level_flag = level_flag };
 	struct ev_loop *loop = EV_DEFAULT;
+	proc_watchdog_start();  /* before any child: the filter module's too */
 	writer_setup();
 	watch_signals(&a);
 	if (pipeline_start(cfg->pipeline) < 0)
@@ -494,7 +520,7 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	ev_signal_stop(loop, &a.sigint);
 	ev_signal_stop(loop, &a.sighup);
 	log_info("exited");
-	return 0;
+	return a.forced ? 128 + a.forced : 0;
 }
 
 int main(int argc, char **argv)

@@ -380,6 +380,13 @@ void backend_stop(struct backend *b, double grace)
 		backend_down(b, "stopped");
 }
 
+/* Passes a signal on. */
+void backend_signal(struct backend *b, int sig)
+{
+	if (b->ops->signal)
+		b->ops->signal(b, sig);
+}
+
 /* True while the transport has anything running. */
 bool backend_running(const struct backend *b)
 {

@@ -305,6 +305,14 @@ static bool stdio_running(struct backend *b)
 	return s && s->proc.pid > 0;
 }
 
+/* Passes a signal on to the child's process group. */
+static void stdio_signal(struct backend *b, int sig)
+{
+	struct be_stdio *s = T(b);
+	if (s)
+		proc_signal(&s->proc, sig);
+}
+
 /* Flow control on the child's stdout. */
 static void stdio_pause(struct backend *b, bool paused)
 {
@@ -326,4 +334,5 @@ const struct be_transport_ops be_stdio_ops = {
 	.running = stdio_running,
 	.pause = stdio_pause,
 	.destroy = stdio_destroy,
+	.signal = stdio_signal,
 };

@@ -14,6 +14,10 @@
  * exits (status 128 + the signal): clients such as Claude Code send
  * SIGINT, SIGTERM and SIGKILL half a second apart. A watchdog process
  * (proc.h) kills the groups if we die without stopping them.
+ *
+ * A single backend that ends on its own with status 0 ends mcp-chain as
+ * the server's end of output would end a client's session: pending
+ * requests get an error, stdout is closed, exit status 0.
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -138,12 +142,12 @@ static size_t open_client_requests(struct app *a)
 	return a->front && session_busy(stdio_front_session(a->front));
 }
 
-/* Closes the session and starts stopping the backend. */
-static void begin_stop(struct app *a, const char *why)
+/* Closes the session and starts stopping the backends; logs WHY at LEVEL. */
+static void begin_stop_at(struct app *a, const char *why, enum log_level level)
 {
 	if (a->phase == STOPPING)
 		return;
-	log_info("shutting down: %s", why);
+	log_msg(level, "shutting down: %s", why);
 	a->phase = STOPPING;
 	stdio_front_stop_reading(a->front);
 	session_close(stdio_front_session(a->front), "mcp-chain is shutting down");
@@ -152,6 +156,12 @@ static void begin_stop(struct app *a, const char *why)
 	ev_timer_stop(EV_DEFAULT, &a->deadline);
 	ev_timer_set(&a->deadline, 3 * a->cfg->grace + 1.0, 0.);
 	ev_timer_start(EV_DEFAULT, &a->deadline);
+}
+
+/* Begins the stop for an event of its own (logged at info). */
+static void begin_stop(struct app *a, const char *why)
+{
+	begin_stop_at(a, why, LOG_INFO);
 }
 
 /* True while a backend has anything running. */
@@ -168,8 +178,8 @@ static void on_check(struct ev_loop *loop, ev_check *w, int revents)
 {
 	struct app *a = w->data;
 	(void)revents;
-	if (a->phase == DRAINING && open_client_requests(a) == 0)
-		begin_stop(a, "end of input and no request open");
+	if (a->phase == DRAINING && open_client_requests(a) == 0)  /* the front logged it */
+		begin_stop_at(a, "end of input and no request open", LOG_DEBUG);
 	if (a->phase == STOPPING && !any_running(a)) {
 		writer_flush_all();
 		if (stdio_front_queued(a->front) == 0)
@@ -393,11 +403,10 @@ static void on_backend_event(struct backend *b, enum backend_event ev, void *arg
 	struct app *a = arg;
 	if (ev == BACKEND_EV_READY)
 		router_backend_ready(backend_peer(b));
-	else if (ev == BACKEND_EV_DOWN || ev == BACKEND_EV_FAILED)
+	else if (ev == BACKEND_EV_DOWN || ev == BACKEND_EV_FAILED || ev == BACKEND_EV_ENDED)
 		router_backend_down(backend_peer(b));
-	if (ev == BACKEND_EV_FAILED && a->phase == RUNNING)
-		log_warn("%s: given up; its requests will be answered with errors",
-			 backend_peer(b)->name);
+	if (ev == BACKEND_EV_ENDED && router_transparent())
+		begin_stop(a, "the backend ended its output");
 }
 
 /* Describes every backend for the status resource. */
@@ -519,7 +528,7 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	ev_signal_stop(loop, &a.sigterm);
 	ev_signal_stop(loop, &a.sigint);
 	ev_signal_stop(loop, &a.sighup);
-	log_info("exited");
+	log_debug("exited");
 	return a.forced ? 128 + a.forced : 0;
 }
 

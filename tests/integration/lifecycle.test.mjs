@@ -129,3 +129,87 @@ test('mcp-chain killed with SIGKILL: no backend (nor its child) outlives it',
       assert.deepEqual(leftovers(kids), []);
     }
   });
+
+test('one backend that exits with status 0: pending requests get an error, mcp-chain exits 0',
+  { timeout: 30_000, skip: SKIP_NO_FIXTURE }, async () => {
+    const c = startChain({ mcpServers: { fx: fx() } }, 'clean-one');
+    try {
+      await ready(c);
+      c.send({ jsonrpc: '2.0', id: 'slow', method: 'tools/call', params: { name: 'slow', arguments: { ms: 20000 } } });
+      c.send({ jsonrpc: '2.0', id: 'bye', method: 'tools/call', params: { name: 'exit_quietly', arguments: {} } });
+      const r = await exitOf(c, Date.now(), 5000);
+      assert.equal(r.code, 0, c.stderr);
+      const out = c.lines.slice(c.cursor).map((e) => e.msg);
+      const byId = Object.fromEntries(out.filter((m) => m.id !== undefined).map((m) => [m.id, m]));
+      assert.equal(byId.bye?.result?.content?.[0]?.text, 'bye', JSON.stringify(out));
+      assert.ok(byId.slow?.error, `the pending call is answered with an error: ${JSON.stringify(out)}`);
+      assert.deepEqual(out.filter((m) => m.method), [], 'no notification (no list_changed)');
+      assert.doesNotMatch(c.stderr, /restarting|error:/);
+      assert.match(c.stderr, /fx: ended on its own \(exited with status 0\)/);
+    } finally {
+      await c.close();
+    }
+  });
+
+test('one of several backends exits with status 0: not restarted, its tools leave the list, calls get an error',
+  { timeout: 30_000, skip: SKIP_NO_FIXTURE }, async () => {
+    const c = startChain({ mcpServers: { a: fx(), b: fx() } }, 'clean-multi');
+    try {
+      await ready(c);
+      const bye = await c.request(2, 'tools/call', { name: 'a__exit_quietly', arguments: {} });
+      assert.equal(bye.result?.content?.[0]?.text, 'bye');
+      await waitFor(() => /a: ended on its own/.test(c.stderr), { what: 'the end in the log' });
+      await sleep(1200);  // longer than the first restart delay (0.5 s)
+      assert.equal((c.stderr.match(/a: started/g) ?? []).length, 1, c.stderr);
+      assert.doesNotMatch(c.stderr, /restarting|error:/);
+      const list = await c.request(3, 'tools/list', {});
+      const names = list.result.tools.map((t) => t.name);
+      assert.ok(names.includes('b__echo') && !names.includes('a__echo'), names.join(' '));
+      const late = await c.request(4, 'tools/call', { name: 'a__echo', arguments: {} });
+      assert.ok(late.error, JSON.stringify(late));
+      const other = await c.request(5, 'tools/call', { name: 'b__echo', arguments: { x: 1 } });
+      assert.ok(other.result, JSON.stringify(other));
+      assert.equal(c.proc.exitCode, null, 'mcp-chain keeps serving');
+    } finally {
+      await c.close();
+    }
+  });
+
+test('a normal session writes one line per event at the default level, each with one timestamp at most',
+  { timeout: 30_000, skip: SKIP_NO_FIXTURE }, async () => {
+    const c = startChain({ mcpServers: { fx: fx('--stderr-lines', '2') } }, 'quiet');
+    await ready(c);
+    await c.request(2, 'tools/list', {});
+    c.proc.stdin.end();
+    const r = await exitOf(c, Date.now(), 5000);
+    assert.equal(r.code, 0);
+    const lines = c.stderr.trim().split('\n');
+    const expected = [/ fx: started "/, /^\[fx\] fixture: stderr line 1$/, /^\[fx\] fixture: stderr line 2$/,
+      / fx: ready: /, / client: initialized /, / client: end of input /, / fx: stopped \(exited with status 0\)/];
+    assert.equal(lines.length, expected.length, c.stderr);
+    for (const re of expected)
+      assert.equal(lines.filter((l) => re.test(l)).length, 1, `${re} once in:\n${c.stderr}`);
+    for (const l of lines)
+      assert.ok((l.match(/\d{4}-\d\d-\d\dT\d\d:\d\d/g) ?? []).length <= 1, l);
+  });
+
+test('a missing command: one clear error, no retries, and the initialize is answered',
+  { timeout: 30_000, skip: SKIP_NO_FIXTURE }, async () => {
+    const c = startChain({ mcpServers: { m: { command: '/no/such' } } }, 'missing');
+    try {
+      const t0 = Date.now();
+      const res = await c.request(1, 'initialize', { protocolVersion: '2025-06-18', capabilities: {},
+        clientInfo: { name: 'lifecycle', version: '1' } });
+      assert.ok(Date.now() - t0 < 2000);
+      assert.match(res.error?.message ?? '', /\/no\/such/, JSON.stringify(res));
+      await sleep(1200);  // longer than the first restart delay (0.5 s)
+      const lines = c.stderr.trim().split('\n');
+      assert.equal(lines.length, 1, c.stderr);
+      assert.match(lines[0], /error: m: cannot start "\/no\/such": No such file or directory/);
+      c.proc.stdin.end();
+      const r = await exitOf(c, Date.now(), 5000);
+      assert.equal(r.code, 0);
+    } finally {
+      await c.close();
+    }
+  });

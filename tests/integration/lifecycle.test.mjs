@@ -1,6 +1,12 @@
-// End of input while the backend is still starting: the client's initialize
-// is answered (a result if the backend makes it within the grace period, an
-// error otherwise), never left hanging, and mcp-chain exits 0.
+// A session's life and end, through the raw binary:
+// - end of input while the backend is still starting: the client's initialize
+//   is answered (a result if the backend makes it within the grace period, an
+//   error otherwise), never left hanging, and mcp-chain exits 0;
+// - signals as Claude Code sends them (SIGINT, SIGTERM, SIGKILL): passed on at
+//   once, a second one kills, and no backend outlives mcp-chain killed outright;
+// - a backend that exits with status 0: the end of a one-backend session, a
+//   clean stop (not restarted) among several;
+// - what stderr says: one line per event, and a missing command gives up once.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';

@@ -11,8 +11,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { CHAIN, FIXTURE, RawChain, SKIP_NO_FIXTURE, descendants, isAlive, killAll, sleep, tmpPath, waitFor }
-  from './lib.mjs';
+import { existsSync } from 'node:fs';
+import { CHAIN, FIXTURE, RawChain, SE_ENTRY, SKIP_NO_FIXTURE, descendants, isAlive, killAll, sleep, tmpPath,
+  waitFor } from './lib.mjs';
 
 const INIT = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {
   protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'lifecycle', version: '1' } } });
@@ -112,6 +113,33 @@ test('a second signal kills backends that ignore the first, and mcp-chain exits'
       const r = await exitOf(c, t0, 3000);
       assert.ok(r.ms < 500, `took ${r.ms} ms`);
       await waitFor(() => kids.every((p) => !isAlive(p)), { timeoutMs: 1000, what: 'no descendant left' });
+    } finally {
+      await c.close();
+      leftovers(kids);
+    }
+  });
+
+test('server-everything stopped as Claude Code stops a server: nothing left when SIGKILL would come',
+  { timeout: 30_000, skip: SKIP_NO_FIXTURE || !existsSync(SE_ENTRY) }, async () => {
+    // with roots, server-everything asks the client for them: a request of its own pending
+    const se = { command: 'node', args: [SE_ENTRY, 'stdio'] };
+    const c = startChain({ mcpServers: { e: se } }, 'everything');
+    let kids = [];
+    try {
+      await c.initialize('2025-06-18', 'init-1', { roots: { listChanged: true } });
+      kids = descendants(c.proc.pid);
+      assert.ok(kids.length >= 1);
+      const t0 = Date.now();
+      let ms = null;
+      c.exited.then(() => { ms = Date.now() - t0; });
+      for (const sig of ['SIGINT', 'SIGTERM', 'SIGKILL']) {  // 0.5 s apart, as Claude Code does
+        if (ms === null) c.proc.kill(sig);
+        await Promise.race([c.exited, sleep(500)]);
+      }
+      await c.exited;
+      await waitFor(() => kids.every((p) => !isAlive(p)), { timeoutMs: 1000, what: 'every descendant gone' })
+        .catch((e) => { e.message += ` (mcp-chain exited after ${ms} ms)`; throw e; });
+      assert.ok(ms < 500, `took ${ms} ms`);
     } finally {
       await c.close();
       leftovers(kids);

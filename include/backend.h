@@ -7,7 +7,10 @@
  * own parameters and cached, so that a restarted backend is initialized
  * again the same way), the start-up bound, and supervision: a backend
  * whose transport goes down unexpectedly fails its pending requests at
- * once, then is restarted with exponential backoff until it crash-loops.
+ * once, then is restarted with exponential backoff until it crash-loops
+ * (a start that fails counts as a quick failure; one that can never
+ * succeed, such as a missing command, gives up at once). A backend that
+ * ends cleanly on its own is not restarted (backend_ended).
  *
  * A transport implements struct be_transport_ops and reports back with
  * backend_deliver (a message arrived), backend_down (it is gone) and
@@ -33,6 +36,7 @@ enum backend_state {
 	BACKEND_FAILED,        /* down for good (crash loop, cannot start) */
 	BACKEND_STOPPING,      /* shutting down on purpose */
 	BACKEND_GONE,          /* shut down */
+	BACKEND_ENDED,         /* ended on its own, cleanly (exit status 0): not restarted */
 };
 
 struct backend;
@@ -40,7 +44,9 @@ struct backend;
 /* Transport operations. */
 struct be_transport_ops {
 	const char *kind;
-	/* Starts (spawns, connects); 0, or -1 with peer.why_down set. */
+	/* Starts (spawns, connects); 0, or -1 with peer.why_down set: -1 when
+	 * a retry may succeed, BE_START_PERMANENT when it cannot (a command
+	 * that does not exist). */
 	int (*start)(struct backend *b);
 	/* Queues MSG (borrowed); 0 or -1. */
 	int (*send)(struct backend *b, json_t *msg);
@@ -54,13 +60,18 @@ struct be_transport_ops {
 	void (*pause)(struct backend *b, bool paused);
 	/* Frees the transport's state (after it is down). */
 	void (*destroy)(struct backend *b);
+	/* Optional: passes a signal on to what runs (a process group). */
+	void (*signal)(struct backend *b, int sig);
 };
+
+#define BE_START_PERMANENT (-2)
 
 enum backend_event {
 	BACKEND_EV_READY,      /* initialized (first time or after a restart) */
 	BACKEND_EV_DOWN,       /* went down; pending requests were failed */
 	BACKEND_EV_FAILED,     /* gave up restarting */
 	BACKEND_EV_GONE,       /* stopped on purpose and fully down */
+	BACKEND_EV_ENDED,      /* ended on its own, cleanly; pending requests were failed */
 };
 
 /* State changes, for the owner (the router, the app). */
@@ -83,6 +94,10 @@ void backend_stop(struct backend *b, double grace);
 
 /* True while the transport has anything running (e.g. a child process). */
 bool backend_running(const struct backend *b);
+
+/* Passes SIG on to what the transport runs, if anything (a child's
+ * process group); stopping is still up to backend_stop. */
+void backend_signal(struct backend *b, int sig);
 
 enum backend_state backend_state(const struct backend *b);
 const char *backend_state_name(enum backend_state s);
@@ -128,6 +143,14 @@ bool backend_deliver_line(struct backend *b, const char *line, size_t len);
 
 /* The transport is down; REASON names why ("exited with status 1"). */
 void backend_down(struct backend *b, const char *reason);
+
+/*
+ * The transport ended on its own and cleanly (a child that exited with
+ * status 0 unasked), as a server run directly ends its output: pending
+ * requests are failed, it is not restarted (state BACKEND_ENDED, event
+ * BACKEND_EV_ENDED). While stopping on purpose this is backend_down.
+ */
+void backend_ended(struct backend *b, const char *reason);
 
 /* Transport for stdio children (src/external/be_stdio.c). */
 extern const struct be_transport_ops be_stdio_ops;

@@ -33,6 +33,14 @@ void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 #define log_debug(...) \
 	do { if (log_enabled(LOG_DEBUG)) log_msg(LOG_DEBUG, __VA_ARGS__); } while (0)
 
+/*
+ * Writes one line as it is, without our time and level, when LEVEL passes:
+ * for a child's stderr relayed, which carries its own prefix (and the
+ * client reading ours adds its time).
+ */
+void log_bare(enum log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* Logs at error level and returns -1, for "return log_fail(...)". */
 int log_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -3,10 +3,21 @@
  *
  * Shutdown: at the end of input the front stops reading and requests
  * still open are given up to the grace period to finish; then (or at once
- * on SIGTERM/SIGINT or a broken stdout) the session is closed, each
- * backend's stdin is closed, and after the grace period its process group
- * gets SIGTERM, then SIGKILL. The process exits 0 once every child is
- * reaped and stdout is flushed.
+ * on a broken stdout) the session is closed, each backend's stdin is
+ * closed, and after the grace period its process group gets SIGTERM, then
+ * SIGKILL. The process exits 0 once every child is reaped and stdout is
+ * flushed.
+ *
+ * SIGINT or SIGTERM is passed on at once to every backend's process group,
+ * as the server would get it run directly, and the stop begins (SIGKILL
+ * follows after the grace period). A second one kills the groups and
+ * exits (status 128 + the signal): clients such as Claude Code send
+ * SIGINT, SIGTERM and SIGKILL half a second apart. A watchdog process
+ * (proc.h) kills the groups if we die without stopping them.
+ *
+ * A single backend that ends on its own with status 0 ends mcp-chain as
+ * the server's end of output would end a client's session: pending
+ * requests get an error, stdout is closed, exit status 0.
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -27,6 +38,7 @@
 #include "mw_log.h"
 #include "router.h"
 #include "mcpc_version.h"
+#include "proc.h"
 #include "session.h"
 #include "writer.h"
 
@@ -43,6 +55,8 @@ struct app {
 	struct stdio_front *front;
 	struct chain *chain;
 	enum phase phase;
+	int signals;               /* SIGINT/SIGTERM received */
+	int forced;                /* the signal that forced the exit, or 0 */
 	ev_signal sigterm, sigint, sighup;
 	ev_check check;
 	ev_timer deadline;
@@ -129,12 +143,12 @@ static size_t open_client_requests(struct app *a)
 	return a->front && session_busy(stdio_front_session(a->front));
 }
 
-/* Closes the session and starts stopping the backend. */
-static void begin_stop(struct app *a, const char *why)
+/* Closes the session and starts stopping the backends; logs WHY at LEVEL. */
+static void begin_stop_at(struct app *a, const char *why, enum log_level level)
 {
 	if (a->phase == STOPPING)
 		return;
-	log_info("shutting down: %s", why);
+	log_msg(level, "shutting down: %s", why);
 	a->phase = STOPPING;
 	stdio_front_stop_reading(a->front);
 	session_close(stdio_front_session(a->front), "mcp-chain is shutting down");
@@ -143,6 +157,12 @@ static void begin_stop(struct app *a, const char *why)
 	ev_timer_stop(EV_DEFAULT, &a->deadline);
 	ev_timer_set(&a->deadline, 3 * a->cfg->grace + 1.0, 0.);
 	ev_timer_start(EV_DEFAULT, &a->deadline);
+}
+
+/* Begins the stop for an event of its own (logged at info). */
+static void begin_stop(struct app *a, const char *why)
+{
+	begin_stop_at(a, why, LOG_INFO);
 }
 
 /* True while a backend has anything running. */
@@ -159,8 +179,8 @@ static void on_check(struct ev_loop *loop, ev_check *w, int revents)
 {
 	struct app *a = w->data;
 	(void)revents;
-	if (a->phase == DRAINING && open_client_requests(a) == 0)
-		begin_stop(a, "end of input and no request open");
+	if (a->phase == DRAINING && open_client_requests(a) == 0)  /* the front logged it */
+		begin_stop_at(a, "end of input and no request open", LOG_DEBUG);
 	if (a->phase == STOPPING && !any_running(a)) {
 		writer_flush_all();
 		if (stdio_front_queued(a->front) == 0)
@@ -349,18 +369,33 @@ static void reload(struct app *a)
 	log_info("reload: done (%zu backends)", router_backends());
 }
 
-/* SIGTERM / SIGINT. */
+/* Passes SIG on to every backend's process group. */
+static void signal_backends(struct app *a, int sig)
+{
+	for (size_t i = 0; i < a->nbackends; i++)
+		backend_signal(a->backends[i], sig);
+}
+
+/* SIGTERM / SIGINT: pass it on and stop; a second one: kill and exit. */
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
 	struct app *a = w->data;
-	(void)loop;
+	const char *name = w->signum == SIGTERM ? "SIGTERM" : "SIGINT";
 	(void)revents;
 	if (w->signum == SIGHUP) {
 		mw_log_reopen_all();  /* logrotate */
 		reload(a);
 		return;
 	}
-	begin_stop(a, w->signum == SIGTERM ? "SIGTERM" : "SIGINT");
+	if (a->signals++ == 0) {
+		signal_backends(a, w->signum);
+		begin_stop(a, name);
+		return;
+	}
+	log_warn("%s again: killing the backends and exiting", name);
+	signal_backends(a, SIGKILL);
+	a->forced = w->signum;
+	ev_break(loop, EVBREAK_ALL);
 }
 
 /* A backend changed state: keep the router's view current. */
@@ -369,11 +404,10 @@ static void on_backend_event(struct backend *b, enum backend_event ev, void *arg
 	struct app *a = arg;
 	if (ev == BACKEND_EV_READY)
 		router_backend_ready(backend_peer(b));
-	else if (ev == BACKEND_EV_DOWN || ev == BACKEND_EV_FAILED)
+	else if (ev == BACKEND_EV_DOWN || ev == BACKEND_EV_FAILED || ev == BACKEND_EV_ENDED)
 		router_backend_down(backend_peer(b));
-	if (ev == BACKEND_EV_FAILED && a->phase == RUNNING)
-		log_warn("%s: given up; its requests will be answered with errors",
-			 backend_peer(b)->name);
+	if (ev == BACKEND_EV_ENDED && router_transparent())
+		begin_stop(a, "the backend ended its output");
 }
 
 /* Describes every backend for the status resource. */
@@ -452,6 +486,7 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	struct cfg *cfg = *cfgp;
 	struct app a = { .cfg = cfg, .level_flag = level_flag };
 	struct ev_loop *loop = EV_DEFAULT;
+	proc_watchdog_start();  /* before any child: the filter module's too */
 	writer_setup();
 	watch_signals(&a);
 	if (pipeline_start(cfg->pipeline) < 0 || !(a.chain = chain_new()))
@@ -494,8 +529,8 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	ev_signal_stop(loop, &a.sigterm);
 	ev_signal_stop(loop, &a.sigint);
 	ev_signal_stop(loop, &a.sighup);
-	log_info("exited");
-	return 0;
+	log_debug("exited");
+	return a.forced ? 128 + a.forced : 0;
 }
 
 int main(int argc, char **argv)

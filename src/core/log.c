@@ -53,6 +53,25 @@ int log_open_file(const char *path)
 	return 0;
 }
 
+/* Formats the rest of LINE (N bytes used) and writes it whole. */
+static void write_line(char *line, size_t size, size_t n, const char *fmt, va_list ap)
+{
+	int m = vsnprintf(line + n, size - n, fmt, ap);
+	if (m < 0)
+		m = 0;
+	n += (size_t)m;
+	if (n > size - 2) {
+		n = size - 5;
+		memcpy(line + n, "...", 3);
+		n += 3;
+	}
+	line[n++] = '\n';
+	ssize_t w;
+	do
+		w = write(log_fd, line, n);
+	while (w < 0 && errno == EINTR);
+}
+
 /* Formats one line "TIME mcp-chain LEVEL: message" and writes it whole. */
 void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 {
@@ -68,20 +87,22 @@ void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 	size_t n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
 	n += (size_t)snprintf(line + n, sizeof line - n, ".%03ldZ mcp-chain %s: ",
 			      ts.tv_nsec / 1000000, level_names[level]);
-	int m = vsnprintf(line + n, sizeof line - n, fmt, ap);
-	if (m < 0)
-		m = 0;
-	n += (size_t)m;
-	if (n > sizeof line - 2) {
-		n = sizeof line - 5;
-		memcpy(line + n, "...", 3);
-		n += 3;
-	}
-	line[n++] = '\n';
-	ssize_t w;
-	do
-		w = write(log_fd, line, n);
-	while (w < 0 && errno == EINTR);
+	write_line(line, sizeof line, n, fmt, ap);
+	errno = saved;
+}
+
+/* Writes one line as it is. */
+void log_bare(enum log_level level, const char *fmt, ...)
+{
+	char line[4096];
+	va_list ap;
+	int saved = errno;
+
+	if (level > threshold)
+		return;
+	va_start(ap, fmt);
+	write_line(line, sizeof line, 0, fmt, ap);
+	va_end(ap);
 	errno = saved;
 }
 

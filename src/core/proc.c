@@ -5,6 +5,15 @@
  * directly, so nothing blocks waiting on the child. The child gets its
  * own process group so that "npx" and the shells it starts can be
  * signalled together; every other descriptor of ours is closed in it.
+ *
+ * The watchdog is forked before the loop runs and reads our pipe with a
+ * blocking read(2): each record is one int32, +pgid for a new group,
+ * -pgid for one known empty. At EOF (we are gone, however) it sends
+ * SIGKILL to every group it still knows and exits. It ignores the
+ * signals a terminal or a client sends us and sits in a group of its own,
+ * so that only our end can end it. Groups are pruned (kill(-g, 0) says
+ * ESRCH) on every record, so a group number is not kept long after its
+ * last process; Linux reuses no pid while it names a live group.
  */
 #include "proc.h"
 
@@ -12,6 +21,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +35,125 @@ extern char **environ;
 static void on_child(struct ev_loop *loop, ev_child *w, int revents);
 static void on_stderr(struct ev_loop *loop, ev_io *w, int revents);
 static void on_kill_timer(struct ev_loop *loop, ev_timer *w, int revents);
+
+static int wd_fd = -1;   /* our end of the watchdog's pipe */
+static pid_t wd_pid;
+
+/* Tells the watchdog about a group: +PGID new, -PGID gone. */
+static void wd_send(pid_t pgid)
+{
+	int32_t rec = (int32_t)pgid;
+	if (wd_fd < 0)
+		return;
+	ssize_t n;
+	do
+		n = write(wd_fd, &rec, sizeof rec);  /* 4 bytes: atomic */
+	while (n < 0 && errno == EINTR);
+	if (n != (ssize_t)sizeof rec)
+		log_warn("watchdog: cannot register process group %d: %s", (int)pgid,
+			 n < 0 ? strerror(errno) : "short write");
+}
+
+/* The watchdog's set of groups: adds, removes, prunes the empty ones. */
+static size_t wd_apply(pid_t **groups, size_t n, size_t *cap, pid_t rec)
+{
+	if (rec > 0 && n == *cap) {
+		size_t c = *cap ? *cap * 2 : 16;
+		pid_t *g = realloc(*groups, c * sizeof *g);
+		if (g) {
+			*groups = g;
+			*cap = c;
+		}
+	}
+	if (rec > 0 && n < *cap)
+		(*groups)[n++] = rec;
+	for (size_t i = 0; i < n;) {
+		pid_t g = (*groups)[i];
+		if (g == -rec || (kill(-g, 0) < 0 && errno == ESRCH))
+			(*groups)[i] = (*groups)[--n];
+		else
+			i++;
+	}
+	return n;
+}
+
+/* The watchdog process: never returns. */
+static void __attribute__((noreturn)) watchdog_main(int fd)
+{
+	int sigs[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE, SIGTSTP, SIGTTIN, SIGTTOU };
+	sigset_t none;
+	for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+		signal(sigs[i], SIG_IGN);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	setpgid(0, 0);
+	int null = open("/dev/null", O_RDWR);
+	for (int i = 0; i < 3 && null >= 0; i++)
+		dup2(null, i);
+	if (fd != 3) {
+		dup2(fd, 3);
+		fd = 3;
+	}
+	closefrom(4);
+	pid_t *groups = NULL;
+	size_t n = 0, cap = 0;
+	int32_t rec[256];
+	for (;;) {
+		ssize_t r = read(fd, rec, sizeof rec);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		for (size_t i = 0; i < (size_t)r / sizeof *rec; i++)
+			n = wd_apply(&groups, n, &cap, rec[i]);
+	}
+	for (size_t i = 0; i < n; i++)
+		kill(-groups[i], SIGKILL);
+	_exit(0);
+}
+
+/* Forks the watchdog. */
+int proc_watchdog_start(void)
+{
+	int fds[2];
+	if (wd_pid > 0)
+		return 0;
+	if (pipe2(fds, O_CLOEXEC) < 0)
+		return log_fail("watchdog: pipe: %s", strerror(errno));
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		return log_fail("watchdog: fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		close(fds[1]);
+		watchdog_main(fds[0]);
+	}
+	close(fds[0]);
+	fcntl(fds[1], F_SETFL, O_NONBLOCK);  /* a stuck watchdog must not stop us */
+	wd_fd = fds[1];
+	wd_pid = pid;
+	log_debug("watchdog: pid %d", (int)pid);
+	return 0;
+}
+
+/* The watchdog's pid. */
+pid_t proc_watchdog_pid(void)
+{
+	return wd_pid;
+}
+
+/* Lets the watchdog go: it kills what it knows and exits. */
+pid_t proc_watchdog_stop(void)
+{
+	pid_t pid = wd_pid;
+	if (wd_fd >= 0)
+		close(wd_fd);
+	wd_fd = -1;
+	wd_pid = 0;
+	return pid;
+}
 
 /* Length of the "KEY=" part of an environment entry. */
 static size_t key_len(const char *kv)
@@ -117,14 +246,16 @@ int proc_spawn(struct proc *p, const char *name, char *const argv[],
 	if (rc != 0) {
 		close_pipes(fds);
 		p->pid = 0;
+		p->spawn_errno = rc;
 		snprintf(p->error, sizeof p->error, "cannot start \"%s\"%s%s: %s", argv[0],
 			 cwd ? " in " : "", cwd ? cwd : "", strerror(rc));
-		return log_fail("%s: %s", name, p->error);
+		return -1;
 	}
 	close(fds[0][0]);
 	close(fds[1][1]);
 	close(fds[2][1]);
 	p->pgid = p->pid;
+	wd_send(p->pgid);
 	p->in_fd = fds[0][1];
 	p->out_fd = fds[1][0];
 	p->err_fd = fds[2][0];
@@ -153,7 +284,7 @@ static void keep_tail(struct proc *p, const char *line, size_t n)
 	p->tail[i] = strndup(line, n);
 }
 
-/* Logs complete stderr lines prefixed with the backend's name. */
+/* Relays complete stderr lines as they are, after the backend's name. */
 static void drain_stderr_lines(struct proc *p)
 {
 	const char *line;
@@ -161,9 +292,10 @@ static void drain_stderr_lines(struct proc *p)
 	enum frame_kind k;
 	while ((k = framer_next(&p->err_fr, &line, &n, &total)) != FRAME_NONE) {
 		if (k == FRAME_OVERSIZE)
-			log_info("[%s] %.*s... (%zu bytes, cut)", p->name, (int)(n > 200 ? 200 : n), line, total);
+			log_bare(LOG_INFO, "[%s] %.*s... (%zu bytes, cut)", p->name,
+				 (int)(n > 200 ? 200 : n), line, total);
 		else
-			log_info("[%s] %.*s", p->name, (int)n, line);
+			log_bare(LOG_INFO, "[%s] %.*s", p->name, (int)n, line);
 		keep_tail(p, line, k == FRAME_OVERSIZE && n > 200 ? 200 : n);
 	}
 }
@@ -225,9 +357,12 @@ void proc_describe_status(int status, char *out, size_t n)
 		snprintf(out, n, "ended with wait status %d", status);
 }
 
-/* Logs the last lines the child wrote to stderr. */
+/* Logs the last lines the child wrote to stderr, unless each was relayed
+ * as it came. */
 void proc_log_tail(struct proc *p)
 {
+	if (log_enabled(LOG_INFO))
+		return;
 	unsigned start = p->tail_next > PROC_TAIL ? p->tail_next - PROC_TAIL : 0;
 	for (unsigned i = start; i < p->tail_next; i++)
 		log_warn("%s: stderr: %s", p->name, p->tail[i % PROC_TAIL]);
@@ -249,6 +384,8 @@ static void on_child(struct ev_loop *loop, ev_child *w, int revents)
 	/* grandchildren (npx -> sh -> node) must not outlive it */
 	if (kill(-pid, SIGTERM) == 0)
 		log_debug("%s: SIGTERM sent to the rest of process group %d", p->name, (int)pid);
+	else if (errno == ESRCH)
+		wd_send(-pid);  /* the group is empty: the watchdog forgets it */
 	if (p->on_exit)
 		p->on_exit(p, w->rstatus, p->arg);
 }
@@ -286,6 +423,28 @@ void proc_signal_group(struct proc *p, int sig)
 {
 	if (p->pgid > 0)
 		kill(-p->pgid, sig);  /* also reaches a reaped leader's leftovers */
+}
+
+/* Passes a signal on to the group; the next escalation is SIGKILL. */
+void proc_signal(struct proc *p, int sig)
+{
+	if (p->pgid <= 0)
+		return;
+	kill(-p->pgid, sig);
+	if (sig != SIGKILL && p->kill_step == 0)
+		p->kill_step = 1;
+}
+
+/* True for the spawn errors a retry cannot mend. */
+bool proc_spawn_error_is_permanent(const struct proc *p)
+{
+	switch (p->spawn_errno) {
+	case ENOENT: case EACCES: case ENOTDIR: case ENOEXEC: case ELOOP: case ENAMETOOLONG:
+	case EISDIR:
+		return true;
+	default:
+		return false;
+	}
 }
 
 /* Frees buffers and closes what is left open. */

@@ -43,8 +43,19 @@ struct backend {
 
 static const char *const state_names[] = {
 	"stopped", "started", "initializing", "ready", "restarting", "failed",
-	"stopping", "gone",
+	"stopping", "gone", "ended",
 };
+
+/* What a down means for supervision. */
+enum down_kind {
+	DOWN_CRASH,        /* unexpected: restart with backoff, or give up */
+	DOWN_START_FAILED, /* the start failed; counts as a quick failure */
+	DOWN_PERMANENT,    /* cannot ever start as configured: give up now */
+	DOWN_CLEAN,        /* ended on its own with status 0: not restarted */
+	DOWN_IDLE,         /* stopped on purpose while nothing ran */
+};
+
+static void went_down(struct backend *b, const char *reason, enum down_kind kind);
 
 static void handshake(struct backend *b);
 
@@ -270,8 +281,10 @@ struct backend *backend_new(struct chain *chain, const struct cfg *top,
 int backend_start(struct backend *b)
 {
 	b->peer.why_down[0] = '\0';
-	if (b->ops->start(b) < 0) {
-		backend_down(b, b->peer.why_down[0] ? b->peer.why_down : "cannot start");
+	int rc = b->ops->start(b);
+	if (rc < 0) {
+		went_down(b, b->peer.why_down[0] ? b->peer.why_down : "cannot start",
+			  rc == BE_START_PERMANENT ? DOWN_PERMANENT : DOWN_START_FAILED);
 		return -1;
 	}
 	b->stats.started_at = ev_now(EV_DEFAULT);
@@ -290,41 +303,55 @@ static void on_restart_timer(struct ev_loop *loop, ev_timer *w, int revents)
 	if (b->state != BACKEND_RESTARTING)
 		return;
 	b->stats.restarts++;
-	log_info("%s: restarting (restart %u)", b->peer.name, b->stats.restarts);
+	log_debug("%s: restarting (restart %u)", b->peer.name, b->stats.restarts);
 	backend_start(b);
 }
 
-/* Decides between a restart (with backoff) and giving up. */
-static void supervise(struct backend *b, const char *reason, double uptime)
+/* Down for good: one line says why and what follows. */
+static void give_up(struct backend *b, const char *what)
+{
+	set_state(b, BACKEND_FAILED);
+	log_error("%s: %s; %s", b->peer.name, b->peer.why_down, what);
+	emit(b, BACKEND_EV_FAILED);
+}
+
+/*
+ * Decides between a restart (with backoff) and giving up, and says so in
+ * one line. A start that failed never opens a new window: otherwise a
+ * backoff longer than the window would retry a broken start for ever.
+ */
+static void supervise(struct backend *b, const char *reason, double uptime, bool start_failed)
 {
 	double now = ev_now(EV_DEFAULT);
 	const struct cfg_server *c = b->cfg;
 	if (uptime > c->restart_window)
 		b->delay = c->restart_delay;  /* it ran well for a while */
-	if (now - b->window_start > c->restart_window) {
+	if (now - b->window_start > c->restart_window && !(start_failed && b->window_fails > 0)) {
 		b->window_start = now;
 		b->window_fails = 0;
 	}
 	b->window_fails++;
-	if (!c->restart || b->window_fails > c->restart_limit) {
-		if (c->restart)  /* the reason is cut if need be: "(last: ..." stays readable */
-			snprintf(b->peer.why_down, sizeof b->peer.why_down,
-				 "crash loop: down %u times within %g s (last: %.120s)",
-				 b->window_fails, c->restart_window, reason);
-		set_state(b, BACKEND_FAILED);
-		log_error("%s: failed: %s", b->peer.name, b->peer.why_down);
-		emit(b, BACKEND_EV_FAILED);
+	if (!c->restart) {
+		give_up(b, "not restarted (\"restart\": false)");
+		return;
+	}
+	if (b->window_fails > c->restart_limit) {
+		/* the reason is cut if need be: "(last: ..." stays readable */
+		snprintf(b->peer.why_down, sizeof b->peer.why_down,
+			 "crash loop: down %u times within %g s (last: %.120s)",
+			 b->window_fails, c->restart_window, reason);
+		give_up(b, "given up: its requests are answered with an error");
 		return;
 	}
 	set_state(b, BACKEND_RESTARTING);
-	log_warn("%s: restarting in %g s", b->peer.name, b->delay);
+	log_warn("%s: %s; restarting in %g s", b->peer.name, reason, b->delay);
 	ev_timer_set(&b->restart_timer, b->delay, 0.);
 	ev_timer_start(EV_DEFAULT, &b->restart_timer);
 	b->delay = b->delay * 2 > c->restart_max_delay ? c->restart_max_delay : b->delay * 2;
 }
 
-/* The transport is down. */
-void backend_down(struct backend *b, const char *reason)
+/* The transport is down: fail what waits on it, then supervise by KIND. */
+static void went_down(struct backend *b, const char *reason, enum down_kind kind)
 {
 	bool expected = b->state == BACKEND_STOPPING || b->state == BACKEND_GONE;
 	char why[sizeof b->peer.why_down];
@@ -332,7 +359,8 @@ void backend_down(struct backend *b, const char *reason)
 	snprintf(why, sizeof why, "%s", reason);  /* REASON may be why_down itself */
 	reason = why;
 	ev_timer_stop(EV_DEFAULT, &b->init_timer);
-	snprintf(b->peer.why_down, sizeof b->peer.why_down, "%s", why);
+	if (kind != DOWN_IDLE)  /* stopping what had already ended keeps its reason */
+		snprintf(b->peer.why_down, sizeof b->peer.why_down, "%s", why);
 	b->stats.started_at = 0;
 	b->peer.ready = false;
 	json_t *err = rpc_errorf(json_null(), RPC_BACKEND_GONE, "backend %s: %s",
@@ -341,14 +369,37 @@ void backend_down(struct backend *b, const char *reason)
 	json_decref(err);
 	chain_peer_gone(&b->peer, reason);
 	if (expected) {
-		log_info("%s: stopped (%s)", b->peer.name, reason);
+		if (kind == DOWN_IDLE)
+			log_debug("%s: stopped (%s)", b->peer.name, reason);
+		else
+			log_info("%s: stopped (%s)", b->peer.name, reason);
 		set_state(b, BACKEND_GONE);
 		emit(b, BACKEND_EV_GONE);
 		return;
 	}
-	log_error("%s: %s", b->peer.name, reason);
+	if (kind == DOWN_CLEAN) {
+		log_info("%s: ended on its own (%s); not restarted", b->peer.name, reason);
+		set_state(b, BACKEND_ENDED);
+		emit(b, BACKEND_EV_ENDED);
+		return;
+	}
 	emit(b, BACKEND_EV_DOWN);
-	supervise(b, reason, uptime);
+	if (kind == DOWN_PERMANENT)
+		give_up(b, "not restarted: correct the configuration and reload (SIGHUP)");
+	else
+		supervise(b, reason, uptime, kind == DOWN_START_FAILED);
+}
+
+/* The transport is down. */
+void backend_down(struct backend *b, const char *reason)
+{
+	went_down(b, reason, DOWN_CRASH);
+}
+
+/* The transport ended on its own, cleanly. */
+void backend_ended(struct backend *b, const char *reason)
+{
+	went_down(b, reason, DOWN_CLEAN);
 }
 
 /* Hands a received message to the chain. */
@@ -380,7 +431,14 @@ void backend_stop(struct backend *b, double grace)
 	if (running)
 		b->ops->stop(b, grace);
 	else
-		backend_down(b, "stopped");
+		went_down(b, "stopped", DOWN_IDLE);
+}
+
+/* Passes a signal on. */
+void backend_signal(struct backend *b, int sig)
+{
+	if (b->ops->signal)
+		b->ops->signal(b, sig);
 }
 
 /* True while the transport has anything running. */

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "chain.h"
@@ -49,6 +50,15 @@ static void report_down(struct be_stdio *s, const char *reason)
 		return;
 	s->down = true;
 	backend_down(s->b, reason);
+}
+
+/* Reports a clean end (exit status 0, unasked) once per run. */
+static void report_end(struct be_stdio *s, const char *reason)
+{
+	if (s->down)
+		return;
+	s->down = true;
+	backend_ended(s->b, reason);
 }
 
 /* Answers the request an oversized line was for, if its id can be found. */
@@ -190,11 +200,16 @@ static void on_proc_exit(struct proc *p, int status, void *arg)
 	}
 	writer_release(&s->in);
 	proc_describe_status(status, what, sizeof what);
-	if (!s->down && backend_state(s->b) != BACKEND_STOPPING)
+	bool asked = backend_state(s->b) == BACKEND_STOPPING;
+	bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+	if (!s->down && !asked && !clean)
 		proc_log_tail(&s->proc);
 	if (s->down)
-		log_info("%s: %s", backend_peer(s->b)->name, what);
-	report_down(s, what);
+		log_debug("%s: %s", backend_peer(s->b)->name, what);
+	if (clean && !asked)
+		report_end(s, what);
+	else
+		report_down(s, what);
 }
 
 /* Child stdin failed (EPIPE): the exit handler reports the rest. */
@@ -248,7 +263,7 @@ static int stdio_start(struct backend *b)
 	backend_set_transport(b, s);
 	if (proc_spawn(&s->proc, peer->name, c->argv, c->env, c->cwd, on_proc_exit, s) < 0) {
 		snprintf(peer->why_down, sizeof peer->why_down, "%s", s->proc.error);
-		return -1;
+		return proc_spawn_error_is_permanent(&s->proc) ? BE_START_PERMANENT : -1;
 	}
 	writer_init(&s->in, s->proc.in_fd, on_in_error, s);
 	s->in.on_drain = on_in_drain;
@@ -305,6 +320,14 @@ static bool stdio_running(struct backend *b)
 	return s && s->proc.pid > 0;
 }
 
+/* Passes a signal on to the child's process group. */
+static void stdio_signal(struct backend *b, int sig)
+{
+	struct be_stdio *s = T(b);
+	if (s)
+		proc_signal(&s->proc, sig);
+}
+
 /* Flow control on the child's stdout. */
 static void stdio_pause(struct backend *b, bool paused)
 {
@@ -326,4 +349,5 @@ const struct be_transport_ops be_stdio_ops = {
 	.running = stdio_running,
 	.pause = stdio_pause,
 	.destroy = stdio_destroy,
+	.signal = stdio_signal,
 };

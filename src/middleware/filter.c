@@ -355,7 +355,7 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 static int spawn(struct filter *f)
 {
 	if (proc_spawn(&f->proc, f->name, f->argv, f->env, f->cwd, on_exit_cb, f) < 0)
-		return -1;
+		return log_fail("%s: %s", f->name, f->proc.error);
 	f->spawned = true;
 	f->state = F_UP;
 	f->up_since = ev_now(EV_DEFAULT);

@@ -691,21 +691,92 @@ static void test_stdio_cat_stop(void **state)
 }
 
 /*
- * FIXED BUG (src/external/backend.c, supervise), as seen with the real stdio
- * transport: a command that cannot be spawned (a typo in "command") ends
- * in a crash loop whose message has lost the spawn error - the one thing
- * the user needs. Left out of main().
+ * A command that cannot be spawned (a typo in "command") can never start:
+ * it gives up at once, with the spawn error as the reason, and is not
+ * retried. (It once ended, after a dozen log lines, in a crash loop whose
+ * message had lost the spawn error.)
  */
 static void test_stdio_missing_command_reason(void **state)
 {
 	(void)state;
 	make("{\"mcpServers\":{\"m\":{\"command\":\"/nonexistent/mcp-server\",\"restart\":"
-	     "{\"initialDelayMs\":1,\"maxDelayMs\":2,\"maxRestarts\":1,\"windowMs\":60000}}}}");
-	backend_start(BE);
-	wait_state(BACKEND_FAILED, 1.0);
-	print_message("why_down: %s\n", why());
-	assert_non_null(strstr(why(), "crash loop"));
-	assert_null(strstr(strstr(why(), "(last: ") + 1, "crash loop"));  /* fails */
+	     "{\"initialDelayMs\":1,\"maxDelayMs\":2,\"maxRestarts\":5,\"windowMs\":60000}}}}");
+	assert_int_equal(backend_start(BE), -1);
+	assert_int_equal(backend_state(BE), BACKEND_FAILED);
+	assert_string_equal(why(), "cannot start \"/nonexistent/mcp-server\": No such file or directory");
+	assert_int_equal(count_ev(BACKEND_EV_FAILED), 1);
+	run_for(0.020);
+	assert_int_equal(backend_stats(BE)->restarts, 0);
+	assert_int_equal(backend_state(BE), BACKEND_FAILED);
+}
+
+/*
+ * Starts that keep failing are quick failures even when the backoff is
+ * longer than windowMs: each failure used to open a new window, so a
+ * start that could never succeed was retried for ever.
+ */
+static void test_start_failures_outlast_window(void **state)
+{
+	(void)state;
+	make_fake("{\"initialDelayMs\":10,\"maxDelayMs\":20,\"maxRestarts\":2,\"windowMs\":5}");
+	FT.fail_start = true;
+	assert_int_equal(backend_start(BE), -1);
+	wait_state(BACKEND_FAILED, 0.5);
+	assert_int_equal(FT.starts, 3);
+	assert_non_null(strstr(why(), "(last: connection refused)"));
+	run_for(0.050);
+	assert_int_equal(FT.starts, 3);
+}
+
+/* A clean end on its own: pending initialize failed, ENDED, no restart;
+ * stopping it afterwards is quiet and keeps the reason. */
+static void test_ended_not_restarted(void **state)
+{
+	(void)state;
+	make_fake("{\"initialDelayMs\":1,\"maxRestarts\":10}");
+	assert_int_equal(backend_start(BE), 0);
+	FT.up = false;
+	backend_ended(BE, "exited with status 0");
+	assert_int_equal(backend_state(BE), BACKEND_ENDED);
+	assert_string_equal(backend_state_name(BACKEND_ENDED), "ended");
+	assert_int_equal(count_ev(BACKEND_EV_ENDED), 1);
+	assert_int_equal(count_ev(BACKEND_EV_DOWN), 0);
+	assert_false(backend_peer(BE)->ready);
+	run_for(0.020);
+	assert_int_equal(FT.starts, 1);
+	assert_int_equal(backend_peer(BE)->ops->initialize(backend_peer(BE), NULL, NULL, NULL), -1);
+	backend_stop(BE, 1.0);
+	assert_int_equal(backend_state(BE), BACKEND_GONE);
+	assert_string_equal(why(), "exited with status 0");
+}
+
+/* While stopping on purpose a clean end is an ordinary stop. */
+static void test_ended_while_stopping(void **state)
+{
+	(void)state;
+	make_fake("{\"initialDelayMs\":1}");
+	assert_int_equal(backend_start(BE), 0);
+	backend_stop(BE, 1.0);
+	FT.up = false;
+	backend_ended(BE, "exited with status 0");
+	assert_int_equal(backend_state(BE), BACKEND_GONE);
+	assert_int_equal(count_ev(BACKEND_EV_GONE), 1);
+	assert_int_equal(count_ev(BACKEND_EV_ENDED), 0);
+}
+
+/* The real stdio transport: /bin/true exits 0 on its own: ended, not restarted. */
+static void test_stdio_true_ended(void **state)
+{
+	(void)state;
+	if (access("/bin/true", X_OK) != 0)
+		skip();
+	make("{\"mcpServers\":{\"t\":{\"command\":\"/bin/true\",\"restart\":{\"initialDelayMs\":1}}}}");
+	assert_int_equal(backend_start(BE), 0);
+	wait_state(BACKEND_ENDED, 1.0);
+	assert_string_equal(why(), "exited with status 0");
+	run_for(0.020);
+	assert_int_equal(backend_stats(BE)->restarts, 0);
+	assert_false(backend_running(BE));
 }
 
 int main(void)
@@ -731,6 +802,10 @@ int main(void)
 		T(test_backoff_reset_after_good_run),
 		T(test_start_failure_crash_loop_reason),
 		T(test_stdio_missing_command_reason),
+		T(test_start_failures_outlast_window),
+		T(test_ended_not_restarted),
+		T(test_ended_while_stopping),
+		T(test_stdio_true_ended),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -552,16 +552,22 @@ static const char *top_member(void *ctx, const char *k, size_t kn, bool kesc,
 		if (esc)
 			s->ok = false;
 		if (*v != '"') {
-			/* an integer (number() allowed at most 18 digits); a real declines */
-			int64_t x = 0;
-			for (const char *c = v + (*v == '-'); c < vend; c++) {
-				if (*c < '0' || *c > '9') {
-					s->ok = false;  /* a real: the full path answers */
-					break;
-				}
-				x = x * 10 + (*c - '0');
+			/*
+			 * An integer (number() allowed at most 18 digits); a real
+			 * declines before any digit is added up: its integer part may
+			 * have up to 300 (the sum overflowed, found by fuzzing).
+			 */
+			const char *d = v + (*v == '-'), *c = d;
+			while (c < vend && *c >= '0' && *c <= '9')
+				c++;
+			if (c != vend) {
+				s->ok = false;  /* a real: the full path answers */
+			} else {
+				int64_t x = 0;
+				for (c = d; c < vend; c++)
+					x = x * 10 + (*c - '0');
+				out->id_int = *v == '-' ? -x : x;
 			}
-			out->id_int = *v == '-' ? -x : x;
 		}
 	} else if (key_is(k, kn, "method")) {
 		if (*v != '"' || esc)

@@ -1576,9 +1576,24 @@ static void test_id_int_key_matches_rpc(void **state)
 	assert_declined("{'jsonrpc':'2.0','id':10000000000000000000.5,'method':'m'}");
 }
 
+/*
+ * Regression (fuzzing, fuzz_jscan under clang's UBSan): a real id with
+ * more than 18 digits before its point had its digits added up into an
+ * int64_t before the point was seen: signed overflow. Such ids decline.
+ */
+static void test_regression_long_real_id_overflow(void **state)
+{
+	(void)state;
+	assert_declined("{'jsonrpc':'2.0','id':10000000000000000000.5,'method':'ping'}");
+	assert_declined("{'jsonrpc':'2.0','id':-9111111111111111111111.1,'method':'ping'}");
+	assert_declined("{'jsonrpc':'2.0','id':99999999999999999999999999e5,'method':'ping'}");
+	assert_declined("{'jsonrpc':'2.0','id':1.0,'result':{}}");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_regression_long_real_id_overflow),
 		cmocka_unit_test(test_regression_nul_in_nested_key),
 		cmocka_unit_test(test_id_int_key_matches_rpc),
 		cmocka_unit_test(test_request_all_spans),

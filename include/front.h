@@ -5,6 +5,13 @@
  * protocol messages only, one compact JSON line each, flushed before the
  * loop sleeps. The front never exits the process itself: it reports the
  * end of input or a broken stdout to its owner.
+ *
+ * Flow control: while more than WRITER_HIGH_WATER bytes wait for stdout
+ * (a client that does not read), or the chain pauses the client (its
+ * backends' input is full), stdin is not read and the lines already read
+ * wait in the framer; every reply, the ones mcp-chain makes itself
+ * included, then has a bounded queue. Nothing is dropped: input resumes
+ * once stdout drains. The end of input is reported after its last line.
  */
 #ifndef MCPC_FRONT_H
 #define MCPC_FRONT_H
@@ -22,6 +29,13 @@ struct chain;
 /* Starts reading stdin for a new session of CHAIN; lines up to MAX bytes. */
 struct stdio_front *stdio_front_new(struct chain *chain, size_t max, front_closed_fn on_closed,
 				    void *arg);
+
+/*
+ * The same on IN_FD and OUT_FD (not owned: the caller closes them), for
+ * tests that put pipes or socket pairs in place of stdin and stdout.
+ */
+struct stdio_front *stdio_front_new_fds(struct chain *chain, int in_fd, int out_fd, size_t max,
+					front_closed_fn on_closed, void *arg);
 
 /* Stops reading stdin (stdout stays usable). */
 void stdio_front_stop_reading(struct stdio_front *f);

@@ -10,6 +10,17 @@
  * keys or methods, surrogate escapes, very long integers, deep nesting,
  * duplicate routing members) makes it decline, and the caller takes the
  * full parsing path, which gives the exact error for invalid input.
+ *
+ * The contract with rpc_parse() (json_loadb with JSON_ALLOW_NUL |
+ * JSON_DECODE_ANY), checked by tests/fuzz/fuzz_jscan.c: whatever
+ * jscan_message() accepts jansson accepts, and every member recorded
+ * holds what jansson reads there. So a \u0000 in an object key, at any
+ * depth, declines (jansson refuses it whatever the flags), while one in a
+ * string value passes (JSON_ALLOW_NUL). An integer id's id_int keys as
+ * rpc_id_key_int() (the id key rule in rpc.h); a real id declines.
+ * One difference is deliberate: a forwarded message keeps its bytes, so
+ * an id written -0 goes back as -0 on the fast path and as 0 on the full
+ * path (the same number; JSON-RPC compares ids by value).
  */
 #ifndef MCPC_JSCAN_H
 #define MCPC_JSCAN_H

@@ -72,15 +72,33 @@ json_t *rpc_notification(const char *method, json_t *params);
  * Writes a byte key for an id (string or number) into KEY (at least
  * RPC_KEY_MAX bytes); returns its length, or 0 for an id that cannot be
  * keyed (then the caller treats the id as unknown).
+ *
+ * THE ID KEY RULE (every path that keys an id must give the same bytes;
+ * two ids have equal keys exactly when they name the same request):
+ *  - a number whose value is an integer in int64_t range, written as an
+ *    integer (7, -0) or as a real (7.0, 7e0, -0.0): 'n' then the int64_t
+ *    in host byte order (9 bytes). rpc_id_key_int() writes it; the
+ *    scanner's jscan.id_int (an integer id of at most 18 digits) keys
+ *    with it too;
+ *  - any other number (7.5, 1e19, 10000000000000000000.5, which is
+ *    1e19 as a double): 'r' then the IEEE-754 double in host byte order
+ *    (9 bytes). Two texts that round to the same double name the same
+ *    request (jansson keeps only the double). Out-of-range values are
+ *    never converted to an integer (no undefined behaviour); 1e400 is
+ *    not an id at all (jansson refuses the message);
+ *  - a string: 's' then its bytes as decoded (escapes resolved, NULs
+ *    kept), at most RPC_KEY_MAX - 1 of them, else no key (0).
+ *    rpc_id_key_string() writes it.
+ * A number and a string never share a key ("1" is not 1).
  */
 #define RPC_KEY_MAX 512
 size_t rpc_id_key(json_t *id, unsigned char *key);
 
-/* The same key for an integer id, and for a string id of N decoded bytes:
- * the one encoding every id map uses (msg.c keys ids it has not parsed
- * with these). */
+/* The key of the integer id V (9 bytes), by the rule above. */
 size_t rpc_id_key_int(json_int_t v, unsigned char *key);
-size_t rpc_id_key_str(const char *s, size_t n, unsigned char *key);
+
+/* The key of a string id of N decoded bytes at S, or 0 when too long. */
+size_t rpc_id_key_string(const char *s, size_t n, unsigned char *key);
 
 /*
  * Best-effort scan of the head of an oversized message for its top-level

@@ -118,7 +118,7 @@ static size_t text_key(const char *p, size_t n, unsigned char *key)
 	if (n == 0)
 		return 0;
 	if (p[0] == '"' && n >= 2 && !memchr(p, '\\', n))
-		return rpc_id_key_str(p + 1, n - 2, key);
+		return rpc_id_key_string(p + 1, n - 2, key);
 	if (text_int(p, n, &x))
 		return rpc_id_key_int(x, key);
 	json_t *j = json_loadb(p, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);

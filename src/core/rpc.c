@@ -4,6 +4,7 @@
 #include "rpc.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -132,44 +133,58 @@ json_t *rpc_notification(const char *method, json_t *params)
 	return m;
 }
 
-/* Encodes an id as type tag + bytes. */
-size_t rpc_id_key(json_t *id, unsigned char *key)
-{
-	if (json_is_integer(id))
-		return rpc_id_key_int(json_integer_value(id), key);
-	if (json_is_real(id)) {
-		double d = json_real_value(id);
-		json_int_t v = (json_int_t)d;
-		if ((double)v == d) {  /* 7.0 and 7 name the same request */
-			key[0] = 'n';
-			memcpy(key + 1, &v, sizeof v);
-			return 1 + sizeof v;
-		}
-		key[0] = 'r';
-		memcpy(key + 1, &d, sizeof d);
-		return 1 + sizeof d;
-	}
-	if (json_is_string(id))
-		return rpc_id_key_str(json_string_value(id), json_string_length(id), key);
-	return 0;
-}
-
-/* The key of an integer id. */
+/* The key of an integer id (also of a real whose value is that integer). */
 size_t rpc_id_key_int(json_int_t v, unsigned char *key)
 {
+	int64_t x = (int64_t)v;
 	key[0] = 'n';
-	memcpy(key + 1, &v, sizeof v);
-	return 1 + sizeof v;
+	memcpy(key + 1, &x, sizeof x);
+	return 1 + sizeof x;
 }
 
-/* The key of a string id with N bytes at S (decoded). */
-size_t rpc_id_key_str(const char *s, size_t n, unsigned char *key)
+/* The key of a string id: its N bytes (NULs included). */
+size_t rpc_id_key_string(const char *s, size_t n, unsigned char *key)
 {
 	if (n + 1 > RPC_KEY_MAX)
 		return 0;
 	key[0] = 's';
 	memcpy(key + 1, s, n);
 	return n + 1;
+}
+
+/*
+ * Whether the real D is an integer that int64_t holds, in *V. The range
+ * is checked before converting: casting a double outside it is undefined
+ * behaviour (10000000000000000000.5 used to be cast as it was).
+ */
+static bool real_as_int(double d, int64_t *v)
+{
+	/* -2^63 is a double; 2^63 is the first one above the range */
+	if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+		return false;   /* also NaN, which JSON cannot spell */
+	if (d != (double)(int64_t)d)
+		return false;
+	*v = (int64_t)d;
+	return true;
+}
+
+/* Encodes an id as type tag + bytes (the rule is in rpc.h). */
+size_t rpc_id_key(json_t *id, unsigned char *key)
+{
+	if (json_is_integer(id))
+		return rpc_id_key_int(json_integer_value(id), key);
+	if (json_is_real(id)) {
+		double d = json_real_value(id);
+		int64_t v;
+		if (real_as_int(d, &v))   /* 7.0 and 7 name the same request */
+			return rpc_id_key_int(v, key);
+		key[0] = 'r';
+		memcpy(key + 1, &d, sizeof d);
+		return 1 + sizeof d;
+	}
+	if (json_is_string(id))
+		return rpc_id_key_string(json_string_value(id), json_string_length(id), key);
+	return 0;
 }
 
 /* Skips a JSON string starting at p[i] == '"'; returns index after it. */

@@ -20,21 +20,66 @@
 
 struct stdio_front {
 	struct framer fr;
+	int in_fd;
 	ev_io in_io;
 	struct writer out;
 	struct session *session;
 	bool reading;
+	bool eof;             /* input ended; lines may still wait in the framer */
+	bool paused;          /* the chain paused the client's input */
+	bool out_full;        /* stdout's queue is above WRITER_HIGH_WATER */
 	front_closed_fn on_closed;
 	void *arg;
 };
+
+/* True when the client's input may be read and handed on now. */
+static bool input_wanted(const struct stdio_front *f)
+{
+	return f->reading && !f->paused && !f->out_full;
+}
+
+/* Starts or stops the stdin watcher to match input_wanted(). */
+static void input_update(struct stdio_front *f)
+{
+	bool want = input_wanted(f) && !f->eof;
+	if (want && !ev_is_active(&f->in_io))
+		ev_io_start(EV_DEFAULT, &f->in_io);
+	else if (!want && ev_is_active(&f->in_io))
+		ev_io_stop(EV_DEFAULT, &f->in_io);
+}
+
+/*
+ * Input may flow again: the lines already framed (and an end of input
+ * already read) are handled from the loop, in on_stdin, as if stdin had
+ * become readable; never from here, which may be deep in a write.
+ */
+static void input_resume(struct stdio_front *f)
+{
+	input_update(f);
+	if (input_wanted(f))
+		ev_feed_event(EV_DEFAULT, &f->in_io, EV_READ);
+}
+
+/*
+ * After a write: above the high-water mark, stop reading the client (the
+ * replies mcp-chain makes itself, to parse errors for one, would grow the
+ * queue without bound) and pause the backends' output.
+ */
+static void check_full(struct stdio_front *f)
+{
+	if (f->out_full || writer_queued(&f->out) <= WRITER_HIGH_WATER)
+		return;
+	f->out_full = true;
+	input_update(f);
+	chain_congestion(session_peer(f->session), true);
+}
 
 /* The session's write function: a line on stdout. */
 static int write_msg(void *arg, json_t *msg)
 {
 	struct stdio_front *f = arg;
 	int rc = writer_send(&f->out, msg);
-	if (writer_queued(&f->out) > WRITER_HIGH_WATER)
-		chain_congestion(session_peer(f->session), true);
+	check_full(f);
 	return rc;
 }
 
@@ -43,29 +88,33 @@ static int write_raw(void *arg, const struct iovec *iov, int n)
 {
 	struct stdio_front *f = arg;
 	int rc = writer_send_iov(&f->out, iov, n);
-	if (writer_queued(&f->out) > WRITER_HIGH_WATER)
-		chain_congestion(session_peer(f->session), true);
+	check_full(f);
 	return rc;
 }
 
-/* stdout drained: let the backends' output flow again. */
+/* stdout drained: let the client's input and the backends' output flow again. */
 static void on_out_drain(struct writer *w, void *arg)
 {
 	struct stdio_front *f = arg;
 	(void)w;
 	chain_congestion(session_peer(f->session), false);
+	if (f->out_full) {
+		f->out_full = false;
+		input_resume(f);
+	}
 }
 
-/* Flow control: stop or resume reading stdin. */
+/* Flow control from the chain: stop or resume reading stdin. */
 static void pause_input(void *arg, bool paused)
 {
 	struct stdio_front *f = arg;
-	if (!f->reading)
+	if (f->paused == paused)
 		return;
+	f->paused = paused;
 	if (paused)
-		ev_io_stop(EV_DEFAULT, &f->in_io);
+		input_update(f);
 	else
-		ev_io_start(EV_DEFAULT, &f->in_io);
+		input_resume(f);
 }
 
 /* stdout broke: the client is gone. */
@@ -90,47 +139,69 @@ static void on_oversize(struct stdio_front *f, const char *head, size_t n, size_
 	json_decref(id);
 }
 
-/* Parses complete lines and hands them to the session. */
-static void drain_lines(struct stdio_front *f)
+/*
+ * Parses complete lines and hands them to the session while input is
+ * wanted. Returns true when no complete line is left, false when it
+ * stopped for flow control (input_resume brings it back).
+ */
+static bool drain_lines(struct stdio_front *f)
 {
 	const char *line;
 	size_t n, total;
 	enum frame_kind k;
 	unsigned nth = 0;
-	while (f->reading && (k = framer_next(&f->fr, &line, &n, &total)) != FRAME_NONE) {
+	for (;;) {
+		if (!input_wanted(f))
+			return false;
+		if ((k = framer_next(&f->fr, &line, &n, &total)) == FRAME_NONE)
+			return true;
 		if (k == FRAME_OVERSIZE) {
 			on_oversize(f, line, n, total);
-		} else if (!session_receive_line(f->session, line, n)) {
-			json_t *err = NULL;
-			json_t *msg = rpc_parse(line, n, &err);
-			session_peer(f->session)->rx_bytes = n;
-			if (msg)
-				session_receive(f->session, msg);
-			else
-				session_reject(f->session, err);
+		} else {
+			session_receive_line(f->session, line, n);  /* one message, a batch, or -32700 */
 		}
 		writer_cut_through(++nth);
 	}
 }
 
-/* stdin is readable. */
+/* The input ended and every line of it was handed on: tell the owner. */
+static void end_of_input(struct stdio_front *f)
+{
+	if (!f->reading)
+		return;
+	stdio_front_stop_reading(f);
+	f->on_closed(f, "end of input", f->arg);
+}
+
+/*
+ * stdin is readable (or input may flow again, fed by input_resume):
+ * first the lines already framed, then reads until the fd is empty or
+ * flow control stops it.
+ */
 static void on_stdin(struct ev_loop *loop, ev_io *w, int revents)
 {
 	struct stdio_front *f = w->data;
 	(void)loop;
 	(void)revents;
-	while (f->reading) {
+	if (!drain_lines(f))
+		return;
+	if (f->eof) {
+		end_of_input(f);
+		return;
+	}
+	for (;;) {
+		if (!input_wanted(f))
+			return;  /* flow control: input_resume calls again */
 		size_t avail;
 		char *dst = framer_reserve(&f->fr, &avail);
 		if (!dst) {
 			log_error("client: out of memory reading stdin");
 			break;
 		}
-		ssize_t n = read(0, dst, avail);
+		ssize_t n = read(f->in_fd, dst, avail);
 		if (n > 0) {
 			framer_commit(&f->fr, (size_t)n);
-			drain_lines(f);
-			if ((size_t)n < avail)
+			if (!drain_lines(f) || (size_t)n < avail)
 				return;  /* drained; the loop says when more comes (saves a read) */
 			continue;
 		}
@@ -138,30 +209,37 @@ static void on_stdin(struct ev_loop *loop, ev_io *w, int revents)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return;
-		if (framer_pending(&f->fr) > 0) {  /* a last line without "\n" */
-			framer_push(&f->fr, "\n", 1);
-			drain_lines(f);
-		}
 		log_info("client: end of input (%s)", n == 0 ? "EOF" : strerror(errno));
+		if (framer_pending(&f->fr) > 0)  /* a last line without "\n" */
+			framer_push(&f->fr, "\n", 1);
+		f->eof = true;
+		input_update(f);
+		if (!drain_lines(f))
+			return;  /* the rest once stdout drains; then the end */
 		break;
 	}
-	if (f->reading) {
-		stdio_front_stop_reading(f);
-		f->on_closed(f, "end of input", f->arg);
-	}
+	end_of_input(f);
 }
 
-/* Creates the front and its session. */
+/* Creates the front and its session on stdin and stdout. */
 struct stdio_front *stdio_front_new(struct chain *chain, size_t max, front_closed_fn on_closed,
 				    void *arg)
+{
+	return stdio_front_new_fds(chain, 0, 1, max, on_closed, arg);
+}
+
+/* Creates the front and its session on IN_FD and OUT_FD. */
+struct stdio_front *stdio_front_new_fds(struct chain *chain, int in_fd, int out_fd, size_t max,
+					front_closed_fn on_closed, void *arg)
 {
 	struct stdio_front *f = calloc(1, sizeof *f);
 	if (!f)
 		return NULL;
 	f->on_closed = on_closed;
 	f->arg = arg;
+	f->in_fd = in_fd;
 	framer_init(&f->fr, max);
-	writer_init(&f->out, 1, on_out_error, f);
+	writer_init(&f->out, out_fd, on_out_error, f);
 	f->out.on_drain = on_out_drain;
 	f->session = session_new(chain, "client", write_msg, f);
 	if (!f->session) {
@@ -170,10 +248,10 @@ struct stdio_front *stdio_front_new(struct chain *chain, size_t max, front_close
 	}
 	session_set_pause(f->session, pause_input);
 	session_set_write_raw(f->session, write_raw);
-	int fl = fcntl(0, F_GETFL);
+	int fl = fcntl(in_fd, F_GETFL);
 	if (fl >= 0)
-		fcntl(0, F_SETFL, fl | O_NONBLOCK);
-	ev_io_init(&f->in_io, on_stdin, 0, EV_READ);
+		fcntl(in_fd, F_SETFL, fl | O_NONBLOCK);
+	ev_io_init(&f->in_io, on_stdin, in_fd, EV_READ);
 	f->in_io.data = f;
 	ev_io_start(EV_DEFAULT, &f->in_io);
 	f->reading = true;
@@ -187,6 +265,7 @@ void stdio_front_stop_reading(struct stdio_front *f)
 		return;
 	f->reading = false;
 	ev_io_stop(EV_DEFAULT, &f->in_io);
+	ev_clear_pending(EV_DEFAULT, &f->in_io);
 }
 
 /* The session. */
@@ -214,8 +293,8 @@ void stdio_front_free(struct stdio_front *f)
 	ev_io_stop(EV_DEFAULT, &f->out.io);
 	buf_release(&f->out.out);
 	framer_release(&f->fr);
-	int fl = fcntl(0, F_GETFL);
+	int fl = fcntl(f->in_fd, F_GETFL);
 	if (fl >= 0)
-		fcntl(0, F_SETFL, fl & ~O_NONBLOCK);
+		fcntl(f->in_fd, F_SETFL, fl & ~O_NONBLOCK);
 	free(f);
 }

@@ -26,6 +26,7 @@
 #include <jansson.h>
 
 #include "jscan.h"
+#include "rpc.h"
 
 #define GUARD_CAP (256 * 1024)
 
@@ -1519,9 +1520,82 @@ static void test_items(void **state)
 	assert_int_equal(items("[", out, sizeof out), -1);
 }
 
+/*
+ * Regression (fuzzing, issue "hardening" (a)): a \\u0000 in a key below
+ * the members the scanner records (here in params.arguments) was
+ * accepted, and the line forwarded as it came; jansson refuses such a key
+ * even with JSON_ALLOW_NUL, so the backend could not parse it and the
+ * request was never answered. Now the scan declines, and the full path
+ * answers -32700 (a NUL in a string value stays accepted, as by rpc.c).
+ */
+static void test_regression_nul_in_nested_key(void **state)
+{
+	(void)state;
+	static const char *msgs[] = {
+		"{'jsonrpc':'2.0','id':1,'method':'tools/call','params':{'name':'x',"
+		"'arguments':{'a\\u0000b':1}}}",
+		"{'jsonrpc':'2.0','id':1,'method':'m','params':{'x':[{'\\u0000':1}]}}",
+		"{'jsonrpc':'2.0','id':1,'result':{'content':{'k\\u0000':null}}}",
+		"{'jsonrpc':'2.0','id':1,'method':'m','params':{'_meta':{'o':{'\\u0000':1}}}}",
+	};
+	for (size_t i = 0; i < sizeof msgs / sizeof *msgs; i++) {
+		char *t = unq(msgs[i]);
+		json_error_t e;
+		assert_null(json_loadb(t, strlen(t), JSON_ALLOW_NUL | JSON_DECODE_ANY, &e));
+		assert_declined(msgs[i]);
+		free(t);
+	}
+	/* an escaped backslash before u0000 is no NUL; other escapes pass */
+	assert_accepted("{'jsonrpc':'2.0','id':1,'method':'m','params':{'o':{'a\\\\u0000':1}}}");
+	assert_accepted("{'jsonrpc':'2.0','id':1,'method':'m','params':{'o':{'\\u0001':1}}}");
+}
+
+/*
+ * The scanner's integer id keys as rpc_id_key keys the same id parsed
+ * by jansson (the rule in rpc.h); a real id declines.
+ */
+static void test_id_int_key_matches_rpc(void **state)
+{
+	(void)state;
+	static const char *ids[] = { "0", "-0", "7", "-42", "999999999999999999",
+				     "-999999999999999999", "100000000000000000" };
+	for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+		char text[128];
+		struct jscan js;
+		unsigned char a[RPC_KEY_MAX], b[RPC_KEY_MAX];
+		snprintf(text, sizeof text, "{'jsonrpc':'2.0','id':%s,'method':'m'}", ids[i]);
+		assert_true(scan(text, &js));
+		json_t *id = json_loads(ids[i], JSON_DECODE_ANY, NULL);
+		assert_non_null(id);
+		size_t na = rpc_id_key(id, a), nb = rpc_id_key_int(js.id_int, b);
+		assert_int_equal(na, nb);
+		assert_memory_equal(a, b, na);
+		json_decref(id);
+	}
+	assert_declined("{'jsonrpc':'2.0','id':1.0,'method':'m'}");
+	assert_declined("{'jsonrpc':'2.0','id':10000000000000000000.5,'method':'m'}");
+}
+
+/*
+ * Regression (fuzzing, fuzz_jscan under clang's UBSan): a real id with
+ * more than 18 digits before its point had its digits added up into an
+ * int64_t before the point was seen: signed overflow. Such ids decline.
+ */
+static void test_regression_long_real_id_overflow(void **state)
+{
+	(void)state;
+	assert_declined("{'jsonrpc':'2.0','id':10000000000000000000.5,'method':'ping'}");
+	assert_declined("{'jsonrpc':'2.0','id':-9111111111111111111111.1,'method':'ping'}");
+	assert_declined("{'jsonrpc':'2.0','id':99999999999999999999999999e5,'method':'ping'}");
+	assert_declined("{'jsonrpc':'2.0','id':1.0,'result':{}}");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_regression_long_real_id_overflow),
+		cmocka_unit_test(test_regression_nul_in_nested_key),
+		cmocka_unit_test(test_id_int_key_matches_rpc),
 		cmocka_unit_test(test_request_all_spans),
 		cmocka_unit_test(test_request_string_id),
 		cmocka_unit_test(test_request_negative_id),

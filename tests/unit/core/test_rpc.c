@@ -420,6 +420,75 @@ static void test_progress_token(void **state)
 	assert_null(rpc_progress_token(NULL));
 }
 
+/*
+ * Regression (fuzzing, issue "hardening" (b)): a real id outside int64_t
+ * range was cast to an integer to compare it with one, undefined
+ * behaviour that clang's -fsanitize=float-cast-overflow reports. Now the
+ * range is checked first and such an id keys as its double (rule in rpc.h).
+ */
+static void test_regression_real_id_out_of_range(void **state)
+{
+	unsigned char k[RPC_KEY_MAX];
+	(void)state;
+	static const char *ids[] = {
+		"10000000000000000000.5", "-9111111111111111111111.1", "1e300", "-1e300",
+		"9223372036854775808.0", "18446744073709551616.0", "1.7976931348623157e308",
+	};
+	for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+		assert_int_equal(key_of(ids[i], k), 9);
+		assert_int_equal(k[0], 'r');
+		assert_true(same_key(ids[i], ids[i]));
+	}
+	/* 10000000000000000000.5 is 1e19 as a double: the same request */
+	assert_true(same_key("10000000000000000000.5", "1e19"));
+	assert_false(same_key("10000000000000000000.5", "-9111111111111111111111.1"));
+	assert_false(same_key("9223372036854775807", "9223372036854775808.0"));
+	/* the ends of the range: -2^63 is an integer, 2^63 is not */
+	assert_true(same_key("-9223372036854775808", "-9223372036854775808.0"));
+	assert_true(same_key("-9223372036854775808", "-9.223372036854775808e18"));
+	assert_false(same_key("9223372036854775807", "9.223372036854775807e18"));
+	/* integral reals are their integer; others are not */
+	assert_true(same_key("1", "1.0"));
+	assert_true(same_key("1", "1e0"));
+	assert_true(same_key("0", "-0.0"));
+	assert_true(same_key("0", "-0"));
+	assert_false(same_key("1", "1.5"));
+	assert_false(same_key("1.5", "2.5"));
+	/* 1e400 is no id: jansson refuses the number, the message gets -32700 */
+	json_t *err = NULL;
+	const char *m = "{\"jsonrpc\":\"2.0\",\"id\":1e400,\"method\":\"m\"}";
+	assert_null(rpc_parse(m, strlen(m), &err));
+	assert_non_null(err);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(err, "error"),
+								 "code")), RPC_PARSE_ERROR);
+	json_decref(err);
+}
+
+/* The key helpers give the bytes rpc_id_key gives (one rule for every path). */
+static void test_id_key_helpers(void **state)
+{
+	unsigned char a[RPC_KEY_MAX], b[RPC_KEY_MAX];
+	(void)state;
+	static const json_int_t ints[] = { 0, 1, -1, 42, INT64_MAX, INT64_MIN, 999999999999999999 };
+	for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+		json_t *id = json_integer(ints[i]);
+		size_t na = rpc_id_key(id, a), nb = rpc_id_key_int(ints[i], b);
+		assert_int_equal(na, nb);
+		assert_memory_equal(a, b, na);
+		json_decref(id);
+	}
+	json_t *s = json_stringn("a\0b", 3);
+	size_t na = rpc_id_key(s, a), nb = rpc_id_key_string("a\0b", 3, b);
+	assert_int_equal(na, 4);
+	assert_int_equal(na, nb);
+	assert_memory_equal(a, b, na);
+	json_decref(s);
+	char big[RPC_KEY_MAX];
+	memset(big, 'x', sizeof big);
+	assert_int_equal(rpc_id_key_string(big, RPC_KEY_MAX, b), 0);
+	assert_int_equal(rpc_id_key_string(big, RPC_KEY_MAX - 1, b), RPC_KEY_MAX);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -436,6 +505,8 @@ int main(void)
 		cmocka_unit_test(test_scan_id),
 		cmocka_unit_test(test_scan_id_fractional_number),
 		cmocka_unit_test(test_progress_token),
+		cmocka_unit_test(test_regression_real_id_out_of_range),
+		cmocka_unit_test(test_id_key_helpers),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

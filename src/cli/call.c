@@ -26,6 +26,7 @@ struct call_state {
 	const char *sep;
 	struct conn *conn;
 	json_int_t inflight;   /* the request sent, or 0 */
+	bool unlisted;         /* the name asked for is not in the list */
 	bool bar_drawn;
 	bool interactive;
 	ev_signal sigint, sigterm;
@@ -156,6 +157,15 @@ static void print_json(json_t *result)
 	putchar('\n');
 }
 
+/* Prints a JSON-RPC error, with a hint when the name was not listed. */
+static void print_rpc_error(struct call_state *s, json_t *error)
+{
+	cli_error("%s", cli_error_message(error));
+	if (s->unlisted)
+		cli_error("(no %s named \"%s\" is listed; mcp-chain list shows them)",
+			  strcmp(s->o->cmd, "call") == 0 ? "tool" : "prompt", s->o->pos[0]);
+}
+
 /* tools/call answered. */
 static void on_call_reply(struct conn *c, json_t *result, json_t *error, void *arg)
 {
@@ -163,7 +173,7 @@ static void on_call_reply(struct conn *c, json_t *result, json_t *error, void *a
 	s->inflight = 0;
 	clear_bar(s);
 	if (error) {
-		cli_error("%s", cli_error_message(error));
+		print_rpc_error(s, error);
 		conn_finish(c, CLI_EXIT_RPC_ERROR);
 		return;
 	}
@@ -190,7 +200,7 @@ static void on_other_reply(struct conn *c, json_t *result, json_t *error, void *
 	json_t *v;
 	s->inflight = 0;
 	if (error) {
-		cli_error("%s", cli_error_message(error));
+		print_rpc_error(s, error);
 		conn_finish(c, CLI_EXIT_RPC_ERROR);
 		return;
 	}
@@ -243,16 +253,22 @@ static void on_names(struct conn *c, json_t *items, json_t *error, void *arg)
 		conn_finish(c, CLI_EXIT_RPC_ERROR);
 		return;
 	}
+	/* A name that is not listed is still sent: the chain decides (a
+	 * policy refuses it as it would for any client). */
 	json_t *item = cli_tool_find(items, name, s->sep);
-	if (!item) {
-		cli_error("no %s named \"%s\" (mcp-chain list shows them)", tool ? "tool" : "prompt", name);
-		conn_finish(c, CLI_EXIT_RPC_ERROR);
-		return;
+	json_t *unlisted = item ? NULL : json_pack("{s:s}", "name", name);
+	s->unlisted = !item;
+	item = item ? item : unlisted;
+	json_t *schema = !tool ? prompt_schema(item) :
+		json_incref(json_object_get(item, "inputSchema"));
+	if (unlisted) {
+		json_decref(schema);
+		schema = NULL;
 	}
-	json_t *schema = tool ? json_incref(json_object_get(item, "inputSchema")) : prompt_schema(item);
 	json_t *args = cli_args_build(s->o->pos + 1, s->o->npos - 1, schema, err, sizeof err);
 	if (!args || cli_schema_check(schema, args, err, sizeof err) < 0) {
 		cli_error("%s: %s", json_string_value(json_object_get(item, "name")), err);
+		json_decref(unlisted);
 		json_decref(args);
 		json_decref(schema);
 		conn_finish(c, CLI_EXIT_RPC_ERROR);
@@ -260,6 +276,7 @@ static void on_names(struct conn *c, json_t *items, json_t *error, void *arg)
 	}
 	json_decref(schema);
 	json_t *params = json_pack("{s:O,s:o}", "name", json_object_get(item, "name"), "arguments", args);
+	json_decref(unlisted);
 	if (tool)
 		json_object_set_new(params, "_meta", json_pack("{s:s}", "progressToken", PROGRESS_TOKEN));
 	s->inflight = conn_request(c, tool ? "tools/call" : "prompts/get", params,

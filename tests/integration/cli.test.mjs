@@ -1,0 +1,267 @@
+// The shell commands (`mcp-chain list`, `call`, `read`, `prompt`, `--direct`)
+// through the real binary, against server-everything and server-filesystem
+// behind one config, and the C fixture server where a test needs to see what
+// the backend received (cancellation).
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { createHash } from 'node:crypto';
+
+import {
+  CHAIN, HERE, SKIP_NO_CHAIN, SKIP_NO_FIXTURE, TEST_TIMEOUT, everythingServer, fixtureServer,
+  tmpPath, waitFor,
+} from './lib.mjs';
+
+const TE = { timeout: TEST_TIMEOUT, skip: SKIP_NO_CHAIN };
+const TF = { timeout: TEST_TIMEOUT, skip: SKIP_NO_FIXTURE };
+const FS_ENTRY = path.join(HERE, 'node_modules', '@modelcontextprotocol', 'server-filesystem',
+  'dist', 'index.js');
+const SANITIZER_REPORT = /ERROR: (Address|Leak)Sanitizer|runtime error:|SUMMARY: UndefinedBehaviorSanitizer/;
+
+let cfgN = 0;
+/** Writes a config with `servers` ({name: {command, args}}) and `extra` top-level keys. */
+function config(servers, extra = {}) {
+  const file = tmpPath(`cli-${process.pid}-${++cfgN}.json`);
+  const mcpServers = {};
+  for (const [name, s] of Object.entries(servers)) {
+    mcpServers[name] = { command: s.command === 'node' ? process.execPath : s.command, args: s.args ?? [] };
+  }
+  writeFileSync(file, JSON.stringify({ mcpServers, ...extra }, null, 2));
+  return file;
+}
+
+/** A directory with one known file, for server-filesystem. */
+function fsRoot() {
+  const dir = tmpPath(`cli-root-${process.pid}`);
+  if (!existsSync(dir)) {
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, 'hello.txt'), 'hello from the file\n');
+  }
+  return dir;
+}
+
+/** The two reference servers behind one config ("everything", "fs"). */
+function twoServers(extra = {}) {
+  return config({
+    everything: everythingServer(),
+    fs: { command: 'node', args: [FS_ENTRY, fsRoot()] },
+  }, extra);
+}
+
+/** Runs mcp-chain ARGS to completion; returns {code, stdout, stderr}. */
+function run(args, { env = {}, input } = {}) {
+  const r = spawnSync(CHAIN, args, {
+    env: { ...process.env, ...env }, input, encoding: 'utf8', timeout: TEST_TIMEOUT - 2000,
+  });
+  assert.doesNotMatch(r.stderr ?? '', SANITIZER_REPORT, r.stderr);
+  return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+}
+
+// ---------------------------------------------------------------------------
+// list
+
+test('list: every backend ready, tools with the names a client sees and their arguments', TE, () => {
+  const cfg = twoServers();
+  const r = run(['list', '-c', cfg]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^everything \(ready\)$/m);
+  assert.match(r.stdout, /^fs \(ready\)$/m);
+  assert.match(r.stdout, /^ {4}everything__echo\(message\*\) {2}- Echoes back the input/m);
+  assert.match(r.stdout, /^ {4}everything__get-sum\(a\*, b\*\)/m);
+  assert.match(r.stdout, /^ {4}fs__read_text_file\(path\*, tail, head\)/m);
+  assert.match(r.stdout, /^ {4}everything__args-prompt\(city\*, state\)/m);
+  assert.match(r.stdout, /demo:\/\/resource\/static\/document\/features\.md/);
+  assert.match(r.stdout, /demo:\/\/resource\/dynamic\/text\/\{resourceId\}/);
+  // fs tools sit under fs, not under everything
+  const fsPart = r.stdout.split(/^fs \(ready\)$/m)[1];
+  assert.match(fsPart, /fs__list_directory/);
+  assert.doesNotMatch(fsPart.split(/^resources/m)[0], /everything__/);
+});
+
+test('list --json: one document, tools per backend as the client sees them', TE, () => {
+  const r = run(['list', '--json', '-c', twoServers()]);
+  assert.equal(r.code, 0, r.stderr);
+  const doc = JSON.parse(r.stdout);
+  assert.deepEqual(doc.backends.map((b) => [b.name, b.state]), [['everything', 'ready'], ['fs', 'ready']]);
+  const ev = doc.backends[0];
+  const echo = ev.tools.find((t) => t.name === 'everything__echo');
+  assert.deepEqual(echo.inputSchema.required, ['message']);
+  assert.ok(doc.backends[1].tools.every((t) => t.name.startsWith('fs__')));
+  assert.ok(ev.prompts.some((p) => p.name === 'everything__simple-prompt'));
+  assert.ok(doc.resources.some((x) => x.uri === 'mcp-chain://status'));
+  assert.ok(doc.resourceTemplates.length > 0);
+});
+
+test('list: a backend that fails makes the exit non-zero with the reason', TF, () => {
+  const cfg = config({
+    good: fixtureServer(),
+    bad: fixtureServer(['--exit-after-init']),
+  }, { initTimeoutMs: 5000 });
+  const r = run(['list', '-c', cfg]);
+  assert.notEqual(r.code, 0);
+  assert.match(r.stderr, /backend "bad" is (restarting|failed|starting)/);
+  assert.match(r.stdout, /^good \(ready\)$/m);
+});
+
+test('list: a configuration error is reported before anything starts', TE, () => {
+  const file = tmpPath(`cli-bad-${process.pid}.json`);
+  writeFileSync(file, '{"mcpServers": {"x": {"comand": "y"}}}');
+  const r = run(['list', '-c', file]);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /comand/);
+});
+
+// ---------------------------------------------------------------------------
+// call
+
+test('call: key=value arguments (JSON values), text result on stdout, exit 0', TE, () => {
+  const cfg = twoServers();
+  let r = run(['call', '-c', cfg, 'everything__get-sum', 'a=2', 'b=40']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, 'The sum of 2 and 40 is 42.\n');
+  r = run(['call', '-c', cfg, 'everything__echo', 'message=42']);  // a string property keeps the text
+  assert.equal(r.stdout, 'Echo: 42\n');
+  r = run(['call', '-c', cfg, 'fs.read_text_file', `path=${path.join(fsRoot(), 'hello.txt')}`]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, 'hello from the file\n');
+});
+
+test('call: one JSON object as arguments; --json prints the whole result', TE, () => {
+  const r = run(['call', '--json', '-c', twoServers(), 'everything__echo', '{"message":"hi"}']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout), { content: [{ type: 'text', text: 'Echo: hi' }] });
+});
+
+test('call: arguments checked against the inputSchema before the call, naming the key', TE, () => {
+  const cfg = twoServers();
+  let r = run(['call', '-c', cfg, 'everything__get-sum', 'a=1']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /everything__get-sum: missing required argument "b"/);
+  r = run(['call', '-c', cfg, 'everything__get-sum', 'a=one', 'b=2']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /argument "a": expected number, got string "one"/);
+  r = run(['call', '-c', cfg, 'everything__get-annotated-message', 'messageType=loud']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /argument "messageType": "loud" is not one of \["error","success","debug"\]/);
+  r = run(['call', '-c', cfg, 'everything__echo', 'message']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /key=value/);
+});
+
+test('call: a tool result with isError exits 1 with its text on stderr', TE, () => {
+  const r = run(['call', '-c', twoServers(), 'fs__read_text_file', 'path=/etc/passwd']);
+  assert.equal(r.code, 1);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /Access denied/);
+});
+
+test('call: a JSON-RPC error exits 2 with its message on stderr', TE, () => {
+  // a name nobody lists is still sent (the chain decides); the server answers an error
+  const r = run(['call', '-c', twoServers(), 'everything__no-such-tool']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /Unknown tool: everything__no-such-tool/);
+  assert.match(r.stderr, /no tool named "everything__no-such-tool" is listed/);
+});
+
+test('call: a tool denied by a policy module is hidden and refused with exit 1', TE, () => {
+  const cfg = twoServers({ middleware: [{ use: 'policy', rules: [{ deny: ['everything__echo'] }] }] });
+  const list = run(['list', '--json', '-c', cfg]);
+  assert.equal(list.code, 0, list.stderr);
+  assert.ok(!JSON.parse(list.stdout).backends[0].tools.some((t) => t.name === 'everything__echo'));
+  const r = run(['call', '-c', cfg, 'everything__echo', 'message=x']);
+  assert.equal(r.code, 1);
+  assert.equal(r.stdout, '');
+  assert.match(r.stderr, /Refused by the mcp-chain policy: the tool "everything__echo" is not allowed/);
+  const ok = run(['call', '-c', cfg, 'everything__get-sum', 'a=1', 'b=1']);
+  assert.equal(ok.code, 0, ok.stderr);
+});
+
+test('read and prompt: text to stdout', TE, () => {
+  const cfg = twoServers();
+  let r = run(['read', '-c', cfg, 'demo://resource/dynamic/text/7']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^Resource 7: This is a plaintext resource/);
+  r = run(['prompt', '-c', cfg, 'everything__args-prompt', 'city=Paris']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /\[user\]\n.*Paris/);
+  r = run(['prompt', '-c', cfg, 'everything__args-prompt']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /missing required argument "city"/);
+  r = run(['read', '-c', cfg, 'nosuch://x']);
+  assert.equal(r.code, 2);
+});
+
+test('call: progress is a line per update when stderr is not a terminal', TE, () => {
+  const r = run(['call', '-c', twoServers(), 'everything__trigger-long-running-operation',
+    'duration=1', 'steps=3']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /Long running operation completed/);
+  assert.deepEqual(r.stderr.match(/^progress: .*$/mg),
+    ['progress: 1/3 (33%)', 'progress: 2/3 (67%)', 'progress: 3/3 (100%)']);
+});
+
+test('call: progress draws a bar in a pseudo-terminal', { ...TE, skip: SKIP_NO_CHAIN || (spawnSync('script', ['--version']).status !== 0 && 'no script(1)') }, () => {
+  const cmd = [CHAIN, 'call', '-c', twoServers(), 'everything__trigger-long-running-operation',
+    'duration=1', 'steps=2'].map((a) => `'${a}'`).join(' ');
+  const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { encoding: 'utf8', timeout: 20000 });
+  assert.equal(r.status, 0, r.stdout);
+  assert.match(r.stdout, /\r\x1b\[K\[#{15}\.{15}\]  50% 1\/2/);
+  assert.match(r.stdout, /\r\x1b\[K\[#{30}\] 100% 2\/2/);
+  assert.match(r.stdout, /Long running operation completed/);
+  assert.doesNotMatch(r.stdout, /progress: /);
+});
+
+test('call: Ctrl-C mid-call reaches the backend as a cancellation, exit 130', TF, async () => {
+  const log = tmpPath(`cli-cancel-${process.pid}.log`);
+  const cfg = config({ fx: fixtureServer(['--cancel-log', log]) });
+  const child = spawn(CHAIN, ['call', '-c', cfg, 'slow', 'ms=20000', 'steps=20'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (d) => { stderr += d; });
+  await waitFor(() => /progress: 1\/20/.test(stderr), { timeoutMs: 10000, what: 'first progress' });
+  child.kill('SIGINT');
+  const code = await new Promise((r) => child.on('exit', (c) => r(c)));
+  assert.equal(code, 130);
+  assert.match(stderr, /interrupted: the request is cancelled/);
+  assert.doesNotMatch(stderr, SANITIZER_REPORT);
+  // the fixture wrote the backend-side id of the cancelled call before it exited
+  await waitFor(() => existsSync(log) && readFileSync(log, 'utf8').trim() !== '', { what: 'cancel log' });
+  assert.match(readFileSync(log, 'utf8'), /^\d+\n$/);
+});
+
+test('call: --timeout cancels the call and exits 124', TF, () => {
+  const log = tmpPath(`cli-timeout-${process.pid}.log`);
+  const r = run(['call', '--timeout', '1', '-c', config({ fx: fixtureServer(['--cancel-log', log]) }),
+    'slow', 'ms=20000', 'steps=2']);
+  assert.equal(r.code, 124);
+  assert.match(r.stderr, /timed out after 1 s/);
+  assert.match(readFileSync(log, 'utf8'), /^\d+\n$/);
+});
+
+test('call: the auth module takes its token from $MCP_CHAIN_TOKEN', TE, () => {
+  const token = 'cli-secret';
+  const cfg = twoServers({ middleware: [{ use: 'auth', tokens: [{
+    sha256: createHash('sha256').update(token).digest('hex'), principal: 'me' }] }] });
+  let r = run(['call', '-c', cfg, 'everything__echo', 'message=hi'], { env: { MCP_CHAIN_TOKEN: token } });
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.stdout, 'Echo: hi\n');
+  r = run(['call', '-c', cfg, 'everything__echo', 'message=hi'], { env: { MCP_CHAIN_TOKEN: 'wrong' } });
+  assert.notEqual(r.code, 0);
+});
+
+test('call: a server request for elicitation is refused when stdin is not a terminal', TF, () => {
+  const r = run(['call', '-c', config({ fx: fixtureServer() }), 'elicit'], { input: '' });
+  assert.match(r.stderr, /server asked for elicitation, but stdin is not a terminal/);
+});
+
+test('usage errors exit 2 with the usage', TE, () => {
+  let r = run(['call']);
+  assert.equal(r.code, 2);
+  r = run(['list', '-c', twoServers(), '--bogus']);
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /unknown option "--bogus"/);
+  r = run(['--help']);
+  assert.match(r.stdout, /call NAME \[ARGS\]/);
+});

@@ -265,3 +265,91 @@ test('usage errors exit 2 with the usage', TE, () => {
   r = run(['--help']);
   assert.match(r.stdout, /call NAME \[ARGS\]/);
 });
+
+// ---------------------------------------------------------------------------
+// --direct
+
+/** Runs `mcp-chain --direct` with MESSAGES (objects or raw lines); returns {code, byId, notes, stderr}. */
+function direct(cfg, messages, opts = {}) {
+  const input = messages.map((m) => (typeof m === 'string' ? m : JSON.stringify(m))).join('\n') + '\n';
+  const r = run(['--direct', '-c', cfg], { ...opts, input });
+  const lines = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  const byId = new Map(lines.filter((m) => 'id' in m && !('method' in m)).map((m) => [m.id, m]));
+  return { code: r.code, byId, notes: lines.filter((m) => 'method' in m), stderr: r.stderr };
+}
+
+const req = (id, method, params) => ({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
+
+test('--direct: tools are methods, by their namespaced name or with "."', TE, () => {
+  const r = direct(twoServers(), [
+    req(1, 'everything__get-sum', { a: 2, b: 3 }),
+    req(2, 'everything.echo', { message: 'hi' }),
+    req('s', 'fs.read_text_file', { path: path.join(fsRoot(), 'hello.txt') }),
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual(r.byId.get(1).result, { content: [{ type: 'text', text: 'The sum of 2 and 3 is 5.' }] });
+  assert.deepEqual(r.byId.get(2).result.content, [{ type: 'text', text: 'Echo: hi' }]);
+  assert.equal(r.byId.get('s').result.content[0].text, 'hello from the file\n');
+});
+
+test('--direct: rpc.discover lists the callable tools with their input schemas', TE, () => {
+  const r = direct(twoServers(), [req(1, 'rpc.discover')]);
+  const { methods } = r.byId.get(1).result;
+  const sum = methods.find((m) => m.name === 'everything__get-sum');
+  assert.equal(sum.inputSchema.type, 'object');
+  assert.deepEqual(sum.params.map((p) => [p.name, p.required]), [['a', true], ['b', true]]);
+  assert.ok(methods.some((m) => m.name === 'fs__list_directory'));
+});
+
+test('--direct: unknown method -32601, bad arguments -32602 with the complaint, parse errors', TE, () => {
+  const r = direct(twoServers(), [
+    req(1, 'nosuch'),
+    req(2, 'everything__get-sum', { a: 'x', b: 1 }),
+    req(3, 'everything__echo', [1]),
+    'not json',
+    req(4, 'everything__get-sum', { a: 1 }),
+  ]);
+  assert.equal(r.byId.get(1).error.code, -32601);
+  assert.equal(r.byId.get(2).error.code, -32602);
+  assert.equal(r.byId.get(2).error.message, 'argument "a": expected number, got string "x"');
+  assert.equal(r.byId.get(3).error.code, -32602);
+  assert.match(r.byId.get(4).error.message, /missing required argument "b"/);
+  assert.equal(r.byId.get(null).error.code, -32700);
+});
+
+test('--direct: MCP methods still work', TE, () => {
+  const r = direct(twoServers(), [
+    req(1, 'tools/list'),
+    req(2, 'resources/read', { uri: 'demo://resource/dynamic/text/2' }),
+    req(3, 'ping'),
+  ]);
+  assert.ok(r.byId.get(1).result.tools.some((t) => t.name === 'everything__echo'));
+  assert.match(r.byId.get(2).result.contents[0].text, /^Resource 2:/);
+  assert.deepEqual(r.byId.get(3).result, {});
+});
+
+test('--direct: progress arrives as notifications carrying the request id', TE, () => {
+  const r = direct(twoServers(), [req(9, 'everything__trigger-long-running-operation', { duration: 1, steps: 2 })]);
+  assert.match(r.byId.get(9).result.content[0].text, /completed/);
+  const progress = r.notes.filter((n) => n.method === 'notifications/progress');
+  assert.deepEqual(progress.map((n) => [n.params.progressToken, n.params.progress, n.params.total]),
+    [[9, 1, 2], [9, 2, 2]]);
+});
+
+test('--direct: through the same middleware (policy refuses, auth needs the token)', TE, () => {
+  const token = 'direct-secret';
+  const cfg = twoServers({ middleware: [
+    { use: 'auth', tokens: [{ sha256: createHash('sha256').update(token).digest('hex'), principal: 'me' }] },
+    { use: 'policy', rules: [{ deny: ['everything__echo'] }] },
+  ] });
+  const r = direct(cfg, [req(1, 'rpc.discover'), req(2, 'everything__get-sum', { a: 1, b: 1 })],
+    { env: { MCP_CHAIN_TOKEN: token } });
+  assert.ok(!r.byId.get(1).result.methods.some((m) => m.name === 'everything__echo'));
+  assert.equal(r.byId.get(2).result.content[0].text, 'The sum of 1 and 1 is 2.');
+  // a denied tool is not a method here (the list hides it)
+  const denied = direct(cfg, [req(1, 'everything__echo', { message: 'x' })], { env: { MCP_CHAIN_TOKEN: token } });
+  assert.equal(denied.byId.get(1).error.code, -32601);
+  // and without the token nothing passes
+  const anon = direct(cfg, [req(1, 'tools/list')], { env: { MCP_CHAIN_TOKEN: '' } });
+  assert.ok(anon.code !== 0 || anon.byId.get(1)?.error, JSON.stringify([...anon.byId.values()]));
+});

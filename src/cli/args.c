@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const commands[] = { "list", "call", "read", "prompt", NULL };
+static const char *const commands[] = { "list", "call", "read", "prompt", "replay", NULL };
 
 /* True when S is one of the shell commands. */
 static bool is_command(const char *s)
@@ -27,7 +27,8 @@ bool cli_wanted(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0)
 			break;
-		if (strcmp(argv[i], "--direct") == 0)
+		if (strcmp(argv[i], "--direct") == 0 || strcmp(argv[i], "--record") == 0 ||
+		    strncmp(argv[i], "--record=", 9) == 0)
 			return true;
 	}
 	return false;
@@ -106,6 +107,8 @@ int cli_parse_opts(int argc, char **argv, struct cli_opts *o, char *err, size_t 
 		return snprintf(err, errlen, "no command given"), -1;
 	if (strcmp(o->cmd, "direct") == 0 && o->npos > 0)
 		return snprintf(err, errlen, "--direct takes no arguments"), -1;
+	if (strcmp(o->cmd, "replay") == 0)
+		return o->npos == 1 ? 0 : (snprintf(err, errlen, "replay takes one FILE"), -1);
 	if (!o->config)
 		return snprintf(err, errlen, "no configuration given (use -c FILE or $MCP_CHAIN_CONFIG)"), -1;
 	return 0;

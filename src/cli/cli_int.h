@@ -92,6 +92,9 @@ void conn_list_all(struct conn *c, const char *list_method, const char *result_k
 /* Prints "mcp-chain: " and the message on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Writes what W still holds, waiting for the fd (at exit only). */
+void cli_drain(struct writer *w);
+
 /* The error's message (borrowed) or "unknown error". */
 const char *cli_error_message(json_t *error);
 
@@ -106,5 +109,9 @@ json_t *cli_ask_user(struct conn *c, const char *method, json_t *params, json_t 
 int cli_list(const struct cli_opts *o);
 int cli_call(const struct cli_opts *o);   /* call, read, prompt */
 int cli_direct(const struct cli_opts *o);
+int cli_replay(const struct cli_opts *o);
+
+/* `--record FILE` on the normal server; takes main's ARGV as is. */
+int cli_record(int argc, char **argv);
 
 #endif

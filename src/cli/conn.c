@@ -11,6 +11,7 @@
 #include "cli_int.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,14 @@ void cli_error(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
+}
+
+void cli_drain(struct writer *w)
+{
+	if (w->fd < 0 || w->failed)
+		return;
+	fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_NONBLOCK);
+	writer_flush(w);
 }
 
 const char *cli_error_message(json_t *error)

@@ -401,7 +401,7 @@ int cli_direct(const struct cli_opts *o)
 	if (code == CLI_EXIT_CHAIN)
 		conn_show_tail(d.conn);
 	conn_free(d.conn);  /* answers what is still open, through on_reply */
-	writer_flush(&d.out);
+	cli_drain(&d.out);
 	writer_release(&d.out);
 	framer_release(&d.in_fr);
 	json_decref(d.tools);

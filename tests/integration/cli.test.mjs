@@ -10,6 +10,9 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
 import {
   CHAIN, HERE, SKIP_NO_CHAIN, SKIP_NO_FIXTURE, TEST_TIMEOUT, everythingServer, fixtureServer,
   tmpPath, waitFor,
@@ -352,4 +355,110 @@ test('--direct: through the same middleware (policy refuses, auth needs the toke
   // and without the token nothing passes
   const anon = direct(cfg, [req(1, 'tools/list')], { env: { MCP_CHAIN_TOKEN: '' } });
   assert.ok(anon.code !== 0 || anon.byId.get(1)?.error, JSON.stringify([...anon.byId.values()]));
+});
+
+// ---------------------------------------------------------------------------
+// --record and replay
+
+/** What an SDK client sees of a server: lists, results, progress. */
+async function session(command, args) {
+  const transport = new StdioClientTransport({ command, args, stderr: 'pipe' });
+  let stderr = '';
+  transport.stderr.on('data', (d) => { stderr += d; });
+  const client = new Client({ name: 'replay-test', version: '1' }, { capabilities: {} });
+  await client.connect(transport);
+  try {
+    const seen = {
+      server: client.getServerVersion(),
+      capabilities: client.getServerCapabilities(),
+      tools: await client.listTools(),
+      prompts: await client.listPrompts(),
+      resources: await client.listResources(),
+      templates: await client.listResourceTemplates(),
+      sum: await client.callTool({ name: 'everything__get-sum', arguments: { a: 20, b: 22 } }),
+      sumAgain: await client.callTool({ name: 'everything__get-sum', arguments: { a: 20, b: 22 } }),
+      file: await client.callTool({ name: 'fs__read_text_file', arguments: { path: path.join(fsRoot(), 'hello.txt') } }),
+      read: await client.readResource({ uri: 'demo://resource/static/document/features.md' }),
+      prompt: await client.getPrompt({ name: 'everything__args-prompt', arguments: { city: 'Lyon' } }),
+      progress: [],
+    };
+    seen.long = await client.callTool({ name: 'everything__trigger-long-running-operation',
+      arguments: { duration: 1, steps: 2 } }, undefined,
+      { onprogress: (p) => seen.progress.push([p.progress, p.total]) });
+    return seen;
+  } finally {
+    await client.close();
+    assert.doesNotMatch(stderr, SANITIZER_REPORT, stderr);
+  }
+}
+
+test('a recorded session replayed gives an SDK client the same lists and results', { ...TE, timeout: 60_000 }, async () => {
+  const rec = tmpPath(`cli-rec-${process.pid}.jsonl`);
+  const cfg = twoServers();
+  const live = await session(CHAIN, ['--config', cfg, '--record', rec]);
+  const lines = readFileSync(rec, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  assert.ok(lines.every((l) => typeof l.t === 'string' && (l.dir === 'in' || l.dir === 'out') && l.msg));
+  const sumCall = lines.find((l) => l.dir === 'in' && l.msg.params?.name === 'everything__get-sum');
+  assert.equal(sumCall.backend, 'everything');
+  assert.equal(lines.find((l) => l.dir === 'out' && l.msg.id === sumCall.msg.id).backend, 'everything');
+  assert.equal(lines.find((l) => l.msg.params?.name === 'fs__read_text_file').backend, 'fs');
+  const replayed = await session(CHAIN, ['replay', rec]);
+  // the SDK may drop a progress notification that arrives just before its
+  // response (docs/MCP-NOTES), live or replayed: progress is compared on the wire below
+  for (const s of [live, replayed]) {
+    assert.ok(s.progress.length >= 1, JSON.stringify(s.progress));
+    delete s.progress;
+  }
+  assert.deepEqual(replayed, live);
+  // on the wire: both recorded progress notifications, with the new token, then the result
+  const recorded = lines.filter((l) => l.msg.method === 'notifications/progress').map((l) => l.msg.params.progress);
+  assert.deepEqual(recorded, [1, 2]);
+  const r = spawnSync(CHAIN, ['replay', rec], { encoding: 'utf8', input: [
+    { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } },
+    { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'everything__trigger-long-running-operation',
+      arguments: { duration: 1, steps: 2 }, _meta: { progressToken: 'tok' } } },
+  ].map((m) => JSON.stringify(m)).join('\n') + '\n' });
+  const out = r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  assert.deepEqual(out.slice(1).map((m) => m.method ? [m.params.progressToken, m.params.progress] : m.id),
+    [['tok', 1], ['tok', 2], 2]);
+  assert.match(out[3].result.content[0].text, /Long running operation completed/);
+});
+
+test('--record redacts secrets as the log module does; replay matches redacted values', TE, async () => {
+  const rec = tmpPath(`cli-rec-secret-${process.pid}.jsonl`);
+  const cfg = twoServers({ middleware: [{ use: 'log', sink: 'file', path: tmpPath(`cli-audit-${process.pid}.jsonl`),
+    redact: { patterns: ['s3cret-[a-z]+'] } }] });
+  const msgs = [
+    { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } },
+    { jsonrpc: '2.0', method: 'notifications/initialized' },
+    { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'everything__echo', arguments: { message: 's3cret-value' } } },
+    { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'everything__get-sum', arguments: { a: 1, b: 2, password: 'hunter2' } } },
+  ];
+  const child = spawn(CHAIN, ['--config', cfg, '--record', rec], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  for (const m of msgs) child.stdin.write(JSON.stringify(m) + '\n');
+  await waitFor(() => out.split('\n').filter(Boolean).length >= 3, { timeoutMs: 15000, what: 'answers' });
+  child.stdin.end();
+  assert.equal(await new Promise((r) => child.on('exit', (c) => r(c))), 0);
+  assert.match(out, /Echo: s3cret-value/);  // the client sees the real answer
+  const text = readFileSync(rec, 'utf8');
+  assert.doesNotMatch(text, /s3cret|hunter2/);
+  assert.match(text, /\[REDACTED\]/);
+  // the redacted request still finds its answer in replay
+  const r = spawnSync(CHAIN, ['replay', rec], { encoding: 'utf8', input: [
+    msgs[0], { ...msgs[3], id: 'x', params: { ...msgs[3].params, arguments: { a: 1, b: 2, password: 'other' } } },
+    { jsonrpc: '2.0', id: 'y', method: 'tools/call', params: { name: 'everything__get-sum', arguments: { a: 5, b: 5 } } },
+  ].map((m) => JSON.stringify(m)).join('\n') + '\n' });
+  const answers = new Map(r.stdout.trim().split('\n').map((l) => JSON.parse(l)).map((m) => [m.id, m]));
+  assert.equal(answers.get('x').result.content[0].text, 'The sum of 1 and 2 is 3.');
+  assert.match(answers.get('y').error.message, /replay: nothing recorded for tools\/call/);
+});
+
+test('replay: a file that is not a recording is refused with the line', TE, () => {
+  const bad = tmpPath(`cli-rec-bad-${process.pid}.jsonl`);
+  writeFileSync(bad, '{"t":"x","dir":"in","msg":{}}\nnot json\n');
+  const r = run(['replay', bad], { input: '' });
+  assert.equal(r.code, 2);
+  assert.match(r.stderr, /:2: not a recording line/);
 });

@@ -78,6 +78,14 @@ int cli_schema_check(json_t *schema, json_t *args, char *err, size_t errlen);
  */
 json_t *cli_tool_find(json_t *tools, const char *name, const char *sep);
 
+/*
+ * replay: true when the LIVE value (borrowed) matches the recorded REC
+ * (borrowed): equal, except that a recorded string that redaction
+ * replaced ("[REDACTED]" in it) matches any value, since the secret is
+ * not in the recording to compare.
+ */
+bool cli_replay_same(json_t *rec, json_t *live);
+
 /* One line of a description: up to the first newline, at most MAX bytes. */
 void cli_one_line(const char *text, char *out, size_t max);
 

@@ -215,8 +215,12 @@ static void handle(struct direct *d, json_t *msg)
 	if (kind == RPC_NOTIFICATION) {
 		if (strcmp(info.method, "notifications/cancelled") == 0)
 			cancel(d, params);
-		else
+		else if (strcmp(info.method, "notifications/initialized") != 0)
 			conn_notify(d->conn, info.method, json_incref(params));
+		return;
+	}
+	if (strcmp(info.method, "initialize") == 0) {  /* an MCP client may use us too */
+		emit(d, rpc_result(info.id, json_incref(conn_server_info(d->conn))));
 		return;
 	}
 	if (strchr(info.method, '/') || strcmp(info.method, "ping") == 0) {

@@ -69,12 +69,8 @@ static json_t *plain_params(json_t *msg)
 	return c;
 }
 
-/*
- * True when the live value LIVE matches the recorded REC: equal, where a
- * recorded string that redaction replaced matches any value (the secret
- * is not in the recording, so it cannot be compared).
- */
-static bool same(json_t *rec, json_t *live)
+/* Matches a recorded value with a live one (cli.h says how). */
+bool cli_replay_same(json_t *rec, json_t *live)
 {
 	const char *s = json_string_value(rec);
 	if (s && strstr(s, "[REDACTED]"))
@@ -85,7 +81,7 @@ static bool same(json_t *rec, json_t *live)
 		if (json_object_size(rec) != json_object_size(live))
 			return false;
 		json_object_foreach(rec, k, v)
-			if (!json_object_get(live, k) || !same(v, json_object_get(live, k)))
+			if (!json_object_get(live, k) || !cli_replay_same(v, json_object_get(live, k)))
 				return false;
 		return true;
 	}
@@ -93,7 +89,7 @@ static bool same(json_t *rec, json_t *live)
 		if (json_array_size(rec) != json_array_size(live))
 			return false;
 		for (size_t i = 0; i < json_array_size(rec); i++)
-			if (!same(json_array_get(rec, i), json_array_get(live, i)))
+			if (!cli_replay_same(json_array_get(rec, i), json_array_get(live, i)))
 				return false;
 		return true;
 	}
@@ -205,7 +201,7 @@ static struct exchange *match(struct replay *r, json_t *msg, const char *method)
 		if (!e->response || strcmp(e->method, method) != 0)
 			continue;
 		json_t *have = plain_params(e->request);
-		bool ok = any_params || same(have, want);
+		bool ok = any_params || cli_replay_same(have, want);
 		json_decref(have);
 		if (!ok)
 			continue;

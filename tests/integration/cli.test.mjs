@@ -259,6 +259,35 @@ test('call: a server request for elicitation is refused when stdin is not a term
   assert.match(r.stderr, /server asked for elicitation, but stdin is not a terminal/);
 });
 
+const NO_SCRIPT = spawnSync('script', ['--version']).status !== 0 && 'no script(1)';
+
+/** Runs CMD in a pseudo-terminal (script(1)) with INPUT typed; returns its output. */
+function inPty(args, input) {
+  const cmd = [CHAIN, ...args].map((a) => `'${a}'`).join(' ');
+  const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { encoding: 'utf8', input, timeout: 20000 });
+  return { code: r.status, out: r.stdout.replace(/\r/g, '') };
+}
+
+test('call: elicitation is asked field by field on a terminal', { ...TF, skip: SKIP_NO_FIXTURE || NO_SCRIPT }, () => {
+  const r = inPty(['call', '-c', config({ fx: fixtureServer() }), 'elicit'], 'Ada\n\n');
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /The server asks: Need input/);
+  assert.match(r.out, /name \(string\): /);
+  assert.match(r.out, /\{"action":"accept","content":\{"name":"Ada"\}\}/);
+});
+
+test('call: elicitation declined on a terminal', { ...TF, skip: SKIP_NO_FIXTURE || NO_SCRIPT }, () => {
+  const r = inPty(['call', '-c', config({ fx: fixtureServer() }), 'elicit'], 'Ada\nn\n');
+  assert.match(r.out, /\{"action":"decline"\}/);
+});
+
+test('call: sampling is answered by the person on a terminal', { ...TF, skip: SKIP_NO_FIXTURE || NO_SCRIPT }, () => {
+  const r = inPty(['call', '-c', config({ fx: fixtureServer() }), 'sample'], 'a reply\n');
+  assert.equal(r.code, 0, r.out);
+  assert.match(r.out, /\[user\] hello/);
+  assert.match(r.out, /"content":\{"type":"text","text":"a reply"\}/);
+});
+
 test('usage errors exit 2 with the usage', TE, () => {
   let r = run(['call']);
   assert.equal(r.code, 2);
@@ -355,6 +384,22 @@ test('--direct: through the same middleware (policy refuses, auth needs the toke
   // and without the token nothing passes
   const anon = direct(cfg, [req(1, 'tools/list')], { env: { MCP_CHAIN_TOKEN: '' } });
   assert.ok(anon.code !== 0 || anon.byId.get(1)?.error, JSON.stringify([...anon.byId.values()]));
+});
+
+test('--direct: initialize is answered (an MCP client may use it too); cancellation reaches the backend', TF, () => {
+  const log = tmpPath(`cli-direct-cancel-${process.pid}.log`);
+  const r = direct(config({ fx: fixtureServer(['--cancel-log', log]) }), [
+    req(1, 'initialize', { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '0' } }),
+    { jsonrpc: '2.0', method: 'notifications/initialized' },
+    req(2, 'slow', { ms: 20000, steps: 2 }),
+    { jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: 2, reason: 'changed my mind' } },
+    req(3, 'echo', {}),
+  ]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(r.byId.get(1).result.serverInfo.name, 'mcp-fixture-server');
+  assert.ok(!r.byId.has(2), 'a cancelled request gets no answer');
+  assert.ok(r.byId.get(3).result);
+  assert.match(readFileSync(log, 'utf8'), /^\d+\n$/);
 });
 
 // ---------------------------------------------------------------------------

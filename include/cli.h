@@ -41,6 +41,7 @@ struct cli_opts {
 	const char *config;     /* -c FILE, else $MCP_CHAIN_CONFIG */
 	bool json;              /* --json */
 	bool verbose;           /* -v: the chain's stderr passes through */
+	bool help;              /* -h, --help */
 	double timeout;         /* --timeout SECONDS; 0: none */
 	char **pos;             /* positional arguments after the command */
 	int npos;

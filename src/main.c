@@ -54,6 +54,7 @@ static const char usage[] =
 	"       mcp-chain audit verify FILE\n"
 	"       mcp-chain list|call|read|prompt [-c FILE] ...   (docs/cli.md)\n"
 	"       mcp-chain --direct [-c FILE]\n"
+	"       mcp-chain replay FILE | --config FILE --record OUT\n"
 	"       mcp-chain --version | --help\n"
 	"\n"
 	"Runs an MCP server on stdio that forwards to the backend(s) in FILE\n"
@@ -76,6 +77,8 @@ static const char usage[] =
 	"  read URI                         read a resource\n"
 	"  prompt NAME [ARGS]               get a prompt\n"
 	"  --direct                         JSON-RPC on stdio: methods are tool names\n"
+	"  --record OUT                     also write every message to OUT (redacted)\n"
+	"  replay OUT                       serve a recording as an MCP server\n"
 	"  (--timeout SECONDS, -v shows the chain's log; exit codes in docs/cli.md)\n";
 
 /* Prints every configuration error. */

@@ -61,6 +61,8 @@ static int parse_opt(int argc, char **argv, int *i, struct cli_opts *o, char *er
 		o->json = true;
 	} else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
 		o->verbose = true;
+	} else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+		o->help = true;
 	} else if (strcmp(a, "--direct") == 0) {
 		o->cmd = "direct";
 	} else if (is_opt(a, "--config", "-c")) {
@@ -103,6 +105,8 @@ int cli_parse_opts(int argc, char **argv, struct cli_opts *o, char *err, size_t 
 			o->pos[o->npos++] = argv[i];
 		}
 	}
+	if (o->help)
+		return 0;
 	if (!o->cmd)
 		return snprintf(err, errlen, "no command given"), -1;
 	if (strcmp(o->cmd, "direct") == 0 && o->npos > 0)

@@ -43,6 +43,11 @@ int cli_main(int argc, char **argv)
 		free(o.pos);
 		return CLI_EXIT_RPC_ERROR;
 	}
+	if (o.help) {
+		fputs(usage, stdout);
+		free(o.pos);
+		return CLI_EXIT_OK;
+	}
 	/* Our log is the chain's stderr passing through (-v) and our own
 	 * warnings; without -v the chain's lines are kept for failures. */
 	log_set_level(o.verbose ? LOG_INFO : LOG_WARN);

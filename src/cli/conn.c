@@ -207,7 +207,7 @@ static void on_out(struct ev_loop *loop, ev_io *w, int revents)
 		size_t avail, len, total;
 		const char *line;
 		char *dst = framer_reserve(&c->out_fr, &avail);
-		ssize_t n = dst ? read(c->proc.out_fd, dst, avail) : -1;
+		ssize_t n = dst ? read(c->proc.out_fd, dst, avail) : (errno = ENOMEM, -1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))

@@ -178,7 +178,7 @@ static void on_side(struct recorder *r, struct side *s, struct writer *to, bool 
 		size_t avail, len, total;
 		const char *line;
 		char *dst = framer_reserve(&s->fr, &avail);
-		ssize_t n = dst ? read(s->fd, dst, avail) : -1;
+		ssize_t n = dst ? read(s->fd, dst, avail) : (errno = ENOMEM, -1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))

@@ -343,7 +343,7 @@ static void on_in(struct ev_loop *loop, ev_io *w, int revents)
 		size_t avail, len, total;
 		const char *line;
 		char *dst = framer_reserve(&r->in_fr, &avail);
-		ssize_t n = dst ? read(STDIN_FILENO, dst, avail) : -1;
+		ssize_t n = dst ? read(STDIN_FILENO, dst, avail) : (errno = ENOMEM, -1);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))

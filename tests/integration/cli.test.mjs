@@ -265,6 +265,7 @@ const NO_SCRIPT = spawnSync('script', ['--version']).status !== 0 && 'no script(
 function inPty(args, input) {
   const cmd = [CHAIN, ...args].map((a) => `'${a}'`).join(' ');
   const r = spawnSync('script', ['-qec', cmd, '/dev/null'], { encoding: 'utf8', input, timeout: 20000 });
+  assert.doesNotMatch(r.stdout, SANITIZER_REPORT, r.stdout);
   return { code: r.status, out: r.stdout.replace(/\r/g, '') };
 }
 
@@ -296,6 +297,10 @@ test('usage errors exit 2 with the usage', TE, () => {
   assert.match(r.stderr, /unknown option "--bogus"/);
   r = run(['--help']);
   assert.match(r.stdout, /call NAME \[ARGS\]/);
+  assert.match(r.stdout, /replay OUT/);
+  r = run(['call', '--help']);
+  assert.equal(r.code, 0);
+  assert.match(r.stdout, /mcp-chain call +\[-c FILE\]/);
 });
 
 // ---------------------------------------------------------------------------

@@ -30,6 +30,7 @@
 
 #include "backend.h"
 #include "chain.h"
+#include "cli.h"
 #include "config.h"
 #include "front.h"
 #include "curl_ev.h"
@@ -66,6 +67,9 @@ static const char usage[] =
 	"usage: mcp-chain --config FILE [--log-level LEVEL] [--log-file FILE]\n"
 	"       mcp-chain check FILE\n"
 	"       mcp-chain audit verify FILE\n"
+	"       mcp-chain list|call|read|prompt [-c FILE] ...   (docs/cli.md)\n"
+	"       mcp-chain --direct [-c FILE]\n"
+	"       mcp-chain replay FILE | --config FILE --record OUT\n"
 	"       mcp-chain --version | --help\n"
 	"\n"
 	"Runs an MCP server on stdio that forwards to the backend(s) in FILE\n"
@@ -80,7 +84,17 @@ static const char usage[] =
 	"\n"
 	"check FILE validates a configuration and exits 0 (valid) or 1.\n"
 	"audit verify FILE checks a \"chain\": true audit log; exits 0 (intact),\n"
-	"1 (names the first broken line) or 2 (unreadable).\n";
+	"1 (names the first broken line) or 2 (unreadable).\n"
+	"\n"
+	"From the shell (each starts the chain on FILE as its MCP client):\n"
+	"  list [--json]                    backends, tools, prompts, resources\n"
+	"  call NAME [ARGS] [--json]        call a tool; ARGS: {...} or key=value...\n"
+	"  read URI                         read a resource\n"
+	"  prompt NAME [ARGS]               get a prompt\n"
+	"  --direct                         JSON-RPC on stdio: methods are tool names\n"
+	"  --record OUT                     also write every message to OUT (redacted)\n"
+	"  replay OUT                       serve a recording as an MCP server\n"
+	"  (--timeout SECONDS, -v shows the chain's log; exit codes in docs/cli.md)\n";
 
 /* Prints every configuration error. */
 static void print_errors(struct cfg_errors *errs)
@@ -546,6 +560,10 @@ int main(int argc, char **argv)
 	const char *config = getenv("MCP_CHAIN_CONFIG"), *level = NULL;
 	int c;
 	mw_use_registry(mw_registry);
+	/* The shell commands (src/cli/): a client of the chain, not the chain. */
+	if (cli_wanted(argc, argv))
+		return cli_main(argc, argv);
+
 	while ((c = getopt_long(argc, argv, "+c:l:Vh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'c': config = optarg; break;

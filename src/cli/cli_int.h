@@ -1,0 +1,117 @@
+/*
+ * cli_int.h - inside src/cli/: the MCP client connection to a spawned
+ * chain (conn.c), and the commands that use it.
+ */
+#ifndef MCPC_CLI_INT_H
+#define MCPC_CLI_INT_H
+
+#include <ev.h>
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "cli.h"
+#include "framer.h"
+#include "proc.h"
+#include "writer.h"
+
+struct conn;
+
+/*
+ * A response arrived: exactly one of RESULT and ERROR is set (both
+ * borrowed). When the chain went away before answering, ERROR is a
+ * -32000 error made up here.
+ */
+typedef void (*conn_reply_fn)(struct conn *c, json_t *result, json_t *error, void *arg);
+
+/* A notification from the chain; PARAMS borrowed (may be NULL). */
+typedef void (*conn_notify_fn)(struct conn *c, const char *method, json_t *params, void *arg);
+
+/*
+ * A request from the chain (sampling, elicitation...). Returns the result
+ * (new reference), or NULL with *ERROR set to an error object
+ * ({code, message}, new reference).
+ */
+typedef json_t *(*conn_request_fn)(struct conn *c, const char *method, json_t *params,
+				   json_t **error, void *arg);
+
+/* The connection is up (initialized) or could not come up (READY false). */
+typedef void (*conn_ready_fn)(struct conn *c, bool ready, void *arg);
+
+struct conn_hooks {
+	conn_ready_fn on_ready;
+	conn_notify_fn on_notify;
+	conn_request_fn on_request;   /* NULL: every request but ping refused */
+	void *arg;
+};
+
+/*
+ * Spawns `/proc/self/exe --config CONFIG` and initializes it, declaring
+ * elicitation and sampling only when INTERACTIVE. The loop must then run;
+ * on_ready is called once. Returns NULL (message printed) on failure.
+ */
+struct conn *conn_start(const struct cli_opts *o, bool interactive, const struct conn_hooks *h);
+
+/* Sends a request; steals PARAMS (may be NULL). Returns its id, or -1. */
+json_int_t conn_request(struct conn *c, const char *method, json_t *params,
+			conn_reply_fn fn, void *arg);
+
+/* Sends a notification; steals PARAMS (may be NULL). */
+void conn_notify(struct conn *c, const char *method, json_t *params);
+
+/* Forgets the pending request ID: its reply, if any, is dropped. */
+void conn_forget(struct conn *c, json_int_t id);
+
+/*
+ * Ends the session: closes the chain's stdin, waits for it to exit and
+ * stops the loop; cli_conn_exit_code then gives CODE.
+ */
+void conn_finish(struct conn *c, int code);
+
+/* True once conn_finish was called. */
+bool conn_finishing(const struct conn *c);
+
+/* Prints the chain's last stderr lines (on failure, without -v). */
+void conn_show_tail(struct conn *c);
+
+/* The exit code given to conn_finish (CLI_EXIT_CHAIN when it died). */
+int conn_exit_code(const struct conn *c);
+
+/* Frees C; the loop has stopped. */
+void conn_free(struct conn *c);
+
+/* The `initialize` result (borrowed), once ready. */
+json_t *conn_server_info(struct conn *c);
+
+/*
+ * Fetches every page of LIST_METHOD ("tools/list") and calls FN with the
+ * concatenated RESULT_KEY ("tools") array as RESULT, or with ERROR.
+ */
+void conn_list_all(struct conn *c, const char *list_method, const char *result_key,
+		   conn_reply_fn fn, void *arg);
+
+/* Prints "mcp-chain: " and the message on stderr. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Writes what W still holds, waiting for the fd (at exit only). */
+void cli_drain(struct writer *w);
+
+/* The error's message (borrowed) or "unknown error". */
+const char *cli_error_message(json_t *error);
+
+/*
+ * conn_request_fn for sampling and elicitation: asks the user on the
+ * terminal when stdin is one, else refuses with an error saying why.
+ */
+json_t *cli_ask_user(struct conn *c, const char *method, json_t *params, json_t **error,
+		     void *arg);
+
+/* The commands. Each returns the process exit code. */
+int cli_list(const struct cli_opts *o);
+int cli_call(const struct cli_opts *o);   /* call, read, prompt */
+int cli_direct(const struct cli_opts *o);
+int cli_replay(const struct cli_opts *o);
+
+/* `--record FILE` on the normal server; takes main's ARGV as is. */
+int cli_record(int argc, char **argv);
+
+#endif

@@ -297,6 +297,7 @@ struct mw_walk {
 	size_t reached;             /* modules a request passed through */
 	int response;               /* walking back in reverse */
 	int held;                   /* an async module holds the walk */
+	json_t *hold_tree;          /* the tree the holder was given (not owned) */
 	mw_done_fn done;
 };
 

@@ -7,8 +7,11 @@
  * a progress token, a cancelled request's id) is recorded as replacements
  * spliced in when it is written. The first reader makes a jansson tree
  * (msg_tree), with the replacements applied; from then on the tree is the
- * message. Bytes the scanner declines are parsed at once, so a message is
- * always one or the other and has one fate whatever reads it.
+ * message, and the bytes are kept beside it: when it is written, a tree
+ * that still says what the bytes say (a module read it and changed
+ * nothing) leaves as the bytes, so reading never changes what goes on the
+ * wire (msg_bytes_current). Bytes the scanner declines are parsed at once,
+ * so every input has one fate whatever reads it.
  *
  * This file and msg.c are the only code that knows both forms: the chain,
  * the pipeline and the fronts ask for facts and set values through it.
@@ -68,7 +71,8 @@ size_t msg_val_key(const struct msg_val *v, unsigned char *key);
 
 struct msg {
 	json_t *tree;              /* owned; when set it is the message */
-	const char *raw;           /* the bytes while no tree was made */
+	const char *raw;           /* the bytes as received (with SET spliced
+				    * in), kept beside a tree made from them */
 	size_t raw_len;
 	char *own;                 /* owned copy RAW points into, or NULL */
 	struct jspan span[MSG_SPANS];
@@ -156,6 +160,13 @@ json_t *msg_tree(struct msg *m);
 /* Makes M the tree T (stolen), dropping its bytes. */
 void msg_set_tree(struct msg *m, json_t *t);
 
+/*
+ * True when M has bytes that say what its tree says (no tree, or a tree
+ * json_equal to the bytes with their replacements): write the bytes then.
+ * False drops the bytes of a changed tree for good.
+ */
+bool msg_bytes_current(struct msg *m);
+
 /* Copies borrowed bytes so that M outlives the reader's buffer. */
 int msg_keep(struct msg *m);
 
@@ -167,7 +178,8 @@ static inline bool msg_is_raw(const struct msg *m)
 
 /*
  * The pieces of M's line (no "\n") with the replacements spliced, into
- * IOV (at least MSG_IOV_MAX); returns how many, or -1 when M is a tree.
+ * IOV (at least MSG_IOV_MAX); returns how many, or -1 when M has no bytes.
+ * With a tree, ask msg_bytes_current first.
  */
 #define MSG_IOV_MAX 7
 int msg_iov(const struct msg *m, struct iovec *iov);

@@ -180,7 +180,7 @@ size_t chain_open_exchanges(const struct chain *c)
  */
 static int send_to(struct peer *to, struct msg *m, struct exchange *ex, bool request)
 {
-	if (msg_is_raw(m) && to->ops->send_raw && !(ex && ex->batch)) {
+	if (to->ops->send_raw && !(ex && ex->batch) && msg_bytes_current(m)) {
 		struct iovec iov[MSG_IOV_MAX];
 		int n = msg_iov(m, iov);
 		if (to->ops->send_raw(to, iov, n, request) == 0)

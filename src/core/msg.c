@@ -133,6 +133,8 @@ size_t msg_val_key(const struct msg_val *v, unsigned char *key)
 	return text_key(msg_val_text(v), v->n, key);
 }
 
+static ssize_t msg_dump_bytes(struct msg *m, char **out);
+
 /* ---- life ---- */
 
 /* Facts of a scanned message (every field but TREE, OWN and SET). */
@@ -381,46 +383,57 @@ static int set_span(struct msg *m, int i, const struct msg_val *v)
 	return msg_val_set(&m->set[i], msg_val_text(v), v->n);
 }
 
+/*
+ * Setting a value changes the tree when there is one and the bytes when
+ * there are some: a message a module read but did not change still
+ * leaves as its bytes (see msg_bytes_current).
+ */
+
 /* Sets the id. */
 int msg_set_id(struct msg *m, const struct msg_val *v)
 {
+	if (m->raw && m->span[MSG_SPAN_ID].p && set_span(m, MSG_SPAN_ID, v) < 0)
+		return -1;
 	if (m->tree)
 		return json_object_set_new(m->tree, "id", msg_val_json(v));
-	return m->span[MSG_SPAN_ID].p ? set_span(m, MSG_SPAN_ID, v) : -1;
+	return m->span[MSG_SPAN_ID].p ? 0 : -1;
 }
 
 /* Sets the id to an integer. */
 int msg_set_id_int(struct msg *m, int64_t v)
 {
+	if (m->raw && m->span[MSG_SPAN_ID].p)
+		msg_val_set_int(&m->set[MSG_SPAN_ID], v);
 	if (m->tree)
 		return json_object_set_new(m->tree, "id", json_integer(v));
-	if (!m->span[MSG_SPAN_ID].p)
-		return -1;
-	msg_val_set_int(&m->set[MSG_SPAN_ID], v);
-	return 0;
+	return m->span[MSG_SPAN_ID].p ? 0 : -1;
 }
 
 /* Sets the progress token (only where there is one). */
 int msg_set_token(struct msg *m, const struct msg_val *v)
 {
+	if (m->raw && m->span[MSG_SPAN_TOKEN].p && set_span(m, MSG_SPAN_TOKEN, v) < 0)
+		return -1;
 	if (m->tree) {
 		json_t *holder;
 		if (!tree_token(m->tree, &holder))
 			return -1;
 		return json_object_set_new(holder, "progressToken", msg_val_json(v));
 	}
-	return m->span[MSG_SPAN_TOKEN].p ? set_span(m, MSG_SPAN_TOKEN, v) : -1;
+	return m->span[MSG_SPAN_TOKEN].p ? 0 : -1;
 }
 
 /* Sets a cancellation's requestId. */
 int msg_set_rid(struct msg *m, const struct msg_val *v)
 {
+	if (m->raw && m->span[MSG_SPAN_RID].p && set_span(m, MSG_SPAN_RID, v) < 0)
+		return -1;
 	if (m->tree) {
 		json_t *params = json_object_get(m->tree, "params");
 		return json_is_object(params) ?
 			json_object_set_new(params, "requestId", msg_val_json(v)) : -1;
 	}
-	return m->span[MSG_SPAN_RID].p ? set_span(m, MSG_SPAN_RID, v) : -1;
+	return m->span[MSG_SPAN_RID].p ? 0 : -1;
 }
 
 /* Drops the bytes and everything about them. */
@@ -436,7 +449,7 @@ static void drop_bytes(struct msg *m)
 		msg_val_release(&m->set[i]);
 }
 
-/* Makes the tree. */
+/* Makes the tree; the bytes stay, for as long as the tree says the same. */
 json_t *msg_tree(struct msg *m)
 {
 	if (m->tree || !m->raw)
@@ -444,20 +457,35 @@ json_t *msg_tree(struct msg *m)
 	json_t *t = json_loadb(m->raw, m->raw_len, JSON_ALLOW_NUL, NULL);
 	if (!t)
 		return NULL;
-	struct msg_val set[3];
-	memcpy(set, m->set, sizeof set);
-	memset(m->set, 0, sizeof m->set);  /* the tree takes them over */
-	drop_bytes(m);
+	json_t *holder, *params = json_object_get(t, "params");
+	if (m->set[MSG_SPAN_ID].n)
+		json_object_set_new(t, "id", msg_val_json(&m->set[MSG_SPAN_ID]));
+	if (m->set[MSG_SPAN_TOKEN].n && tree_token(t, &holder))
+		json_object_set_new(holder, "progressToken", msg_val_json(&m->set[MSG_SPAN_TOKEN]));
+	if (m->set[MSG_SPAN_RID].n && json_is_object(params))
+		json_object_set_new(params, "requestId", msg_val_json(&m->set[MSG_SPAN_RID]));
 	m->tree = t;
-	if (set[MSG_SPAN_ID].n)
-		msg_set_id(m, &set[MSG_SPAN_ID]);
-	if (set[MSG_SPAN_TOKEN].n)
-		msg_set_token(m, &set[MSG_SPAN_TOKEN]);
-	if (set[MSG_SPAN_RID].n)
-		msg_set_rid(m, &set[MSG_SPAN_RID]);
-	for (int i = 0; i < 3; i++)
-		msg_val_release(&set[i]);
 	return t;
+}
+
+/* True when the bytes (with their replacements) still say what the tree says. */
+bool msg_bytes_current(struct msg *m)
+{
+	if (!m->raw)
+		return false;
+	if (!m->tree)
+		return true;
+	char *text;
+	ssize_t n = msg_dump_bytes(m, &text);
+	if (n < 0)
+		return false;
+	json_t *t = json_loadb(text, (size_t)n, JSON_ALLOW_NUL, NULL);
+	bool same = t && json_equal(t, m->tree);
+	json_decref(t);
+	free(text);
+	if (!same)
+		drop_bytes(m);   /* a module changed it: the tree is the message */
+	return same;
 }
 
 /* Replaces the message by a tree. */
@@ -473,11 +501,14 @@ void msg_set_tree(struct msg *m, json_t *t)
 /* Copies borrowed bytes. */
 int msg_keep(struct msg *m)
 {
-	if (m->tree || !m->raw || m->own)
+	if (!m->raw || m->own)
 		return 0;
 	char *copy = malloc(m->raw_len ? m->raw_len : 1);
-	if (!copy)
-		return msg_tree(m) ? 0 : -1;
+	if (!copy) {
+		int r = msg_tree(m) ? 0 : -1;
+		drop_bytes(m);
+		return r;
+	}
 	memcpy(copy, m->raw, m->raw_len);
 	for (int i = 0; i < MSG_SPANS; i++)
 		if (m->span[i].p)
@@ -495,7 +526,7 @@ int msg_keep(struct msg *m)
 /* The line's pieces with the replacements spliced, in text order. */
 int msg_iov(const struct msg *m, struct iovec *iov)
 {
-	if (m->tree || !m->raw)
+	if (!m->raw)
 		return -1;
 	int order[3], k = 0, n = 0;
 	for (int i = 0; i < 3; i++)
@@ -527,10 +558,16 @@ int msg_iov(const struct msg *m, struct iovec *iov)
 ssize_t msg_dump(struct msg *m, char **out)
 {
 	*out = NULL;
-	if (m->tree) {
+	if (m->tree && !msg_bytes_current(m)) {
 		*out = json_dumps(m->tree, JSON_COMPACT);
 		return *out ? (ssize_t)strlen(*out) : -1;
 	}
+	return msg_dump_bytes(m, out);
+}
+
+/* The bytes with their replacements as one line. */
+static ssize_t msg_dump_bytes(struct msg *m, char **out)
+{
 	struct iovec iov[MSG_IOV_MAX];
 	int n = msg_iov(m, iov);
 	size_t len = 0;

@@ -245,11 +245,18 @@ static void finish(struct mw_walk *w, enum mw_verdict v)
 	w->done(w, v);
 }
 
-/* After a hook: a tree a module put in place of unread bytes is the message. */
-static void settle(struct mw_walk *w)
+/*
+ * After a hook that was given BEFORE: a module that put another tree in
+ * its place replaced the message, so its bytes no longer say it. (One that
+ * changed the tree in place is found out when it is written.)
+ */
+static void settle(struct mw_walk *w, json_t *before)
 {
-	if (w->m->tree && w->m->raw)
-		msg_set_tree(w->m, w->m->tree);
+	if (w->m->tree != before && w->m->raw) {
+		json_t *t = w->m->tree;
+		w->m->tree = NULL;   /* BEFORE is no longer ours to free */
+		msg_set_tree(w->m, t);
+	}
 }
 
 /* Makes the tree for module M if it reads the message; false on failure. */
@@ -402,10 +409,11 @@ void mw_walk_forward(struct mw_walk *w)
 			}
 			return;
 		}
+		json_t *before = w->m->tree;
 		enum mw_verdict v = m->ops->on_message(m, w->ctx, &w->m->tree);
 		if (v == MW_ASYNC)
 			return;
-		settle(w);
+		settle(w, before);
 		if (v == MW_REPLY) {
 			w->reached--;  /* the replying module does not see it back */
 			reply_id(w);
@@ -458,9 +466,10 @@ void mw_walk_back(struct mw_walk *w)
 		if (!ensure_parsed(w, m))
 			msg_set_tree(w->m, rpc_errorf(NULL, RPC_INTERNAL_ERROR,
 						      "mcp-chain could not parse the response"));
+		json_t *before = w->m->tree;
 		if (m->ops->on_response(m, w->ctx, &w->m->tree) == MW_ASYNC)
 			return;
-		settle(w);
+		settle(w, before);
 	}
 	finish(w, MW_PASS);
 }
@@ -470,6 +479,7 @@ struct mw_walk *mw_walk_hold(struct mw_ctx *ctx)
 {
 	struct mw_walk *w = ctx->walk;
 	w->held = 1;
+	w->hold_tree = w->m->tree;
 	msg_keep(w->m);   /* the owner's buffer is reused once we return */
 	return w;
 }
@@ -479,7 +489,7 @@ void mw_resume(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 {
 	w->held = 0;
 	w->m->tree = msg;   /* the holder owned what it kept and gives this back */
-	settle(w);
+	settle(w, w->hold_tree);
 	if (w->response) {
 		mw_walk_back(w);
 		return;

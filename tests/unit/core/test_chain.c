@@ -44,6 +44,7 @@ struct fake {
 	int pauses, resumes;       /* flow-control calls */
 	json_t *raw;               /* with fake_raw_ops: the text of each send_raw */
 	int tree_sends;            /* messages given to send (as trees) */
+	json_t *wire;              /* the text of every message, as it would be written */
 };
 
 static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
@@ -54,6 +55,9 @@ static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
 	json_array_append_new(f->got, json_deep_copy(msg));
 	f->last_ex = ex;
 	f->tree_sends++;
+	char *text = json_dumps(msg, JSON_COMPACT);   /* what a transport writes */
+	json_array_append_new(f->wire, json_string(text));
+	free(text);
 	return 0;
 }
 
@@ -78,6 +82,7 @@ static int fake_send_raw(struct peer *p, const struct iovec *iov, int n, bool re
 		fail_msg("send_raw produced invalid JSON (%s): %s", e.text, text);
 	json_array_append_new(f->got, m);
 	json_array_append_new(f->raw, json_string(text));
+	json_array_append_new(f->wire, json_string(text));
 	f->last_ex = NULL;
 	return 0;
 }
@@ -104,6 +109,7 @@ static void fake_init(struct fake *f, enum peer_role role, const char *name)
 	memset(f, 0, sizeof *f);
 	peer_init(&f->peer, &fake_ops, role, name);
 	f->got = json_array();
+	f->wire = json_array();
 	f->peer.ready = true;
 	chain_add_peer(C, &f->peer);
 }
@@ -119,6 +125,8 @@ static void fake_release(struct fake *f)
 	f->got = NULL;
 	json_decref(f->raw);
 	f->raw = NULL;
+	json_decref(f->wire);
+	f->wire = NULL;
 }
 
 /* Number of messages F received. */
@@ -1567,37 +1575,78 @@ static void test_raw_request_without_token(void **state)
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
-/* A module that reads: the request goes as a serialized tree, with the backend's id. */
-static void test_raw_read_goes_as_tree(void **state)
+/*
+ * A module that reads and changes nothing: the module sees the tree, and
+ * the request and its response still leave as their bytes, ids spliced.
+ */
+static void test_raw_read_unchanged_goes_as_bytes(void **state)
 {
 	(void)state;
 	install_wmod(true);
-	char in[1024];
+	char in[1024], want[1024], bid_text[32], out[256];
 	snprintf(in, sizeof in, RAW_CALL, "5", "\"t\"");
 	feed(&client, in);
 	assert_false(wm.saw_null);
-	json_t *want = J(in);
-	assert_true(json_equal(wm.saw, want));   /* the tree is the text */
-	assert_int_equal(json_array_size(backend.raw), 0);
-	assert_int_equal(backend.tree_sends, 1);
-	json_t *fwd = got(&backend, 0);
-	json_int_t bid = int_at(fwd, "id");
-	/* equal to the request but for the id and token, which are the backend's id */
-	json_object_set_new(want, "id", json_integer(bid));
-	json_object_set_new(json_object_get(json_object_get(want, "params"), "_meta"),
-			    "progressToken", json_integer(bid));
-	assert_true(json_equal(fwd, want));
-	json_decref(want);
-	/* the response is read too */
-	char out[256], bid_text[32];
+	json_t *tree = J(in);
+	assert_true(json_equal(wm.saw, tree));   /* the tree is the text */
+	json_decref(tree);
+	assert_int_equal(json_array_size(backend.raw), 1);
+	assert_int_equal(backend.tree_sends, 0);
+	json_int_t bid = int_at(got(&backend, 0), "id");
 	snprintf(bid_text, sizeof bid_text, "%" JSON_INTEGER_FORMAT, bid);
+	snprintf(want, sizeof want, RAW_CALL, bid_text, bid_text);
+	assert_string_equal(raw_last(&backend), want);   /* the bytes, not a serialization */
+	/* the response is read too, and goes back as the backend's bytes */
 	snprintf(out, sizeof out, RAW_RESULT, bid_text);
 	feed(&backend, out);
 	assert_false(wm.resp_saw_null);
-	assert_int_equal(json_array_size(client.raw), 0);
-	expect_json(last(&client), "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":"
-		    "[{\"type\":\"text\",\"text\":\"a\"}],\"n\":1.5}}");
+	assert_int_equal(json_array_size(client.raw), 1);
+	snprintf(want, sizeof want, RAW_RESULT, "5");
+	assert_string_equal(raw_last(&client), want);
 	assert_int_equal(chain_open_exchanges(C), 0);
+}
+
+/* A module that changes what it read in place: the tree is the message then. */
+static enum mw_verdict edit_on_message(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
+{
+	(void)m;
+	if (ctx->kind == RPC_REQUEST)
+		json_object_set_new(json_object_get(*msg, "params"), "edited", json_true());
+	return MW_PASS;
+}
+
+/* Static storage: nothing to free. */
+static void edit_destroy(struct mw_module *m)
+{
+	(void)m;
+}
+
+static const struct mw_module_ops edit_ops = {
+	.name = "edit", .on_message = edit_on_message, .destroy = edit_destroy,
+};
+
+static void test_read_and_changed_goes_as_tree(void **state)
+{
+	(void)state;
+	static struct mw_module edit = { &edit_ops };
+	struct pipeline *pl = pipeline_new();
+	assert_int_equal(pipeline_add(pl, &edit), 0);
+	chain_set_pipeline(C, pl);
+	pipeline_unref(pl);
+	use_raw_peers();
+	char in[1024];
+	snprintf(in, sizeof in, RAW_CALL, "5", "\"t\"");
+	feed(&client, in);
+	assert_int_equal(json_array_size(backend.raw), 0);
+	assert_int_equal(backend.tree_sends, 1);
+	json_t *fwd = got(&backend, 0);
+	assert_true(json_is_true(json_object_get(json_object_get(fwd, "params"), "edited")));
+	json_int_t bid = int_at(fwd, "id");
+	assert_int_equal(int_at(json_object_get(json_object_get(fwd, "params"), "_meta"),
+				"progressToken"), bid);
+	respond(&backend, bid, "{}");
+	expect_json(last(&client), "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}");
+	chain_set_pipeline(C, NULL);
 }
 
 /* A module replies to, or drops, a request it did not read: the client gets its id. */
@@ -1982,6 +2031,137 @@ static void test_fast_cancel_real_id(void **state)
 	assert_int_equal(int_at(last(&client), "id"), 1);
 }
 
+/* ---- one path: every scenario with and without modules ---- */
+
+/*
+ * A scenario is lines fed from the client ('c') or the backend ('b'). In a
+ * line, $Bn stands for the id of the n-th message the backend got and $Cn
+ * for that of the client's, so that responses answer what was really sent.
+ */
+struct step {
+	char who;
+	const char *line;
+};
+
+struct scenario {
+	const char *name;
+	struct step steps[10];
+};
+
+#define RQ(id, method, params) "{\"jsonrpc\":\"2.0\",\"id\":" id ",\"method\":\"" method "\",\"params\":" params "}"
+#define NT(method, params) "{\"jsonrpc\":\"2.0\",\"method\":\"" method "\",\"params\":" params "}"
+#define RS(id, result) "{\"jsonrpc\":\"2.0\",\"id\":" id ",\"result\":" result "}"
+#define ER(id) "{\"jsonrpc\":\"2.0\",\"id\":" id ",\"error\":{\"code\":-32601,\"message\":\"nope\"}}"
+
+static const struct scenario scenarios[] = {
+	{ "call with progress, integer id and token", {
+		{ 'c', RQ("1", "tools/call", "{\"name\":\"echo\",\"arguments\":{\"t\":\"a\"},\"_meta\":{\"progressToken\":7}}") },
+		{ 'b', NT("notifications/progress", "{\"progressToken\":$B0,\"progress\":1,\"total\":2}") },
+		{ 'b', RS("$B0", "{\"content\":[{\"type\":\"text\",\"text\":\"a\"}]}") } } },
+	{ "string id and token, an error response", {
+		{ 'c', RQ("\"x-1\"", "prompts/get", "{\"name\":\"p\",\"_meta\":{\"progressToken\":\"tok\"}}") },
+		{ 'b', NT("notifications/progress", "{\"progressToken\":$B0,\"progress\":1}") },
+		{ 'b', ER("$B0") } } },
+	{ "cancelled: forwarded with the backend's id, the late response dropped", {
+		{ 'c', RQ("5", "tools/call", "{\"name\":\"slow\"}") },
+		{ 'c', NT("notifications/cancelled", "{\"requestId\":5,\"reason\":\"user\"}") },
+		{ 'b', RS("$B0", "{}") },
+		{ 'c', RQ("5", "tools/list", "{}") },
+		{ 'b', RS("$B2", "{\"tools\":[]}") } } },
+	{ "a backend's request answered by the client", {
+		{ 'c', RQ("1", "tools/call", "{\"name\":\"ask\"}") },
+		{ 'b', RQ("\"s1\"", "sampling/createMessage", "{\"messages\":[],\"maxTokens\":5}") },
+		{ 'c', RS("$C0", "{\"role\":\"assistant\",\"content\":{\"type\":\"text\",\"text\":\"hi\"}}") },
+		{ 'b', RS("$B0", "{\"content\":[]}") } } },
+	{ "notifications both ways", {
+		{ 'b', NT("notifications/tools/list_changed", "{}") },
+		{ 'c', NT("notifications/roots/list_changed", "{}") },
+		{ 'b', NT("notifications/message", "{\"level\":\"info\",\"data\":\"x\"}") } } },
+	{ "a real-number id and its cancellation", {
+		{ 'c', RQ("1", "tools/call", "{\"name\":\"one\"}") },
+		{ 'c', RQ("1.5", "tools/call", "{\"name\":\"two\"}") },
+		{ 'c', NT("notifications/cancelled", "{\"requestId\":1.5}") },
+		{ 'b', RS("$B0", "{}") },
+		{ 'b', RS("$B1", "{}") } } },
+	{ "unknown response and progress for an unknown token dropped", {
+		{ 'b', RS("999", "{}") },
+		{ 'b', NT("notifications/progress", "{\"progressToken\":12345,\"progress\":1}") },
+		{ 'c', RQ("2", "ping", "{}") },
+		{ 'b', RS("$B0", "{}") } } },
+	{ "escaped strings and unusual members pass as they are", {
+		{ 'c', RQ("\"a\\\"b\"", "resources/read", "{\"uri\":\"file:///\\u00e9\",\"_meta\":{\"k\":[1,2.5e3,null,true]}}") },
+		{ 'b', RS("$B0", "{\"contents\":[{\"uri\":\"file:///\\u00e9\",\"text\":\"\\n\"}],\"_meta\":{}}") } } },
+};
+
+/* Replaces $Bn / $Cn in LINE with the ids the peers got, into OUT. */
+static void fill(const char *line, char *out, size_t n)
+{
+	size_t o = 0;
+	for (const char *p = line; *p && o + 32 < n; p++) {
+		if (p[0] == '$' && (p[1] == 'B' || p[1] == 'C')) {
+			struct fake *f = p[1] == 'B' ? &backend : &client;
+			json_t *id = json_object_get(got(f, (size_t)(p[2] - '0')), "id");
+			char *t = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
+			o += (size_t)snprintf(out + o, n - o, "%s", t);
+			free(t);
+			p += 2;
+		} else {
+			out[o++] = *p;
+		}
+	}
+	out[o] = '\0';
+}
+
+/* Runs scenario SC with MODE (0: no module, 1: one that reads nothing, 2: one that reads all). */
+static json_t *run_scenario(const struct scenario *sc, int mode)
+{
+	fake_release(&client);
+	fake_release(&backend);
+	chain_set_pipeline(C, NULL);
+	fake_init(&backend, PEER_BACKEND, "be");
+	fake_init(&client, PEER_CLIENT, "client");
+	if (mode)
+		install_wmod(mode == 2);
+	else
+		use_raw_peers();
+	for (size_t i = 0; i < sizeof sc->steps / sizeof sc->steps[0] && sc->steps[i].who; i++) {
+		char line[2048];
+		fill(sc->steps[i].line, line, sizeof line);
+		assert_true(feed(sc->steps[i].who == 'c' ? &client : &backend, line));
+	}
+	json_t *w = json_pack("{s:O,s:O}", "client", client.wire, "backend", backend.wire);
+	chain_set_pipeline(C, NULL);
+	return w;
+}
+
+/*
+ * Every scenario gives the same bytes on the wire with no module, with a
+ * module that reads nothing (the message stays bytes) and with one that
+ * reads everything (the message becomes a tree): one path, whatever the
+ * representation.
+ */
+static void test_same_wire_with_and_without_modules(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof scenarios / sizeof scenarios[0]; i++) {
+		json_t *w[3];
+		for (int mode = 0; mode < 3; mode++)
+			w[mode] = run_scenario(&scenarios[i], mode);
+		assert_true(json_array_size(json_object_get(w[0], "client")) +
+			    json_array_size(json_object_get(w[0], "backend")) > 0);
+		for (int mode = 1; mode < 3; mode++) {
+			if (!json_equal(w[0], w[mode])) {
+				char *a = json_dumps(w[0], JSON_INDENT(1)), *b = json_dumps(w[mode], JSON_INDENT(1));
+				fail_msg("scenario \"%s\": mode %d differs\nno module: %s\nmode %d: %s",
+					 scenarios[i].name, mode, a, mode, b);
+			}
+		}
+		for (int mode = 0; mode < 3; mode++)
+			json_decref(w[mode]);
+		assert_int_equal(chain_open_exchanges(C), 0);
+	}
+}
+
 int main(void)
 {
 	C = chain_new();
@@ -1990,6 +2170,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 #define TT(name) cmocka_unit_test_setup_teardown(name, setup, teardown_tracers)
 	const struct CMUnitTest tests[] = {
+		T(test_same_wire_with_and_without_modules),
 		T(test_request_numeric_id),
 		T(test_request_string_ids),
 		T(test_error_response_mapped),
@@ -2031,7 +2212,8 @@ int main(void)
 		TT(test_mw_abort_while_walking),
 		T(test_raw_request_and_response_bytes),
 		T(test_raw_request_without_token),
-		T(test_raw_read_goes_as_tree),
+		T(test_raw_read_unchanged_goes_as_bytes),
+		T(test_read_and_changed_goes_as_tree),
 		T(test_raw_reply_and_drop),
 		T(test_raw_async_resume),
 		T(test_raw_async_then_backend_stage),

@@ -406,7 +406,7 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		begin_stop(a, name);
 		return;
 	}
-	log_warn("%s again: killing the backends and exiting", name);
+	log_warn("a second signal (%s): killing the backends and exiting", name);
 	signal_backends(a, SIGKILL);
 	a->forced = w->signum;
 	ev_break(loop, EVBREAK_ALL);
@@ -420,8 +420,8 @@ static void on_backend_event(struct backend *b, enum backend_event ev, void *arg
 		router_backend_ready(backend_peer(b));
 	else if (ev == BACKEND_EV_DOWN || ev == BACKEND_EV_FAILED || ev == BACKEND_EV_ENDED)
 		router_backend_down(backend_peer(b));
-	if (ev == BACKEND_EV_ENDED && router_transparent())
-		begin_stop(a, "the backend ended its output");
+	if (ev == BACKEND_EV_ENDED && router_transparent())  /* the backend logged it */
+		begin_stop_at(a, "the backend ended on its own", LOG_DEBUG);
 }
 
 /* Describes every backend for the status resource. */

@@ -180,6 +180,7 @@ test('one backend that exits with status 0: pending requests get an error, mcp-c
       assert.deepEqual(out.filter((m) => m.method), [], 'no notification (no list_changed)');
       assert.doesNotMatch(c.stderr, /restarting|error:/);
       assert.match(c.stderr, /fx: ended on its own \(exited with status 0\)/);
+      assert.doesNotMatch(c.stderr, /shutting down/, 'one line for the event');
     } finally {
       await c.close();
     }

@@ -394,8 +394,9 @@ int msg_set_id(struct msg *m, const struct msg_val *v)
 {
 	if (m->raw && m->span[MSG_SPAN_ID].p && set_span(m, MSG_SPAN_ID, v) < 0)
 		return -1;
-	if (m->tree)
-		return json_object_set_new(m->tree, "id", msg_val_json(v));
+	if (m->tree)   /* only where there is one, as on the bytes */
+		return json_object_get(m->tree, "id") ?
+			json_object_set_new(m->tree, "id", msg_val_json(v)) : -1;
 	return m->span[MSG_SPAN_ID].p ? 0 : -1;
 }
 
@@ -405,7 +406,8 @@ int msg_set_id_int(struct msg *m, int64_t v)
 	if (m->raw && m->span[MSG_SPAN_ID].p)
 		msg_val_set_int(&m->set[MSG_SPAN_ID], v);
 	if (m->tree)
-		return json_object_set_new(m->tree, "id", json_integer(v));
+		return json_object_get(m->tree, "id") ?
+			json_object_set_new(m->tree, "id", json_integer(v)) : -1;
 	return m->span[MSG_SPAN_ID].p ? 0 : -1;
 }
 
@@ -430,7 +432,7 @@ int msg_set_rid(struct msg *m, const struct msg_val *v)
 		return -1;
 	if (m->tree) {
 		json_t *params = json_object_get(m->tree, "params");
-		return json_is_object(params) ?
+		return json_object_get(params, "requestId") ?
 			json_object_set_new(params, "requestId", msg_val_json(v)) : -1;
 	}
 	return m->span[MSG_SPAN_RID].p ? 0 : -1;
@@ -462,7 +464,7 @@ json_t *msg_tree(struct msg *m)
 		json_object_set_new(t, "id", msg_val_json(&m->set[MSG_SPAN_ID]));
 	if (m->set[MSG_SPAN_TOKEN].n && tree_token(t, &holder))
 		json_object_set_new(holder, "progressToken", msg_val_json(&m->set[MSG_SPAN_TOKEN]));
-	if (m->set[MSG_SPAN_RID].n && json_is_object(params))
+	if (m->set[MSG_SPAN_RID].n && json_object_get(params, "requestId"))
 		json_object_set_new(params, "requestId", msg_val_json(&m->set[MSG_SPAN_RID]));
 	m->tree = t;
 	return t;

@@ -1,0 +1,354 @@
+/*
+ * test_msg.c - unit tests for src/core/msg.c: one message as bytes with
+ * spans or as a tree, the same answers and the same changes either way.
+ *
+ * Most tests take a line twice: as a transport hands it over
+ * (msg_init_line: scanned bytes, or a tree when the scanner declines) and
+ * parsed up front (msg_init_tree). Every accessor must agree, and after the
+ * same changes both must write the same JSON.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "msg.h"
+#include "rpc.h"
+
+/* S parsed, failing the test on bad JSON. */
+static json_t *J(const char *s)
+{
+	json_error_t e;
+	json_t *v = json_loads(s, JSON_DECODE_ANY, &e);
+	if (!v)
+		fail_msg("bad test JSON %s: %s", s, e.text);
+	return v;
+}
+
+/* M as JSON (a new reference), through msg_dump. */
+static json_t *dumped(struct msg *m)
+{
+	char *text;
+	ssize_t n = msg_dump(m, &text);
+	assert_true(n >= 0);
+	json_t *v = json_loadb(text, (size_t)n, 0, NULL);
+	if (!v)
+		fail_msg("msg_dump wrote invalid JSON: %s", text);
+	free(text);
+	return v;
+}
+
+/* The pieces of msg_iov joined, into OUT. */
+static void iov_text(struct msg *m, char *out, size_t n)
+{
+	struct iovec iov[MSG_IOV_MAX];
+	int k = msg_iov(m, iov);
+	size_t len = 0;
+	assert_true(k > 0);
+	for (int i = 0; i < k; i++) {
+		assert_true(len + iov[i].iov_len < n);
+		memcpy(out + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	out[len] = '\0';
+}
+
+/* Lines both forms must agree on. */
+static const char *const lines[] = {
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+		"\"arguments\":{},\"_meta\":{\"progressToken\":\"t1\"}}}",
+	"{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"method\":\"resources/read\",\"params\":{\"uri\":\"file:///x\"}}",
+	"{\"jsonrpc\":\"2.0\",\"id\":-7,\"method\":\"prompts/get\",\"params\":{\"name\":\"p\",\"_meta\":{\"progressToken\":9}}}",
+	"{\"jsonrpc\":\"2.0\",\"id\":\"a\\\"b\",\"method\":\"ping\"}",
+	"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"tools/list\"}",
+	"{\"jsonrpc\":\"2.0\",\"id\":10000000000000000000.5,\"method\":\"tools/list\"}",
+	"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progressToken\":4,\"progress\":1}}",
+	"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"r-1\",\"reason\":\"x\"}}",
+	"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":12}}",
+	"{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"content\":[],\"isError\":true}}",
+	"{\"jsonrpc\":\"2.0\",\"id\":4,\"result\":{\"tools\":[]}}",
+	"{\"jsonrpc\":\"2.0\",\"id\":5,\"error\":{\"code\":-32601,\"message\":\"no\"}}",
+	"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"completion/complete\",\"params\":{\"ref\":{\"type\":\"ref/prompt\",\"name\":\"pp\"},"
+		"\"argument\":{\"name\":\"a\",\"value\":\"\"}}}",
+	"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"caf\\u00e9\"}}",
+};
+
+/* Compares what two forms of the same message answer. */
+static void expect_same_facts(struct msg *a, struct msg *b, const char *line)
+{
+	struct rpc_info ia, ib;
+	unsigned char ka[RPC_KEY_MAX], kb[RPC_KEY_MAX];
+	enum rpc_kind k = msg_classify(a, &ia);
+	assert_int_equal(k, msg_classify(b, &ib));
+	if ((ia.method == NULL) != (ib.method == NULL) ||
+	    (ia.method && strcmp(ia.method, ib.method) != 0))
+		fail_msg("methods differ for %s", line);
+	size_t na = msg_id_key(a, ka), nb = msg_id_key(b, kb);
+	assert_int_equal(na, nb);
+	assert_memory_equal(ka, kb, na);
+	na = msg_rid_key(a, ka);
+	nb = msg_rid_key(b, kb);
+	assert_int_equal(na, nb);
+	assert_memory_equal(ka, kb, na);
+	int64_t va = 0, vb = 0;
+	assert_int_equal(msg_id_int(a, &va), msg_id_int(b, &vb));
+	assert_int_equal(va, vb);
+	va = vb = 0;
+	assert_int_equal(msg_token_int(a, &va), msg_token_int(b, &vb));
+	assert_int_equal(va, vb);
+	struct msg_val ta = { .n = 0 }, tb = { .n = 0 };
+	assert_int_equal(msg_token_get(a, &ta), msg_token_get(b, &tb));
+	if (ta.n || tb.n) {
+		json_t *ja = msg_val_json(&ta), *jb = msg_val_json(&tb);
+		assert_true(json_equal(ja, jb));
+		json_decref(ja);
+		json_decref(jb);
+	}
+	msg_val_release(&ta);
+	msg_val_release(&tb);
+	assert_int_equal(msg_outcome(a), msg_outcome(b));
+	char *sa = msg_subject(a), *sb = msg_subject(b);
+	if ((sa == NULL) != (sb == NULL) || (sa && strcmp(sa, sb) != 0))
+		fail_msg("subjects differ for %s: %s / %s", line, sa ? sa : "-", sb ? sb : "-");
+	free(sa);
+	free(sb);
+}
+
+/* Every accessor answers the same for the bytes and for the tree. */
+static void test_same_facts_both_forms(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+		struct msg a, b;
+		json_t *err = NULL;
+		assert_int_equal(msg_init_line(&a, lines[i], strlen(lines[i]), &err), 0);
+		msg_init_tree(&b, J(lines[i]));
+		expect_same_facts(&a, &b, lines[i]);
+		msg_release(&a);
+		msg_release(&b);
+	}
+}
+
+/* Setting the id, the token and a cancelled request's id: the same JSON either way. */
+static void test_same_changes_both_forms(void **state)
+{
+	(void)state;
+	struct msg_val id = { .n = 0 }, tok = { .n = 0 };
+	msg_val_set_int(&id, 42);
+	msg_val_set(&tok, "\"x\\u00e9\"", 9);
+	for (size_t i = 0; i < sizeof lines / sizeof *lines; i++) {
+		struct msg a, b;
+		json_t *err = NULL;
+		assert_int_equal(msg_init_line(&a, lines[i], strlen(lines[i]), &err), 0);
+		msg_init_tree(&b, J(lines[i]));
+		assert_int_equal(msg_set_id(&a, &id), msg_set_id(&b, &id));
+		assert_int_equal(msg_set_token(&a, &tok), msg_set_token(&b, &tok));
+		assert_int_equal(msg_set_rid(&a, &id), msg_set_rid(&b, &id));
+		json_t *ja = dumped(&a), *jb = dumped(&b);
+		if (!json_equal(ja, jb)) {
+			char *ta = json_dumps(ja, 0), *tb = json_dumps(jb, 0);
+			fail_msg("after the same changes:\nbytes: %s\ntree:  %s", ta, tb);
+		}
+		json_t *ta = msg_tree(&a);   /* the tree made later has them too */
+		assert_true(json_equal(ta, jb));
+		json_decref(ja);
+		json_decref(jb);
+		msg_release(&a);
+		msg_release(&b);
+	}
+	msg_val_release(&tok);
+}
+
+/* A scanned message stays bytes: the changes are spliced, the rest is as it came. */
+static void test_bytes_spliced(void **state)
+{
+	(void)state;
+	static const char line[] = "{\"jsonrpc\":\"2.0\", \"id\" : 7,\"method\":\"tools/call\","
+		"\"params\":{\"name\":\"e\",\"_meta\":{\"progressToken\" :\"tok\"},\"n\":1.50}}";
+	struct msg m;
+	json_t *err = NULL;
+	char out[512];
+	assert_int_equal(msg_init_line(&m, line, strlen(line), &err), 0);
+	assert_true(msg_is_raw(&m));
+	assert_int_equal(msg_set_id_int(&m, 123), 0);
+	struct msg_val v = { .n = 0 };
+	msg_val_set_int(&v, 123);
+	assert_int_equal(msg_set_token(&m, &v), 0);
+	iov_text(&m, out, sizeof out);
+	assert_string_equal(out, "{\"jsonrpc\":\"2.0\", \"id\" : 123,\"method\":\"tools/call\","
+			    "\"params\":{\"name\":\"e\",\"_meta\":{\"progressToken\" :123},\"n\":1.50}}");
+	assert_true(msg_is_raw(&m));   /* no tree was made for it */
+	msg_release(&m);
+}
+
+/* A tree made to be read keeps the bytes, which still go out while it is unchanged. */
+static void test_read_unchanged_keeps_bytes(void **state)
+{
+	(void)state;
+	static const char line[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"t\":\"caf\\u00e9\",\"x\":2.5e3}}";
+	struct msg m;
+	json_t *err = NULL;
+	char out[256];
+	assert_int_equal(msg_init_line(&m, line, strlen(line), &err), 0);
+	struct msg_val v = { .n = 0 };
+	msg_val_set(&v, "\"r\"", 3);
+	assert_int_equal(msg_set_id(&m, &v), 0);
+	json_t *t = msg_tree(&m);
+	assert_non_null(t);
+	assert_string_equal(json_string_value(json_object_get(t, "id")), "r");
+	assert_true(msg_bytes_current(&m));
+	iov_text(&m, out, sizeof out);   /* escapes and number forms as they came */
+	assert_string_equal(out, "{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"result\":{\"t\":\"caf\\u00e9\",\"x\":2.5e3}}");
+	/* changed in place: the tree is the message from now on */
+	json_object_set_new(json_object_get(t, "result"), "x", json_integer(1));
+	assert_false(msg_bytes_current(&m));
+	assert_false(msg_bytes_current(&m));
+	assert_int_equal(msg_iov(&m, (struct iovec[MSG_IOV_MAX]){ 0 }), -1);
+	json_t *d = dumped(&m);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(d, "result"), "x")), 1);
+	json_decref(d);
+	msg_val_release(&v);
+	msg_release(&m);
+}
+
+/* Kept bytes outlive the reader's buffer, spans included. */
+static void test_keep(void **state)
+{
+	(void)state;
+	char buf[] = "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":\"n\"}}";
+	struct msg m, moved;
+	json_t *err = NULL;
+	char out[256];
+	assert_int_equal(msg_init_line(&m, buf, strlen(buf), &err), 0);
+	assert_int_equal(msg_set_id_int(&m, 1), 0);
+	assert_int_equal(msg_keep(&m), 0);
+	memset(buf, 'X', strlen(buf));
+	msg_move(&moved, &m);
+	assert_true(msg_empty(&m));
+	iov_text(&moved, out, sizeof out);
+	assert_string_equal(out, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"n\"}}");
+	char *subject = msg_subject(&moved);
+	assert_string_equal(subject, "n");
+	free(subject);
+	msg_release(&moved);
+	msg_release(&m);   /* releasing an empty message is harmless */
+}
+
+/* Bytes that are not JSON, or that jansson refuses, have one fate: -32700. */
+static void test_not_json(void **state)
+{
+	(void)state;
+	static const char *const bad[] = {
+		"{",
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"a\\u0000b\":1}}",
+		"[1,",
+		"\xff\xfe",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		struct msg m;
+		json_t *err = NULL;
+		assert_int_equal(msg_init_line(&m, bad[i], strlen(bad[i]), &err), -1);
+		assert_non_null(err);
+		assert_int_equal(json_integer_value(json_object_get(json_object_get(err, "error"), "code")),
+				 RPC_PARSE_ERROR);
+		json_decref(err);
+	}
+}
+
+/* A batch comes back as a tree array; a declined line as a tree; a scanned one as bytes. */
+static void test_forms(void **state)
+{
+	(void)state;
+	struct msg m;
+	json_t *err = NULL;
+	static const char batch[] = "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]";
+	assert_int_equal(msg_init_line(&m, batch, strlen(batch), &err), 0);
+	assert_true(json_is_array(m.tree));
+	msg_release(&m);
+	static const char real[] = "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}";
+	assert_int_equal(msg_init_line(&m, real, strlen(real), &err), 0);
+	assert_false(msg_is_raw(&m));
+	assert_non_null(m.tree);
+	msg_release(&m);
+	static const char plain[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}";
+	assert_int_equal(msg_init_line(&m, plain, strlen(plain), &err), 0);
+	assert_true(msg_is_raw(&m));
+	msg_release(&m);
+}
+
+/* The _meta question is conservative on bytes and exact on a tree. */
+static void test_meta_has(void **state)
+{
+	(void)state;
+	static const char line[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+		"\"params\":{\"name\":\"x\",\"_meta\":{\"io.mcp-chain/token\":\"s\"}}}";
+	struct msg m;
+	json_t *err = NULL;
+	assert_int_equal(msg_init_line(&m, line, strlen(line), &err), 0);
+	assert_true(msg_meta_has(&m, "io.mcp-chain/token"));
+	assert_false(msg_meta_has(&m, "other"));
+	assert_non_null(msg_tree(&m));
+	assert_true(msg_meta_has(&m, "io.mcp-chain/token"));
+	assert_false(msg_meta_has(&m, "other"));
+	msg_release(&m);
+}
+
+/* Values: short and long texts, integers at the edges, keys as rpc_id_key gives them. */
+static void test_values(void **state)
+{
+	(void)state;
+	struct msg_val v = { .n = 0 };
+	unsigned char k1[RPC_KEY_MAX], k2[RPC_KEY_MAX];
+	static const int64_t ints[] = { 0, -1, 9, 10, 99, 100, INT64_MAX, INT64_MIN + 1 };
+	for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+		char want[32];
+		msg_val_set_int(&v, ints[i]);
+		snprintf(want, sizeof want, "%" PRId64, ints[i]);
+		assert_int_equal(v.n, strlen(want));
+		assert_memory_equal(msg_val_text(&v), want, v.n);
+		json_t *j = msg_val_json(&v);
+		if (strlen(want) <= 18 || ints[i] == INT64_MAX || ints[i] == INT64_MIN + 1) {
+			size_t a = msg_val_key(&v, k1), b = rpc_id_key(j, k2);
+			assert_int_equal(a, b);
+			assert_memory_equal(k1, k2, a);
+		}
+		json_decref(j);
+	}
+	char long_text[100];
+	memset(long_text, 'a', sizeof long_text);
+	long_text[0] = long_text[sizeof long_text - 1] = '"';
+	assert_int_equal(msg_val_set(&v, long_text, sizeof long_text), 0);
+	assert_non_null(v.heap);
+	json_t *j = msg_val_json(&v);
+	assert_int_equal(json_string_length(j), sizeof long_text - 2);
+	size_t a = msg_val_key(&v, k1), b = rpc_id_key(j, k2);
+	assert_int_equal(a, b);
+	assert_memory_equal(k1, k2, a);
+	json_decref(j);
+	msg_val_release(&v);
+	assert_null(v.heap);
+	assert_int_equal(v.n, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_same_facts_both_forms),
+		cmocka_unit_test(test_same_changes_both_forms),
+		cmocka_unit_test(test_bytes_spliced),
+		cmocka_unit_test(test_read_unchanged_keeps_bytes),
+		cmocka_unit_test(test_keep),
+		cmocka_unit_test(test_not_json),
+		cmocka_unit_test(test_forms),
+		cmocka_unit_test(test_meta_has),
+		cmocka_unit_test(test_values),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -114,7 +114,6 @@ static void maybe_done(struct conn *c)
 		fail_pending(c, msg);
 		if (!c->ready && c->h.on_ready) {
 			cli_error("%s before it was ready", msg);
-			conn_show_tail(c);
 			c->ready = true;  /* on_ready is called once */
 			c->h.on_ready(c, false, c->h.arg);
 		}
@@ -252,8 +251,8 @@ static void on_initialized(struct conn *c, json_t *result, json_t *error, void *
 	c->ready = true;
 	if (error) {
 		cli_error("the chain did not initialize: %s", cli_error_message(error));
-		conn_show_tail(c);
 		c->h.on_ready(c, false, c->h.arg);
+		conn_finish(c, CLI_EXIT_CHAIN);  /* the command shows the chain's log */
 		return;
 	}
 	c->init_result = json_incref(result);

@@ -407,7 +407,7 @@ int cli_record(int argc, char **argv)
 		ev_io_stop(EV_DEFAULT, &r.err_io);
 		if (r.err_io.fd >= 0)
 			close(r.err_io.fd);
-		writer_flush(&r.to_client);
+		cli_drain(&r.to_client);
 		writer_release(&r.to_client);
 		writer_release(&r.to_chain);
 		code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : CLI_EXIT_CHAIN;

@@ -109,6 +109,21 @@ test('list: a backend that fails makes the exit non-zero with the reason', TF, (
   assert.match(r.stdout, /^good \(ready\)$/m);
 });
 
+test('list, call, --direct: a chain that cannot initialize exits 3 with the reason and its log', TF, () => {
+  const cfg = config({ fx: fixtureServer(['--no-init-response']) }, { initTimeoutMs: 1000 });
+  for (const args of [['list'], ['call', 'echo']]) {
+    const r = run([...args, '-c', cfg]);
+    assert.equal(r.code, 3, r.stderr);
+    assert.match(r.stderr, /the chain did not initialize: backend fx did not answer initialize within 1 s/);
+    assert.match(r.stderr, /chain: stderr: .*not answering initialize/);
+    assert.equal(r.stderr.match(/the chain did not initialize/g).length, 1);
+  }
+  const d = direct(cfg, [req(1, 'echo')]);
+  assert.equal(d.code, 3);
+  assert.equal(d.byId.get(1).error.code, -32000);
+  assert.match(d.byId.get(1).error.message, /the chain did not come up/);
+});
+
 test('list: a configuration error is reported before anything starts', TE, () => {
   const file = tmpPath(`cli-bad-${process.pid}.json`);
   writeFileSync(file, '{"mcpServers": {"x": {"comand": "y"}}}');

@@ -313,6 +313,9 @@ test('usage errors exit 2 with the usage', TE, () => {
   r = run(['--help']);
   assert.match(r.stdout, /call NAME \[ARGS\]/);
   assert.match(r.stdout, /replay OUT/);
+  r = run(['-c', twoServers(), '--json', 'call', 'everything__echo', 'message=options first']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(JSON.parse(r.stdout).content[0].text, 'Echo: options first');
   r = run(['call', '--help']);
   assert.equal(r.code, 0);
   assert.match(r.stdout, /mcp-chain call +\[-c FILE\]/);

@@ -389,6 +389,21 @@ struct lister {
 	void *arg;
 };
 
+static void on_page(struct conn *c, json_t *result, json_t *error, void *arg);
+
+/* Asks for the page at CURSOR (NULL: the first); on failure ends the listing. */
+static void ask_page(struct conn *c, struct lister *l, json_t *cursor)
+{
+	json_t *params = cursor ? json_pack("{s:O}", "cursor", cursor) : NULL;
+	if (conn_request(c, l->method, params, on_page, l) >= 0)
+		return;
+	json_t *err = json_pack("{s:i,s:s}", "code", RPC_BACKEND_GONE, "message", "the chain is gone");
+	l->fn(c, NULL, err, l->arg);
+	json_decref(err);
+	json_decref(l->items);
+	free(l);
+}
+
 /* One page arrived: keep its items, ask for the next. */
 static void on_page(struct conn *c, json_t *result, json_t *error, void *arg)
 {
@@ -397,7 +412,7 @@ static void on_page(struct conn *c, json_t *result, json_t *error, void *arg)
 	if (!error)
 		json_array_extend(l->items, json_object_get(result, l->key));
 	if (!error && json_is_string(next)) {
-		conn_request(c, l->method, json_pack("{s:O}", "cursor", next), on_page, l);
+		ask_page(c, l, next);
 		return;
 	}
 	l->fn(c, error ? NULL : l->items, error, l->arg);
@@ -412,5 +427,5 @@ void conn_list_all(struct conn *c, const char *list_method, const char *result_k
 	if (!l)
 		return;
 	*l = (struct lister){ list_method, result_key, json_array(), fn, arg };
-	conn_request(c, list_method, NULL, on_page, l);
+	ask_page(c, l, NULL);
 }

@@ -203,6 +203,11 @@ test('read and prompt: text to stdout', TE, () => {
   let r = run(['read', '-c', cfg, 'demo://resource/dynamic/text/7']);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /^Resource 7: This is a plaintext resource/);
+  r = run(['read', '-c', cfg, 'demo://resource/dynamic/blob/4']);  // a blob: its bytes, decoded
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^Resource 4: This is a base64 blob created at .*[^\n]$/);
+  r = run(['read', '--json', '-c', cfg, 'demo://resource/dynamic/blob/4']);
+  assert.equal(Buffer.from(JSON.parse(r.stdout).contents[0].blob, 'base64').toString().slice(0, 12), 'Resource 4: ');
   r = run(['prompt', '-c', cfg, 'everything__args-prompt', 'city=Paris']);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /\[user\]\n.*Paris/);

@@ -5,8 +5,8 @@
  * we decide what the chain is told), its stdout framed into lines, its
  * stdin fed through a writer, all on the default loop.
  *
- * The chain's stderr is its log: with -v it passes through as our log
- * lines; otherwise its last lines are kept and shown when something fails.
+ * The chain's stderr is its log: with -v it passes through unchanged;
+ * otherwise its last lines are kept and shown when something fails.
  */
 #include "cli_int.h"
 
@@ -44,6 +44,8 @@ struct conn {
 	struct pending *pending;
 	json_t *init_result;
 	struct conn_hooks h;
+	ev_io err_io;            /* with -v: the chain's stderr, copied to ours */
+	bool err_passed;
 };
 
 void cli_error(const char *fmt, ...)
@@ -54,6 +56,41 @@ void cli_error(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
+}
+
+/* The chain wrote to stderr: copy it to ours as it is. */
+static void on_err(struct ev_loop *loop, ev_io *w, int revents)
+{
+	char buf[4096];
+	(void)revents;
+	ssize_t n = read(w->fd, buf, sizeof buf);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		ev_io_stop(loop, w);
+		close(w->fd);
+		w->fd = -1;
+		return;
+	}
+	for (ssize_t off = 0, k; off < n; off += k)
+		if ((k = write(STDERR_FILENO, buf + off, (size_t)(n - off))) <= 0)
+			break;
+}
+
+void cli_pass_stderr(struct proc *p, ev_io *w)
+{
+	ev_io_stop(EV_DEFAULT, &p->err_io);
+	ev_io_init(w, on_err, p->err_fd, EV_READ);
+	p->err_fd = -1;  /* ours now: proc neither reads nor closes it */
+	ev_io_start(EV_DEFAULT, w);
+}
+
+void cli_pass_stderr_stop(ev_io *w)
+{
+	ev_io_stop(EV_DEFAULT, w);
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
 }
 
 void cli_drain(struct writer *w)
@@ -287,6 +324,10 @@ struct conn *conn_start(const struct cli_opts *o, bool interactive, const struct
 		free(c);
 		return NULL;
 	}
+	if (o->verbose) {
+		cli_pass_stderr(&c->proc, &c->err_io);
+		c->err_passed = true;
+	}
 	writer_init(&c->in, c->proc.in_fd, on_in_error, c);
 	c->proc.in_fd = -1;  /* the writer owns it now */
 	framer_init(&c->out_fr, (size_t)1 << 30);
@@ -373,6 +414,8 @@ void conn_free(struct conn *c)
 	c->finishing = true;
 	fail_pending(c, "mcp-chain is exiting");
 	ev_io_stop(EV_DEFAULT, &c->out_io);
+	if (c->err_passed)
+		cli_pass_stderr_stop(&c->err_io);
 	writer_release(&c->in);
 	framer_release(&c->out_fr);
 	proc_release(&c->proc);

@@ -125,6 +125,19 @@ test('list, call, --direct: a chain that cannot initialize exits 3 with the reas
   assert.match(d.byId.get(1).error.message, /the chain did not come up/);
 });
 
+test('list: states without the status resource; -v lets the chain log through', TF, () => {
+  const r = run(['list', '-c', config({ a: fixtureServer(), b: fixtureServer() }, { status: false })]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^a \(unknown\)$/m);
+  assert.match(r.stdout, /^ {4}b__echo\(\)/m);
+  assert.equal(r.stderr, '');  // the chain's log stays out of the way
+  const one = run(['list', '-v', '-c', config({ solo: fixtureServer() })]);
+  assert.equal(one.code, 0, one.stderr);
+  assert.match(one.stdout, /^solo \(ready\)$/m);
+  assert.match(one.stdout, /^ {4}echo\(\)/m);  // one backend: names as the server gives them
+  assert.match(one.stderr, /^\S+ mcp-chain info: solo: ready: mcp-fixture-server/m);  // unchanged
+});
+
 test('list: a configuration error is reported before anything starts', TE, () => {
   const file = tmpPath(`cli-bad-${process.pid}.json`);
   writeFileSync(file, '{"mcpServers": {"x": {"comand": "y"}}}');

@@ -276,6 +276,8 @@ static void on_names(struct conn *c, json_t *items, json_t *error, void *arg)
 	bool tool = strcmp(s->o->cmd, "call") == 0;
 	const char *name = s->o->pos[0];
 	char err[400];
+	if (conn_finishing(c))
+		return;  /* interrupted, or timed out, while listing */
 	if (error) {
 		cli_error("%s: %s", tool ? "tools/list" : "prompts/list", cli_error_message(error));
 		conn_finish(c, CLI_EXIT_RPC_ERROR);

@@ -145,12 +145,13 @@ static void maybe_done(struct conn *c)
 		char why[120], msg[160];
 		proc_describe_status(c->status, why, sizeof why);
 		snprintf(msg, sizeof msg, "the chain %s", why);
-		if (!c->finishing)
+		if (!c->finishing) {  /* it went away on its own */
 			c->code = CLI_EXIT_CHAIN;
+			cli_error("%s%s", msg, c->ready ? "" : " before it was ready");
+		}
 		c->finishing = true;
 		fail_pending(c, msg);
 		if (!c->ready && c->h.on_ready) {
-			cli_error("%s before it was ready", msg);
 			c->ready = true;  /* on_ready is called once */
 			c->h.on_ready(c, false, c->h.arg);
 		}

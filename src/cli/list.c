@@ -34,7 +34,8 @@ static void on_list(struct conn *c, json_t *items, json_t *error, void *arg)
 {
 	struct list_state *s = arg;
 	static const char *const keys[] = { "tools", "prompts", "resources", "resourceTemplates" };
-	(void)c;
+	if (conn_finishing(c))
+		return;  /* the chain went away: its own error says why */
 	if (error) {
 		cli_error("%s: %s", keys[s->step], cli_error_message(error));
 		s->code = CLI_EXIT_RPC_ERROR;
@@ -48,7 +49,8 @@ static void on_list(struct conn *c, json_t *items, json_t *error, void *arg)
 static void on_status(struct conn *c, json_t *result, json_t *error, void *arg)
 {
 	struct list_state *s = arg;
-	(void)c;
+	if (conn_finishing(c))
+		return;
 	json_t *text = json_object_get(json_array_get(json_object_get(result, "contents"), 0), "text");
 	json_t *st = (!error && json_is_string(text)) ? json_loads(json_string_value(text), 0, NULL) : NULL;
 	if (st)

@@ -87,6 +87,13 @@ json_t *cli_tool_find(json_t *tools, const char *name, const char *sep);
  */
 bool cli_replay_same(json_t *rec, json_t *live);
 
+/*
+ * Decodes base64 (standard or URL alphabet, padding and line breaks
+ * ignored). Returns a malloc'd buffer with its length in *OUTLEN, or NULL
+ * for a character outside the alphabet.
+ */
+unsigned char *cli_b64_decode(const char *in, size_t *outlen);
+
 /* One line of a description: up to the first newline, at most MAX bytes. */
 void cli_one_line(const char *text, char *out, size_t max);
 

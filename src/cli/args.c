@@ -22,14 +22,18 @@ static bool is_command(const char *s)
 
 bool cli_wanted(int argc, char **argv)
 {
-	if (argc > 1 && is_command(argv[1]))
-		return true;
 	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--") == 0)
+		const char *a = argv[i];
+		if (strcmp(a, "--") == 0)
 			break;
-		if (strcmp(argv[i], "--direct") == 0 || strcmp(argv[i], "--record") == 0 ||
-		    strncmp(argv[i], "--record=", 9) == 0)
+		if (strcmp(a, "--direct") == 0 || strcmp(a, "--record") == 0 ||
+		    strncmp(a, "--record=", 9) == 0)
 			return true;
+		if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0 || strcmp(a, "--timeout") == 0 ||
+		    strcmp(a, "-l") == 0 || strcmp(a, "--log-level") == 0 || strcmp(a, "--log-file") == 0)
+			i++;  /* its value */
+		else if (a[0] != '-')
+			return is_command(a);  /* the first word decides */
 	}
 	return false;
 }

@@ -51,12 +51,11 @@ static json_t *typed_value(json_t *prop, const char *text)
 		v = strchr("yYtT1", text[0]) ? json_true() : strchr("nNfF0", text[0]) ? json_false() : NULL;
 	else
 		v = json_loads(text, JSON_DECODE_ANY, NULL);
-	json_t *en = json_object_get(prop, "enum");
+	/* the same checks as a tool's arguments: type and enum */
 	json_t *schema = json_pack("{s:{s:O}}", "properties", "v", prop);
 	json_t *args = v ? json_pack("{s:O}", "v", v) : NULL;
 	char err[200];
-	if (v && (cli_schema_check(schema, args, err, sizeof err) < 0 ||
-		  (en && !json_is_array(en)))) {
+	if (v && cli_schema_check(schema, args, err, sizeof err) < 0) {
 		json_decref(v);
 		v = NULL;
 	}

@@ -150,6 +150,34 @@ static void print_content(json_t *content, FILE *out)
 	}
 }
 
+/*
+ * Prints resource contents: text as text; a blob decoded, as bytes to
+ * stdout when it is not a terminal (or the blob is text/...), else only
+ * noted on stderr.
+ */
+static void print_contents(json_t *contents)
+{
+	size_t i, n;
+	json_t *part;
+	bool tty = isatty(STDOUT_FILENO);
+	json_array_foreach(contents, i, part) {
+		const char *blob = json_string_value(json_object_get(part, "blob"));
+		const char *mime = json_string_value(json_object_get(part, "mimeType"));
+		bool text = mime && strncmp(mime, "text/", 5) == 0;
+		json_t *one = json_pack("[O]", part);
+		unsigned char *bytes = blob && (!tty || text) ? cli_b64_decode(blob, &n) : NULL;
+		if (bytes)
+			fwrite(bytes, 1, n, stdout);
+		else if (blob)
+			fprintf(stderr, "(binary content%s%s, %zu base64 characters: redirect stdout to "
+				"save it, or use --json)\n", mime ? ", " : "", mime ? mime : "", strlen(blob));
+		else
+			print_content(one, stdout);
+		free(bytes);
+		json_decref(one);
+	}
+}
+
 /* Prints a result as --json asks, or its text. */
 static void print_json(json_t *result)
 {
@@ -207,7 +235,7 @@ static void on_other_reply(struct conn *c, json_t *result, json_t *error, void *
 	if (s->o->json) {
 		print_json(result);
 	} else if (strcmp(s->o->cmd, "read") == 0) {
-		print_content(json_object_get(result, "contents"), stdout);
+		print_contents(json_object_get(result, "contents"));
 	} else {
 		json_array_foreach(json_object_get(result, "messages"), i, v) {
 			const char *role = json_string_value(json_object_get(v, "role"));
@@ -248,6 +276,8 @@ static void on_names(struct conn *c, json_t *items, json_t *error, void *arg)
 	bool tool = strcmp(s->o->cmd, "call") == 0;
 	const char *name = s->o->pos[0];
 	char err[400];
+	if (conn_finishing(c))
+		return;  /* interrupted, or timed out, while listing */
 	if (error) {
 		cli_error("%s: %s", tool ? "tools/list" : "prompts/list", cli_error_message(error));
 		conn_finish(c, CLI_EXIT_RPC_ERROR);

@@ -92,6 +92,13 @@ void conn_list_all(struct conn *c, const char *list_method, const char *result_k
 /* Prints "mcp-chain: " and the message on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/*
+ * Takes P's stderr from proc's line logging and copies it to ours as it
+ * comes, unchanged, through W; cli_pass_stderr_stop closes it.
+ */
+void cli_pass_stderr(struct proc *p, ev_io *w);
+void cli_pass_stderr_stop(ev_io *w);
+
 /* Writes what W still holds, waiting for the fd (at exit only). */
 void cli_drain(struct writer *w);
 

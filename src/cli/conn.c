@@ -5,8 +5,8 @@
  * we decide what the chain is told), its stdout framed into lines, its
  * stdin fed through a writer, all on the default loop.
  *
- * The chain's stderr is its log: with -v it passes through as our log
- * lines; otherwise its last lines are kept and shown when something fails.
+ * The chain's stderr is its log: with -v it passes through unchanged;
+ * otherwise its last lines are kept and shown when something fails.
  */
 #include "cli_int.h"
 
@@ -44,6 +44,8 @@ struct conn {
 	struct pending *pending;
 	json_t *init_result;
 	struct conn_hooks h;
+	ev_io err_io;            /* with -v: the chain's stderr, copied to ours */
+	bool err_passed;
 };
 
 void cli_error(const char *fmt, ...)
@@ -54,6 +56,41 @@ void cli_error(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
+}
+
+/* The chain wrote to stderr: copy it to ours as it is. */
+static void on_err(struct ev_loop *loop, ev_io *w, int revents)
+{
+	char buf[4096];
+	(void)revents;
+	ssize_t n = read(w->fd, buf, sizeof buf);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		ev_io_stop(loop, w);
+		close(w->fd);
+		w->fd = -1;
+		return;
+	}
+	for (ssize_t off = 0, k; off < n; off += k)
+		if ((k = write(STDERR_FILENO, buf + off, (size_t)(n - off))) <= 0)
+			break;
+}
+
+void cli_pass_stderr(struct proc *p, ev_io *w)
+{
+	ev_io_stop(EV_DEFAULT, &p->err_io);
+	ev_io_init(w, on_err, p->err_fd, EV_READ);
+	p->err_fd = -1;  /* ours now: proc neither reads nor closes it */
+	ev_io_start(EV_DEFAULT, w);
+}
+
+void cli_pass_stderr_stop(ev_io *w)
+{
+	ev_io_stop(EV_DEFAULT, w);
+	if (w->fd >= 0)
+		close(w->fd);
+	w->fd = -1;
 }
 
 void cli_drain(struct writer *w)
@@ -108,13 +145,13 @@ static void maybe_done(struct conn *c)
 		char why[120], msg[160];
 		proc_describe_status(c->status, why, sizeof why);
 		snprintf(msg, sizeof msg, "the chain %s", why);
-		if (!c->finishing)
+		if (!c->finishing) {  /* it went away on its own */
 			c->code = CLI_EXIT_CHAIN;
+			cli_error("%s%s", msg, c->ready ? "" : " before it was ready");
+		}
 		c->finishing = true;
 		fail_pending(c, msg);
 		if (!c->ready && c->h.on_ready) {
-			cli_error("%s before it was ready", msg);
-			conn_show_tail(c);
 			c->ready = true;  /* on_ready is called once */
 			c->h.on_ready(c, false, c->h.arg);
 		}
@@ -252,8 +289,8 @@ static void on_initialized(struct conn *c, json_t *result, json_t *error, void *
 	c->ready = true;
 	if (error) {
 		cli_error("the chain did not initialize: %s", cli_error_message(error));
-		conn_show_tail(c);
 		c->h.on_ready(c, false, c->h.arg);
+		conn_finish(c, CLI_EXIT_CHAIN);  /* the command shows the chain's log */
 		return;
 	}
 	c->init_result = json_incref(result);
@@ -287,6 +324,10 @@ struct conn *conn_start(const struct cli_opts *o, bool interactive, const struct
 		cli_error("cannot start the chain: %s", c->proc.error);
 		free(c);
 		return NULL;
+	}
+	if (o->verbose) {
+		cli_pass_stderr(&c->proc, &c->err_io);
+		c->err_passed = true;
 	}
 	writer_init(&c->in, c->proc.in_fd, on_in_error, c);
 	c->proc.in_fd = -1;  /* the writer owns it now */
@@ -374,6 +415,8 @@ void conn_free(struct conn *c)
 	c->finishing = true;
 	fail_pending(c, "mcp-chain is exiting");
 	ev_io_stop(EV_DEFAULT, &c->out_io);
+	if (c->err_passed)
+		cli_pass_stderr_stop(&c->err_io);
 	writer_release(&c->in);
 	framer_release(&c->out_fr);
 	proc_release(&c->proc);
@@ -390,6 +433,21 @@ struct lister {
 	void *arg;
 };
 
+static void on_page(struct conn *c, json_t *result, json_t *error, void *arg);
+
+/* Asks for the page at CURSOR (NULL: the first); on failure ends the listing. */
+static void ask_page(struct conn *c, struct lister *l, json_t *cursor)
+{
+	json_t *params = cursor ? json_pack("{s:O}", "cursor", cursor) : NULL;
+	if (conn_request(c, l->method, params, on_page, l) >= 0)
+		return;
+	json_t *err = json_pack("{s:i,s:s}", "code", RPC_BACKEND_GONE, "message", "the chain is gone");
+	l->fn(c, NULL, err, l->arg);
+	json_decref(err);
+	json_decref(l->items);
+	free(l);
+}
+
 /* One page arrived: keep its items, ask for the next. */
 static void on_page(struct conn *c, json_t *result, json_t *error, void *arg)
 {
@@ -398,7 +456,7 @@ static void on_page(struct conn *c, json_t *result, json_t *error, void *arg)
 	if (!error)
 		json_array_extend(l->items, json_object_get(result, l->key));
 	if (!error && json_is_string(next)) {
-		conn_request(c, l->method, json_pack("{s:O}", "cursor", next), on_page, l);
+		ask_page(c, l, next);
 		return;
 	}
 	l->fn(c, error ? NULL : l->items, error, l->arg);
@@ -413,5 +471,5 @@ void conn_list_all(struct conn *c, const char *list_method, const char *result_k
 	if (!l)
 		return;
 	*l = (struct lister){ list_method, result_key, json_array(), fn, arg };
-	conn_request(c, list_method, NULL, on_page, l);
+	ask_page(c, l, NULL);
 }

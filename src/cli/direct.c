@@ -344,11 +344,19 @@ static void on_notify(struct conn *c, const char *method, json_t *params, void *
 static void on_ready(struct conn *c, bool ready, void *arg)
 {
 	struct direct *d = arg;
+	size_t i;
+	json_t *msg;
 	(void)c;
-	if (!ready)
+	if (ready) {
+		d->ready = true;
+		load_tools(d);
 		return;
-	d->ready = true;
-	load_tools(d);
+	}
+	json_array_foreach(d->held, i, msg)  /* nobody will answer them now */
+		if (json_object_get(msg, "id") && json_object_get(msg, "method"))
+			emit(d, rpc_error(json_object_get(msg, "id"), RPC_BACKEND_GONE,
+					  "the chain did not come up (see stderr)", NULL));
+	json_array_clear(d->held);
 }
 
 /* Our stdout failed (the script went away). */

@@ -5,7 +5,8 @@
  *
  * States come from the `mcp-chain://status` resource when the chain
  * exposes it; with one backend and no status resource, an initialized
- * chain means a ready backend. Tools and prompts are put under the
+ * chain means a ready backend, and with several ("status": false) the
+ * state is "unknown". Tools and prompts are put under the
  * backend whose prefix + separator starts their name (the configuration
  * says which); resources carry no prefix, so they are listed once for all.
  */
@@ -33,7 +34,8 @@ static void on_list(struct conn *c, json_t *items, json_t *error, void *arg)
 {
 	struct list_state *s = arg;
 	static const char *const keys[] = { "tools", "prompts", "resources", "resourceTemplates" };
-	(void)c;
+	if (conn_finishing(c))
+		return;  /* the chain went away: its own error says why */
 	if (error) {
 		cli_error("%s: %s", keys[s->step], cli_error_message(error));
 		s->code = CLI_EXIT_RPC_ERROR;
@@ -47,7 +49,8 @@ static void on_list(struct conn *c, json_t *items, json_t *error, void *arg)
 static void on_status(struct conn *c, json_t *result, json_t *error, void *arg)
 {
 	struct list_state *s = arg;
-	(void)c;
+	if (conn_finishing(c))
+		return;
 	json_t *text = json_object_get(json_array_get(json_object_get(result, "contents"), 0), "text");
 	json_t *st = (!error && json_is_string(text)) ? json_loads(json_string_value(text), 0, NULL) : NULL;
 	if (st)
@@ -124,13 +127,19 @@ static json_t *by_backend(struct list_state *s)
 {
 	json_t *backends = json_array();
 	json_t *st = json_object_get(json_object_get(s->out, "status"), "backends");
+	size_t enabled = 0;
+	for (size_t i = 0; i < s->cfg->nservers; i++)
+		enabled += s->cfg->servers[i].enabled;
+	/* no status resource: one backend is ready if the chain initialized;
+	 * of several (with "status": false) nothing can be told */
+	const char *unknown = enabled > 1 ? "unknown" : "ready";
 	for (size_t i = 0; i < s->cfg->nservers; i++) {
 		const struct cfg_server *e = &s->cfg->servers[i];
 		json_t *b = json_pack("{s:s,s:[],s:[]}", "name", e->name, "tools", "prompts");
 		json_t *one = json_object_get(st, e->name);
 		const char *state = !e->enabled ? "disabled" :
 			json_string_value(json_object_get(one, "state"));
-		json_object_set_new(b, "state", json_string(state ? state : "ready"));
+		json_object_set_new(b, "state", json_string(state ? state : unknown));
 		if (json_object_get(one, "reason"))
 			json_object_set(b, "reason", json_object_get(one, "reason"));
 		json_array_append_new(backends, b);
@@ -203,7 +212,8 @@ static int print_listing(struct list_state *s)
 	json_array_foreach(backends, i, b) {
 		const char *state = json_string_value(json_object_get(b, "state"));
 		const char *reason = json_string_value(json_object_get(b, "reason"));
-		if (strcmp(state, "ready") != 0 && strcmp(state, "disabled") != 0) {
+		if (strcmp(state, "ready") != 0 && strcmp(state, "disabled") != 0 &&
+		    strcmp(state, "unknown") != 0) {
 			cli_error("backend \"%s\" is %s%s%s", json_string_value(json_object_get(b, "name")),
 				  state, reason ? ": " : "", reason ? reason : "");
 			code = code ? code : CLI_EXIT_CHAIN;

@@ -234,25 +234,6 @@ static void on_exit_cb(struct proc *p, int status, void *arg)
 		ev_break(EV_DEFAULT, EVBREAK_ALL);
 }
 
-/* The chain wrote to stderr: copy it to ours as it is. */
-static void on_err(struct ev_loop *loop, ev_io *w, int revents)
-{
-	char buf[4096];
-	(void)revents;
-	ssize_t n = read(w->fd, buf, sizeof buf);
-	if (n < 0 && (errno == EINTR || errno == EAGAIN))
-		return;
-	if (n <= 0) {
-		ev_io_stop(loop, w);
-		close(w->fd);
-		w->fd = -1;
-		return;
-	}
-	for (ssize_t off = 0, k; off < n; off += k)
-		if ((k = write(STDERR_FILENO, buf + off, (size_t)(n - off))) <= 0)
-			break;
-}
-
 /* A signal for the chain (its own process group does not get the terminal's). */
 static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 {
@@ -383,11 +364,7 @@ int cli_record(int argc, char **argv)
 	writer_setup();
 	int code = CLI_EXIT_CHAIN;
 	if (proc_spawn(&r.proc, "chain", cargv, NULL, NULL, on_exit_cb, &r) == 0) {
-		/* its stderr passes to ours unchanged: taken from proc's logging */
-		ev_io_stop(EV_DEFAULT, &r.proc.err_io);
-		ev_io_init(&r.err_io, on_err, r.proc.err_fd, EV_READ);
-		r.proc.err_fd = -1;
-		ev_io_start(EV_DEFAULT, &r.err_io);
+		cli_pass_stderr(&r.proc, &r.err_io);  /* its stderr is ours, unchanged */
 		writer_init(&r.to_chain, r.proc.in_fd, on_write_error, &r);
 		r.proc.in_fd = -1;
 		writer_init(&r.to_client, STDOUT_FILENO, on_write_error, &r);
@@ -404,10 +381,8 @@ int cli_record(int argc, char **argv)
 			ev_signal_stop(EV_DEFAULT, &r.sigs[i]);
 		ev_io_stop(EV_DEFAULT, &r.client.io);
 		ev_io_stop(EV_DEFAULT, &r.chain.io);
-		ev_io_stop(EV_DEFAULT, &r.err_io);
-		if (r.err_io.fd >= 0)
-			close(r.err_io.fd);
-		writer_flush(&r.to_client);
+		cli_pass_stderr_stop(&r.err_io);
+		cli_drain(&r.to_client);
 		writer_release(&r.to_client);
 		writer_release(&r.to_chain);
 		code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : CLI_EXIT_CHAIN;

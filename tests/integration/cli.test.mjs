@@ -101,12 +101,41 @@ test('list --json: one document, tools per backend as the client sees them', TE,
 test('list: a backend that fails makes the exit non-zero with the reason', TF, () => {
   const cfg = config({
     good: fixtureServer(),
-    bad: fixtureServer(['--exit-after-init']),
+    bad: { command: tmpPath('no-such-server'), args: [] },
   }, { initTimeoutMs: 5000 });
   const r = run(['list', '-c', cfg]);
-  assert.notEqual(r.code, 0);
-  assert.match(r.stderr, /backend "bad" is (restarting|failed|starting)/);
+  assert.equal(r.code, 3, r.stderr);
+  assert.match(r.stderr, /backend "bad" is (restarting|failed|starting|stopped)(: .*cannot start)?/);
   assert.match(r.stdout, /^good \(ready\)$/m);
+  assert.match(r.stdout, /^bad \((restarting|failed|starting|stopped)/m);
+});
+
+test('list, call, --direct: a chain that cannot initialize exits 3 with the reason and its log', TF, () => {
+  const cfg = config({ fx: fixtureServer(['--no-init-response']) }, { initTimeoutMs: 1000 });
+  for (const args of [['list'], ['call', 'echo']]) {
+    const r = run([...args, '-c', cfg]);
+    assert.equal(r.code, 3, r.stderr);
+    assert.match(r.stderr, /the chain did not initialize: backend fx did not answer initialize within 1 s/);
+    assert.match(r.stderr, /chain: stderr: .*not answering initialize/);
+    assert.equal(r.stderr.match(/the chain did not initialize/g).length, 1);
+  }
+  const d = direct(cfg, [req(1, 'echo')]);
+  assert.equal(d.code, 3);
+  assert.equal(d.byId.get(1).error.code, -32000);
+  assert.match(d.byId.get(1).error.message, /the chain did not come up/);
+});
+
+test('list: states without the status resource; -v lets the chain log through', TF, () => {
+  const r = run(['list', '-c', config({ a: fixtureServer(), b: fixtureServer() }, { status: false })]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^a \(unknown\)$/m);
+  assert.match(r.stdout, /^ {4}b__echo\(\)/m);
+  assert.equal(r.stderr, '');  // the chain's log stays out of the way
+  const one = run(['list', '-v', '-c', config({ solo: fixtureServer() })]);
+  assert.equal(one.code, 0, one.stderr);
+  assert.match(one.stdout, /^solo \(ready\)$/m);
+  assert.match(one.stdout, /^ {4}echo\(\)/m);  // one backend: names as the server gives them
+  assert.match(one.stderr, /^\S+ mcp-chain info: solo: ready: mcp-fixture-server/m);  // unchanged
 });
 
 test('list: a configuration error is reported before anything starts', TE, () => {
@@ -187,6 +216,11 @@ test('read and prompt: text to stdout', TE, () => {
   let r = run(['read', '-c', cfg, 'demo://resource/dynamic/text/7']);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /^Resource 7: This is a plaintext resource/);
+  r = run(['read', '-c', cfg, 'demo://resource/dynamic/blob/4']);  // a blob: its bytes, decoded
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^Resource 4: This is a base64 blob created at .*[^\n]$/);
+  r = run(['read', '--json', '-c', cfg, 'demo://resource/dynamic/blob/4']);
+  assert.equal(Buffer.from(JSON.parse(r.stdout).contents[0].blob, 'base64').toString().slice(0, 12), 'Resource 4: ');
   r = run(['prompt', '-c', cfg, 'everything__args-prompt', 'city=Paris']);
   assert.equal(r.code, 0, r.stderr);
   assert.match(r.stdout, /\[user\]\n.*Paris/);
@@ -236,10 +270,11 @@ test('call: Ctrl-C mid-call reaches the backend as a cancellation, exit 130', TF
 
 test('call: --timeout cancels the call and exits 124', TF, () => {
   const log = tmpPath(`cli-timeout-${process.pid}.log`);
-  const r = run(['call', '--timeout', '1', '-c', config({ fx: fixtureServer(['--cancel-log', log]) }),
+  // the timeout covers start-up too: 3 s leaves room for it on a loaded machine
+  const r = run(['call', '--timeout', '3', '-c', config({ fx: fixtureServer(['--cancel-log', log]) }),
     'slow', 'ms=20000', 'steps=2']);
   assert.equal(r.code, 124);
-  assert.match(r.stderr, /timed out after 1 s/);
+  assert.match(r.stderr, /timed out after 3 s: the request is cancelled/);
   assert.match(readFileSync(log, 'utf8'), /^\d+\n$/);
 });
 
@@ -298,6 +333,9 @@ test('usage errors exit 2 with the usage', TE, () => {
   r = run(['--help']);
   assert.match(r.stdout, /call NAME \[ARGS\]/);
   assert.match(r.stdout, /replay OUT/);
+  r = run(['-c', twoServers(), '--json', 'call', 'everything__echo', 'message=options first']);
+  assert.equal(r.code, 0, r.stderr);
+  assert.equal(JSON.parse(r.stdout).content[0].text, 'Echo: options first');
   r = run(['call', '--help']);
   assert.equal(r.code, 0);
   assert.match(r.stdout, /mcp-chain call +\[-c FILE\]/);

@@ -34,6 +34,18 @@ bool cli_wanted(int argc, char **argv);
 /* Runs the command; returns the process exit code. */
 int cli_main(int argc, char **argv);
 
+/*
+ * --record: starts writing every message of the chain configured by CFG
+ * (borrowed; it must outlive the recorder) to the file PATH, redacted,
+ * through the core's wiretap. Returns the recorder, or NULL (said why).
+ */
+struct cfg;
+struct recorder;
+struct recorder *cli_record_start(const struct cfg *cfg, const char *path);
+
+/* Stops recording and frees R (NULL is fine). */
+void cli_record_stop(struct recorder *r);
+
 /* ---- command line ---- */
 
 struct cli_opts {

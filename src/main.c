@@ -553,11 +553,12 @@ int main(int argc, char **argv)
 		{ "config", required_argument, NULL, 'c' },
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "log-file", required_argument, NULL, 'f' },
+		{ "record", required_argument, NULL, 'r' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *config = getenv("MCP_CHAIN_CONFIG"), *level = NULL;
+	const char *config = getenv("MCP_CHAIN_CONFIG"), *level = NULL, *record = NULL;
 	int c;
 	mw_use_registry(mw_registry);
 	/* The shell commands (src/cli/): a client of the chain, not the chain. */
@@ -568,6 +569,7 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'c': config = optarg; break;
 		case 'l': level = optarg; break;
+		case 'r': record = optarg; break;
 		case 'f':
 			if (log_open_file(optarg) < 0) {
 				fprintf(stderr, "mcp-chain: cannot open log file %s\n", optarg);
@@ -614,7 +616,15 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *lf = level ? level : getenv("MCP_CHAIN_LOG");
+	/* the recorder reads the first configuration (kept by run() until it
+	 * returns, reloads or not) */
+	struct recorder *rec = record ? cli_record_start(cfg, record) : NULL;
+	if (record && !rec) {
+		cfg_free(cfg);
+		return 1;
+	}
 	int rc = run(&cfg, lf);
+	cli_record_stop(rec);
 	cfg_free(cfg);
 	return rc;
 }

@@ -26,11 +26,11 @@ bool cli_wanted(int argc, char **argv)
 		const char *a = argv[i];
 		if (strcmp(a, "--") == 0)
 			break;
-		if (strcmp(a, "--direct") == 0 || strcmp(a, "--record") == 0 ||
-		    strncmp(a, "--record=", 9) == 0)
+		if (strcmp(a, "--direct") == 0)
 			return true;
 		if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0 || strcmp(a, "--timeout") == 0 ||
-		    strcmp(a, "-l") == 0 || strcmp(a, "--log-level") == 0 || strcmp(a, "--log-file") == 0)
+		    strcmp(a, "-l") == 0 || strcmp(a, "--log-level") == 0 || strcmp(a, "--log-file") == 0 ||
+		    strcmp(a, "--record") == 0)
 			i++;  /* its value */
 		else if (a[0] != '-')
 			return is_command(a);  /* the first word decides */

@@ -18,25 +18,13 @@ static const char usage[] =
 	"       mcp-chain prompt [-c FILE] [--json] [--timeout S] NAME [ARGS]\n"
 	"       mcp-chain --direct [-c FILE]\n"
 	"       mcp-chain replay FILE\n"
-	"       mcp-chain --config FILE --record OUT\n"
 	"ARGS: one JSON object, or key=value pairs (values parsed as JSON when\n"
 	"they parse, else strings). -v shows the chain's log. See docs/cli.md.\n";
-
-/* True when ARGV has --record (before any "--"). */
-static bool wants_record(int argc, char **argv)
-{
-	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
-		if (strcmp(argv[i], "--record") == 0 || strncmp(argv[i], "--record=", 9) == 0)
-			return true;
-	return false;
-}
 
 int cli_main(int argc, char **argv)
 {
 	struct cli_opts o;
 	char err[300];
-	if (wants_record(argc, argv) && !(argc > 1 && strcmp(argv[1], "replay") == 0))
-		return cli_record(argc, argv);
 	if (cli_parse_opts(argc, argv, &o, err, sizeof err) < 0) {
 		cli_error("%s", err);
 		fputs(usage, stderr);

@@ -118,7 +118,6 @@ int cli_call(const struct cli_opts *o);   /* call, read, prompt */
 int cli_direct(const struct cli_opts *o);
 int cli_replay(const struct cli_opts *o);
 
-/* `--record FILE` on the normal server; takes main's ARGV as is. */
-int cli_record(int argc, char **argv);
+
 
 #endif

@@ -4,31 +4,30 @@
  * ({"t", "dir", "backend", "msg"}), secrets redacted as the `log` module
  * redacts them.
  *
- * Recorded at the command-line level, in a process of our own: the
- * recorder spawns the chain (`/proc/self/exe` with the same arguments
- * minus --record) and relays lines between its stdio and the chain's,
- * unchanged, writing each to OUT on the way. The chain is not touched.
- * What this level cannot see is which backend a message went to: it is
- * inferred from the names (a tool or prompt's prefix; the only backend
- * when there is one) and the request a response or progress answers, and
- * left null otherwise. docs/cli.md says which core hook would make it exact.
+ * The recorder is the chain's wiretap (include/wiretap.h): it sees each
+ * line as it crosses a peer's edge, in this process. Between the client
+ * and the chain ("dir": "in" from the client, "out" to it) the backend a
+ * message is about is told from its names (a tool or prompt's prefix; the
+ * only backend when there is one) and from the request a response or
+ * progress answers; between the chain and a backend ("to-backend",
+ * "from-backend") it is the backend itself, handshakes included.
  */
 #include "cli_int.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
 #include "log.h"
 #include "middleware.h"
+#include "peer.h"
 #include "rpc.h"
+#include "wiretap.h"
 #include "../middleware/log_int.h"
 
 /* Keys redacted in every recording, on top of the log modules' own. */
@@ -36,27 +35,13 @@ static const char default_keys[] =
 	"{\"keys\": [\"io.mcp-chain/token\", \"authorization\", \"password\", \"apiKey\","
 	" \"api_key\", \"secret\", \"access_token\", \"refresh_token\"]}";
 
-struct side {
-	struct framer fr;
-	ev_io io;
-	int fd;
-	bool open;
-};
-
 struct recorder {
-	struct cfg *cfg;
+	const struct cfg *cfg;
 	FILE *out;
 	struct log_redact *redact[8];
 	size_t nredact;
-	struct proc proc;
-	struct writer to_chain, to_client;
-	struct side client, chain;   /* our stdin; the chain's stdout */
 	json_t *req_backend[2];      /* by direction: id text -> backend */
 	json_t *token_backend;       /* progress token text -> backend */
-	ev_io err_io;                /* the chain's stderr, copied to ours */
-	bool exited;
-	int status;
-	ev_signal sigs[3];
 };
 
 /* Adds the redaction of OPT (a "redact" option) to R; 0 or -1. */
@@ -146,8 +131,9 @@ static const char *backend_of(struct recorder *r, json_t *msg, bool to_client)
 	return b;
 }
 
-/* Writes one line of the recording for LINE (LEN bytes). */
-static void record(struct recorder *r, const char *line, size_t len, bool to_client)
+/* Writes one line of the recording for LINE (LEN bytes) going DIR for BACKEND (or inferred). */
+static void record(struct recorder *r, const char *line, size_t len, const char *dir,
+		   const char *backend, bool to_client)
 {
 	json_t *msg = json_loadb(line, len, JSON_DECODE_ANY, NULL);
 	struct timespec ts;
@@ -157,11 +143,12 @@ static void record(struct recorder *r, const char *line, size_t len, bool to_cli
 	gmtime_r(&ts.tv_sec, &tm);
 	size_t n = strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
 	snprintf(t + n, sizeof t - n, ".%06ldZ", ts.tv_nsec / 1000);
-	const char *b = json_is_object(msg) ? backend_of(r, msg, to_client) : NULL;
+	const char *b = backend ? backend :
+		json_is_object(msg) ? backend_of(r, msg, to_client) : NULL;
 	if (msg)
 		for (size_t i = 0; i < r->nredact; i++)
 			log_redact_line(r->redact[i], msg);
-	json_t *entry = json_pack("{s:s,s:s,s:s?,s:o?}", "t", t, "dir", to_client ? "out" : "in",
+	json_t *entry = json_pack("{s:s,s:s,s:s?,s:o?}", "t", t, "dir", dir,
 				  "backend", b, "msg", msg);
 	if (!msg)  /* not JSON: kept as text, so the recording shows what passed */
 		json_object_set_new(entry, "raw", json_stringn_nocheck(line, len));
@@ -171,226 +158,59 @@ static void record(struct recorder *r, const char *line, size_t len, bool to_cli
 	json_decref(entry);
 }
 
-/* Lines arrived on side S: record each and pass it on to TO. */
-static void on_side(struct recorder *r, struct side *s, struct writer *to, bool to_client)
-{
-	for (;;) {
-		size_t avail, len, total;
-		const char *line;
-		char *dst = framer_reserve(&s->fr, &avail);
-		ssize_t n = dst ? read(s->fd, dst, avail) : (errno = ENOMEM, -1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-			return;
-		if (n > 0)
-			framer_commit(&s->fr, (size_t)n);
-		else if (framer_pending(&s->fr) > 0)
-			framer_push(&s->fr, "\n", 1);
-		enum frame_kind k;
-		while ((k = framer_next(&s->fr, &line, &len, &total)) != FRAME_NONE) {
-			if (k != FRAME_LINE)
-				continue;  /* the chain answers oversized input itself */
-			record(r, line, len, to_client);
-			struct iovec iov = { (void *)line, len };
-			writer_send_iov(to, &iov, 1);
-		}
-		if (n <= 0) {
-			ev_io_stop(EV_DEFAULT, &s->io);
-			s->open = false;
-			if (!to_client)
-				writer_close(to);  /* end of input reaches the chain */
-			if (r->exited && !r->chain.open)
-				ev_break(EV_DEFAULT, EVBREAK_ALL);
-			return;
-		}
-	}
-}
-
-static void on_client(struct ev_loop *loop, ev_io *w, int revents)
-{
-	struct recorder *r = w->data;
-	(void)loop;
-	(void)revents;
-	on_side(r, &r->client, &r->to_chain, false);
-}
-
-static void on_chain(struct ev_loop *loop, ev_io *w, int revents)
-{
-	struct recorder *r = w->data;
-	(void)loop;
-	(void)revents;
-	on_side(r, &r->chain, &r->to_client, true);
-}
-
-/* The chain exited: stop once its output is all relayed. */
-static void on_exit_cb(struct proc *p, int status, void *arg)
+/* The wiretap: one recording line per message crossing a peer's edge. */
+static void on_tap(void *arg, const struct peer *p, enum wiretap_dir d, const char *line,
+		   size_t len)
 {
 	struct recorder *r = arg;
-	(void)p;
-	r->exited = true;
-	r->status = status;
-	if (!r->chain.open)
-		ev_break(EV_DEFAULT, EVBREAK_ALL);
+	if (p->role == PEER_CLIENT)
+		record(r, line, len, d == WIRETAP_IN ? "in" : "out", NULL, d == WIRETAP_OUT);
+	else
+		record(r, line, len, d == WIRETAP_IN ? "from-backend" : "to-backend", p->name, false);
 }
 
-/* A signal for the chain (its own process group does not get the terminal's). */
-static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+/* Starts recording every message of the chain configured by CFG to the file PATH. */
+struct recorder *cli_record_start(const struct cfg *cfg, const char *path)
 {
-	struct recorder *r = w->data;
-	(void)loop;
-	(void)revents;
-	if (r->proc.pid > 0)
-		kill(r->proc.pid, w->signum);
-}
-
-/* A write failed: the other side went away; the chain notices on its own. */
-static void on_write_error(struct writer *w, int err, void *arg)
-{
-	(void)w;
-	(void)err;
-	(void)arg;
-}
-
-/* Starts watching FD as side S. */
-static void side_init(struct recorder *r, struct side *s, int fd, void (*cb)(struct ev_loop *, ev_io *, int))
-{
-	s->fd = fd;
-	s->open = true;
-	framer_init(&s->fr, r->cfg->max_message + 1);
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-	ev_io_init(&s->io, cb, fd, EV_READ);
-	s->io.data = r;
-	ev_io_start(EV_DEFAULT, &s->io);
-}
-
-/* The chain's arguments: ours without "--record FILE". */
-static char **chain_argv(int argc, char **argv)
-{
-	char **v = calloc((size_t)argc + 1, sizeof *v);
-	int n = 0;
-	if (!v)
+	struct recorder *r = calloc(1, sizeof *r);
+	if (!r)
 		return NULL;
-	v[n++] = "/proc/self/exe";
-	for (int i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--record") == 0) {
-			i++;
-			continue;
-		}
-		if (strncmp(argv[i], "--record=", 9) == 0)
-			continue;
-		v[n++] = argv[i];
-	}
-	return v;
-}
-
-/* Finds the value of --record and of the configuration in ARGV. */
-static void find_paths(int argc, char **argv, const char **rec, const char **config)
-{
-	*config = getenv("MCP_CHAIN_CONFIG");
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		if ((strcmp(a, "--record") == 0) && i + 1 < argc)
-			*rec = argv[++i];
-		else if (strncmp(a, "--record=", 9) == 0)
-			*rec = a + 9;
-		else if ((strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) && i + 1 < argc)
-			*config = argv[++i];
-		else if (strncmp(a, "--config=", 9) == 0)
-			*config = a + 9;
-	}
-}
-
-/* Loads the configuration and the redaction rules. */
-static int setup(struct recorder *r, const char *config, const char *rec)
-{
-	struct cfg_errors errs = { 0 };
-	r->cfg = config ? cfg_load(config, &errs) : NULL;
-	for (size_t i = 0; i < errs.count; i++)
-		fprintf(stderr, "%s\n", errs.lines[i]);
-	cfg_errors_release(&errs);
-	if (!r->cfg) {
-		if (!config)
-			cli_error("--record: no configuration given (use --config FILE)");
-		return -1;
-	}
+	r->cfg = cfg;
+	r->req_backend[0] = json_object();
+	r->req_backend[1] = json_object();
+	r->token_backend = json_object();
 	json_t *defaults = json_loads(default_keys, 0, NULL);
 	add_redact(r, defaults, "(built in)", "");
 	json_decref(defaults);
-	redact_from(r, r->cfg->middleware, "/middleware");
-	for (size_t i = 0; i < r->cfg->nservers; i++)
-		redact_from(r, json_object_get(json_object_get(json_object_get(r->cfg->root,
-			"mcpServers"), r->cfg->servers[i].name), "middleware"), "/mcpServers");
-	int fd = open(rec, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	redact_from(r, cfg->middleware, "/middleware");
+	for (size_t i = 0; i < cfg->nservers; i++)
+		redact_from(r, json_object_get(json_object_get(json_object_get(cfg->root,
+			"mcpServers"), cfg->servers[i].name), "middleware"), "/mcpServers");
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	r->out = fd >= 0 ? fdopen(fd, "a") : NULL;
 	if (!r->out) {
-		cli_error("--record: cannot open %s: %s", rec, strerror(errno));
+		cli_error("--record: cannot open %s: %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
-		return -1;
+		cli_record_stop(r);
+		return NULL;
 	}
-	return 0;
+	wiretap_set(on_tap, r);
+	return r;
 }
 
-/* Frees what setup and the run made. */
-static void teardown(struct recorder *r)
+/* Stops recording and frees R. */
+void cli_record_stop(struct recorder *r)
 {
+	if (!r)
+		return;
+	wiretap_set(NULL, NULL);
 	for (size_t i = 0; i < r->nredact; i++)
 		log_redact_free(r->redact[i]);
 	if (r->out)
 		fclose(r->out);
-	cfg_free(r->cfg);
 	for (int i = 0; i < 2; i++)
 		json_decref(r->req_backend[i]);
 	json_decref(r->token_backend);
-}
-
-int cli_record(int argc, char **argv)
-{
-	struct recorder r = { .req_backend = { json_object(), json_object() },
-			      .token_backend = json_object() };
-	const char *rec = NULL, *config = NULL;
-	find_paths(argc, argv, &rec, &config);
-	char **cargv = rec ? chain_argv(argc, argv) : NULL;
-	if (!rec || setup(&r, config, rec) < 0 || !cargv) {
-		if (!rec)
-			cli_error("--record needs a FILE");
-		free(cargv);
-		teardown(&r);
-		return CLI_EXIT_RPC_ERROR;
-	}
-	signal(SIGPIPE, SIG_IGN);
-	log_set_level(LOG_WARN);
-	writer_setup();
-	int code = CLI_EXIT_CHAIN;
-	if (proc_spawn(&r.proc, "chain", cargv, NULL, NULL, on_exit_cb, &r) == 0) {
-		cli_pass_stderr(&r.proc, &r.err_io);  /* its stderr is ours, unchanged */
-		writer_init(&r.to_chain, r.proc.in_fd, on_write_error, &r);
-		r.proc.in_fd = -1;
-		writer_init(&r.to_client, STDOUT_FILENO, on_write_error, &r);
-		side_init(&r, &r.client, STDIN_FILENO, on_client);
-		side_init(&r, &r.chain, r.proc.out_fd, on_chain);
-		int sig[] = { SIGINT, SIGTERM, SIGHUP };
-		for (int i = 0; i < 3; i++) {
-			ev_signal_init(&r.sigs[i], on_signal, sig[i]);
-			r.sigs[i].data = &r;
-			ev_signal_start(EV_DEFAULT, &r.sigs[i]);
-		}
-		ev_run(EV_DEFAULT, 0);
-		for (int i = 0; i < 3; i++)
-			ev_signal_stop(EV_DEFAULT, &r.sigs[i]);
-		ev_io_stop(EV_DEFAULT, &r.client.io);
-		ev_io_stop(EV_DEFAULT, &r.chain.io);
-		cli_pass_stderr_stop(&r.err_io);
-		cli_drain(&r.to_client);
-		writer_release(&r.to_client);
-		writer_release(&r.to_chain);
-		code = WIFEXITED(r.status) ? WEXITSTATUS(r.status) : CLI_EXIT_CHAIN;
-		proc_release(&r.proc);
-		framer_release(&r.client.fr);
-		framer_release(&r.chain.fr);
-	}
-	free(cargv);
-	teardown(&r);
-	return code;
+	free(r);
 }

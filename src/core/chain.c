@@ -26,6 +26,7 @@
 #include "pool.h"
 #include "router.h"
 #include "rpc.h"
+#include "wiretap.h"
 
 #define container_of(p, type, member) \
 	((type *)(void *)((char *)(p) - offsetof(type, member)))
@@ -173,6 +174,12 @@ size_t chain_open_exchanges(const struct chain *c)
 
 /* ---- sending ---- */
 
+/* True for the peers the chain taps: backends out of process. */
+static bool tapped(const struct peer *p)
+{
+	return p->role == PEER_BACKEND && !p->answers_inline;
+}
+
 /*
  * Writes M to TO: as its bytes (ids spliced) when the peer takes bytes and
  * nothing made a tree, else as the tree. EX is the exchange a response
@@ -180,14 +187,20 @@ size_t chain_open_exchanges(const struct chain *c)
  */
 static int send_to(struct peer *to, struct msg *m, struct exchange *ex, bool request)
 {
+	bool tap = wiretap_hook && tapped(to);   /* a client's session taps its own */
 	if (to->ops->send_raw && !(ex && ex->batch) && msg_bytes_current(m)) {
 		struct iovec iov[MSG_IOV_MAX];
 		int n = msg_iov(m, iov);
-		if (to->ops->send_raw(to, iov, n, request) == 0)
+		if (to->ops->send_raw(to, iov, n, request) == 0) {
+			if (tap)
+				wiretap_iov(to, WIRETAP_OUT, iov, n);
 			return 0;
+		}
 		/* the peer takes no bytes now (nothing was written): a tree then */
 	}
 	json_t *t = msg_tree(m);
+	if (t && tap)
+		wiretap_json(to, WIRETAP_OUT, t);
 	return t ? to->ops->send(to, t, ex) : -1;
 }
 
@@ -196,6 +209,8 @@ static void send_cancel(struct peer *to, json_int_t to_id, const char *reason)
 {
 	json_t *c = rpc_notification("notifications/cancelled",
 		json_pack("{s:I,s:s}", "requestId", (json_int_t)to_id, "reason", reason));
+	if (tapped(to))
+		wiretap_json(to, WIRETAP_OUT, c);
 	to->ops->send(to, c, NULL);
 	json_decref(c);
 }
@@ -791,6 +806,8 @@ void chain_receive_msg(struct peer *from, struct msg *m)
 bool chain_receive_line(struct peer *from, const char *line, size_t len, json_t **err)
 {
 	struct msg m;
+	if (tapped(from))
+		wiretap_line(from, WIRETAP_IN, line, len);
 	if (msg_init_line(&m, line, len, err) < 0)
 		return false;
 	from->rx_bytes = len;
@@ -802,6 +819,8 @@ bool chain_receive_line(struct peer *from, const char *line, size_t len, json_t 
 void chain_receive(struct peer *from, json_t *msg)
 {
 	struct msg m;
+	if (tapped(from))
+		wiretap_json(from, WIRETAP_IN, msg);
 	msg_init_tree(&m, msg);
 	chain_receive_msg(from, &m);
 }

@@ -11,6 +11,7 @@
 #include "log.h"
 #include "router.h"
 #include "rpc.h"
+#include "wiretap.h"
 
 const char *const session_versions[] = {
 	"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", NULL
@@ -57,8 +58,10 @@ static void batch_finish_if_done(struct session *s, struct batch *b)
 {
 	if (!b->sealed || json_array_size(b->replies) < b->expected)
 		return;
-	if (b->expected > 0)
+	if (b->expected > 0) {
+		wiretap_json(&s->peer, WIRETAP_OUT, b->replies);
 		s->write(s->arg, b->replies);
+	}
 	for (struct batch **pp = &s->batches; *pp; pp = &(*pp)->next) {
 		if (*pp == b) {
 			*pp = b->next;
@@ -85,6 +88,7 @@ static int send_msg(struct session *s, json_t *msg, struct batch *b)
 		batch_add(s, b, msg);
 		return 0;
 	}
+	wiretap_json(&s->peer, WIRETAP_OUT, msg);
 	return s->write(s->arg, msg);
 }
 
@@ -113,6 +117,7 @@ static int peer_send_raw(struct peer *p, const struct iovec *iov, int n, bool re
 	(void)request;
 	if (s->state == SESSION_CLOSING || !s->write_raw)
 		return -1;
+	wiretap_iov(&s->peer, WIRETAP_OUT, iov, n);
 	return s->write_raw(s->arg, iov, n);
 }
 
@@ -148,6 +153,7 @@ bool session_receive_line(struct session *s, const char *line, size_t len)
 	s->peer.rx_bytes = len;
 	if (s->state == SESSION_CLOSING)
 		return true;
+	wiretap_line(&s->peer, WIRETAP_IN, line, len);
 	if (msg_init_line(&m, line, len, &err) < 0) {
 		session_reject(s, err);
 		return true;
@@ -440,6 +446,7 @@ void session_receive(struct session *s, json_t *msg)
 		json_decref(msg);
 		return;
 	}
+	wiretap_json(&s->peer, WIRETAP_IN, msg);
 	if (json_is_array(msg)) {
 		handle_batch(s, msg);
 	} else {

@@ -485,9 +485,18 @@ test('a recorded session replayed gives an SDK client the same lists and results
   const cfg = twoServers();
   const live = await session(CHAIN, ['--config', cfg, '--record', rec]);
   const lines = readFileSync(rec, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
-  assert.ok(lines.every((l) => typeof l.t === 'string' && (l.dir === 'in' || l.dir === 'out') && l.msg));
+  assert.ok(lines.every((l) => typeof l.t === 'string' && l.msg &&
+    ['in', 'out', 'to-backend', 'from-backend'].includes(l.dir)), 'every line has a time, a direction, a message');
   const sumCall = lines.find((l) => l.dir === 'in' && l.msg.params?.name === 'everything__get-sum');
   assert.equal(sumCall.backend, 'everything');
+  // the chain's side too, exact: each backend's handshake, and the call under the backend's own name
+  for (const b of ['everything', 'fs']) {
+    assert.ok(lines.some((l) => l.dir === 'to-backend' && l.backend === b && l.msg.method === 'initialize'), b);
+    assert.ok(lines.some((l) => l.dir === 'from-backend' && l.backend === b && l.msg.result?.serverInfo), b);
+  }
+  const atBackend = lines.find((l) => l.dir === 'to-backend' && l.msg.params?.name === 'get-sum');
+  assert.equal(atBackend.backend, 'everything');
+  assert.ok(lines.some((l) => l.dir === 'from-backend' && l.backend === 'everything' && l.msg.id === atBackend.msg.id));
   assert.equal(lines.find((l) => l.dir === 'out' && l.msg.id === sumCall.msg.id).backend, 'everything');
   assert.equal(lines.find((l) => l.msg.params?.name === 'fs__read_text_file').backend, 'fs');
   const replayed = await session(CHAIN, ['replay', rec]);
@@ -499,8 +508,10 @@ test('a recorded session replayed gives an SDK client the same lists and results
   }
   assert.deepEqual(replayed, live);
   // on the wire: both recorded progress notifications, with the new token, then the result
-  const recorded = lines.filter((l) => l.msg.method === 'notifications/progress').map((l) => l.msg.params.progress);
-  assert.deepEqual(recorded, [1, 2]);
+  const progressOf = (dir) => lines.filter((l) => l.dir === dir && l.msg.method === 'notifications/progress')
+    .map((l) => l.msg.params.progress);
+  assert.deepEqual(progressOf('out'), [1, 2]);
+  assert.deepEqual(progressOf('from-backend'), [1, 2]);   // as the backend sent them, with its token
   const r = spawnSync(CHAIN, ['replay', rec], { encoding: 'utf8', input: [
     { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } } },
     { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'everything__trigger-long-running-operation',

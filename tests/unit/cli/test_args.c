@@ -25,12 +25,12 @@ static void test_wanted(void **state)
 	char *e[] = { "mcp-chain", "--config", "f", "--", "--direct" };
 	char *f[] = { "mcp-chain", "-c", "list", "--json", "call" };   /* a config named "list" */
 	char *g[] = { "mcp-chain", "-c", "f", "--json", "call", "x" };
-	char *h[] = { "mcp-chain", "--config", "f", "--record", "out" };
+	char *h[] = { "mcp-chain", "--config", "f", "--record", "list" };  /* the server, recording to "list" */
 	char *i[] = { "mcp-chain", "audit", "verify", "list" };
 	(void)state;
 	assert_true(cli_wanted(ARGC(f), f));
 	assert_true(cli_wanted(ARGC(g), g));
-	assert_true(cli_wanted(ARGC(h), h));
+	assert_false(cli_wanted(ARGC(h), h));
 	assert_false(cli_wanted(ARGC(i), i));
 	assert_true(cli_wanted(ARGC(a), a));
 	assert_true(cli_wanted(ARGC(b), b));

@@ -102,6 +102,9 @@ int msg_init_line(struct msg *m, const char *line, size_t len, json_t **err);
 void msg_init_own(struct msg *m, const char *line, size_t len, struct jspan id,
 		  int64_t id_int, struct jspan result);
 
+/* Makes M empty (an uninitialized struct too). */
+void msg_init_empty(struct msg *m);
+
 /* Takes the tree TREE (stolen). */
 void msg_init_tree(struct msg *m, json_t *tree);
 

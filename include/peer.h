@@ -100,7 +100,6 @@ struct exchange {
 	char *method;            /* METHOD_BUF, or an owned copy when longer */
 	char method_buf[32];
 	char *name;              /* owned: tool/prompt name or resource URI */
-	struct msg m;            /* the request, then its response, while in hand */
 	struct mw_ctx ctx;
 	struct mw_walk walk;
 	struct pipeline *pl[2];  /* references held for the exchange's life */
@@ -111,6 +110,8 @@ struct exchange {
 	/* For the front's batches (session-owned): */
 	void *batch;
 	size_t slot;
+	/* Last: exchange_new clears what is above and only empties this. */
+	struct msg m;            /* the request, then its response, while in hand */
 };
 
 /* Prepares a peer. NAME is borrowed for the peer's life. */

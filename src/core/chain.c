@@ -238,7 +238,8 @@ static struct exchange *exchange_new(struct chain *c, struct peer *from, const c
 		pool = ex->arg;
 		pool_count--;
 		POOL_UNPOISON(ex, sizeof *ex);
-		memset(ex, 0, sizeof *ex);
+		memset(ex, 0, offsetof(struct exchange, m));
+		msg_init_empty(&ex->m);
 	} else if (!(ex = calloc(1, sizeof *ex))) {
 		return NULL;
 	}

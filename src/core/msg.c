@@ -222,6 +222,12 @@ static void forget(struct msg *m)
 	}
 }
 
+/* An empty message. */
+void msg_init_empty(struct msg *m)
+{
+	forget(m);
+}
+
 /* Moves a message. */
 void msg_move(struct msg *dst, struct msg *src)
 {
@@ -530,29 +536,30 @@ int msg_iov(const struct msg *m, struct iovec *iov)
 {
 	if (!m->raw)
 		return -1;
-	int order[3], k = 0, n = 0;
-	for (int i = 0; i < 3; i++)
-		if (m->set[i].n && m->span[i].p)
-			order[k++] = i;
-	if (k == 0) {
-		iov[0] = (struct iovec){ (void *)m->raw, m->raw_len };
-		return 1;
-	}
-	for (int a = 1; a < k; a++)   /* at most three: insertion sort */
-		for (int b = a; b > 0 && m->span[order[b]].p < m->span[order[b - 1]].p; b--) {
-			int t = order[b];
-			order[b] = order[b - 1];
-			order[b - 1] = t;
+	const struct jspan *at[3];
+	const struct msg_val *with[3];
+	int k = 0, n = 0;
+	for (int i = 0; i < 3; i++) {
+		if (!m->set[i].n || !m->span[i].p)
+			continue;
+		int j = k++;   /* at most three, kept in text order as they come */
+		for (; j > 0 && m->span[i].p < at[j - 1]->p; j--) {
+			at[j] = at[j - 1];
+			with[j] = with[j - 1];
 		}
+		at[j] = &m->span[i];
+		with[j] = &m->set[i];
+	}
 	const char *cur = m->raw;
 	for (int i = 0; i < k; i++) {
-		const struct jspan *s = &m->span[order[i]];
-		const struct msg_val *v = &m->set[order[i]];
-		iov[n++] = (struct iovec){ (void *)cur, (size_t)(s->p - cur) };
-		iov[n++] = (struct iovec){ (void *)msg_val_text(v), v->n };
-		cur = s->p + s->n;
+		iov[n].iov_base = (void *)cur;
+		iov[n++].iov_len = (size_t)(at[i]->p - cur);
+		iov[n].iov_base = (void *)msg_val_text(with[i]);
+		iov[n++].iov_len = with[i]->n;
+		cur = at[i]->p + at[i]->n;
 	}
-	iov[n++] = (struct iovec){ (void *)cur, (size_t)(m->raw + m->raw_len - cur) };
+	iov[n].iov_base = (void *)cur;
+	iov[n++].iov_len = (size_t)(m->raw + m->raw_len - cur);
 	return n;
 }
 

@@ -181,6 +181,8 @@ static void differential(const uint8_t *data, size_t size, const struct jscan *j
 			nb = rpc_id_key_int(js->id_int, b);
 		}
 		CHECK(na == nb && memcmp(a, b, na) == 0);
+		nb = rpc_id_key_text(js->id.p, js->id.n, b);
+		CHECK(na == nb && memcmp(a, b, na) == 0);
 	}
 	json_t *method = json_object_get(m, "method");
 	CHECK((js->method.p != NULL) == (method != NULL));

@@ -89,7 +89,8 @@ json_t *rpc_notification(const char *method, json_t *params);
  *  - a string: 's' then its bytes as decoded (escapes resolved, NULs
  *    kept), at most RPC_KEY_MAX - 1 of them, else no key (0).
  *    rpc_id_key_string() writes it.
- * A number and a string never share a key ("1" is not 1).
+ * A number and a string never share a key ("1" is not 1). An id known
+ * only as its JSON text keys with rpc_id_key_text().
  */
 #define RPC_KEY_MAX 512
 size_t rpc_id_key(json_t *id, unsigned char *key);
@@ -99,6 +100,15 @@ size_t rpc_id_key_int(json_int_t v, unsigned char *key);
 
 /* The key of a string id of N decoded bytes at S, or 0 when too long. */
 size_t rpc_id_key_string(const char *s, size_t n, unsigned char *key);
+
+/*
+ * The key of the id whose JSON text is the N bytes at P (a span
+ * jscan_message recorded, say), by the same rule: plain ASCII strings and
+ * short integers without parsing, anything else through jansson; any
+ * bytes give rpc_id_key's key of what jansson reads there. 0 when P is
+ * not a string or a number (or too long a string).
+ */
+size_t rpc_id_key_text(const char *p, size_t n, unsigned char *key);
 
 /*
  * Best-effort scan of the head of an oversized message for its top-level

@@ -187,6 +187,36 @@ size_t rpc_id_key(json_t *id, unsigned char *key)
 	return 0;
 }
 
+/*
+ * The key of an id given as its JSON text, without a jansson value in
+ * the common cases: a string of printable ASCII without escapes, an
+ * integer of at most 18 digits. Anything else is parsed as rpc_parse
+ * would, so the key is always rpc_id_key's, whatever the bytes.
+ */
+size_t rpc_id_key_text(const char *p, size_t n, unsigned char *key)
+{
+	if (n >= 2 && p[0] == '"' && p[n - 1] == '"') {
+		size_t i = 1;   /* printable ASCII but '"' and '\\' is its own text */
+		while (i < n - 1 && p[i] >= 0x20 && p[i] < 0x7F && p[i] != '"' && p[i] != '\\')
+			i++;
+		if (i == n - 1)
+			return rpc_id_key_string(p + 1, n - 2, key);
+	}
+	size_t neg = n && p[0] == '-', i = neg;
+	while (i < n && p[i] >= '0' && p[i] <= '9')
+		i++;
+	if (i == n && n > neg && n - neg <= 18 && (p[neg] != '0' || n - neg == 1)) {
+		int64_t v = 0;
+		for (i = neg; i < n; i++)
+			v = v * 10 + (p[i] - '0');
+		return rpc_id_key_int(neg ? -v : v, key);
+	}
+	json_t *id = json_loadb(p, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+	size_t k = rpc_id_key(id, key);
+	json_decref(id);
+	return k;
+}
+
 /* Skips a JSON string starting at p[i] == '"'; returns index after it. */
 static size_t skip_string(const char *p, size_t n, size_t i)
 {

@@ -106,8 +106,10 @@ static void walk_members(struct jspan obj, json_t *j, const char *const *keys)
 	}
 }
 
+static void walk(struct jspan obj, json_t *m, int depth);
+
 /* jscan_items over ARR (a checked array) vs jansson's J, with member "name". */
-static void walk_items(struct jspan arr, json_t *j)
+static void walk_items(struct jspan arr, json_t *j, int depth)
 {
 	struct jscan_items it;
 	struct jspan item, fv;
@@ -121,6 +123,8 @@ static void walk_items(struct jspan arr, json_t *j)
 		CHECK(want != NULL);
 		same_value(item, want);
 		same_value(fv, json_is_object(want) ? json_object_get(want, "name") : NULL);
+		if (json_is_object(want) && !it.escaped)
+			walk(item, want, depth + 1);   /* the elements' own members */
 	}
 	CHECK(r == 0 || it.escaped);
 	if (r == 0) {
@@ -149,7 +153,7 @@ static void walk(struct jspan obj, json_t *m, int depth)
 		if (json_is_object(v))
 			walk(s, v, depth + 1);
 		else
-			walk_items(s, v);
+			walk_items(s, v, depth + 1);
 	}
 }
 
@@ -180,6 +184,8 @@ static void differential(const uint8_t *data, size_t size, const struct jscan *j
 			CHECK(json_is_integer(id) && json_integer_value(id) == js->id_int);
 			nb = rpc_id_key_int(js->id_int, b);
 		}
+		CHECK(na == nb && memcmp(a, b, na) == 0);
+		nb = rpc_id_key_text(js->id.p, js->id.n, b);
 		CHECK(na == nb && memcmp(a, b, na) == 0);
 	}
 	json_t *method = json_object_get(m, "method");

@@ -1,7 +1,8 @@
 /*
  * fuzz_rpc.c - libFuzzer target for src/core/rpc.c: rpc_parse and
  * rpc_classify on any line, rpc_scan_id / rpc_scan_has_method on any
- * head, and rpc_id_key on every number or string in it, checked against
+ * head, and rpc_id_key on every number or string in it (and
+ * rpc_id_key_text on its text, and on the whole input), checked against
  * a reference: two ids have equal keys exactly when they name the same
  * request (equal strings; numbers of equal value, compared exactly in
  * long double, which holds every int64_t and every double).
@@ -67,6 +68,11 @@ static void check_keys(json_t **ids, size_t n)
 		else
 			CHECK(kn[i] == (json_string_length(ids[i]) < RPC_KEY_MAX ?
 					json_string_length(ids[i]) + 1 : 0));
+		char *text = json_dumps(ids[i], JSON_ENCODE_ANY | JSON_COMPACT);
+		unsigned char t[RPC_KEY_MAX];
+		CHECK(text);
+		CHECK(rpc_id_key_text(text, strlen(text), t) == kn[i] && memcmp(t, k[i], kn[i]) == 0);
+		free(text);
 		json_t *copy = json_deep_copy(ids[i]);
 		unsigned char c[RPC_KEY_MAX];
 		CHECK(rpc_id_key(copy, c) == kn[i] && memcmp(c, k[i], kn[i]) == 0);
@@ -123,6 +129,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		collect(msg, ids, &n, 0);
 		check_keys(ids, n);
 		json_decref(msg);
+	}
+	/* the whole input as an id's text: the key of what jansson reads there */
+	if (size < 4096) {
+		unsigned char a[RPC_KEY_MAX], b[RPC_KEY_MAX];
+		json_t *v = json_loadb(p, size, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+		size_t na = v ? rpc_id_key(v, a) : 0, nb = rpc_id_key_text(p, size, b);
+		CHECK(na == nb && memcmp(a, b, na) == 0);
+		json_decref(v);
 	}
 	json_t *id = rpc_scan_id(p, size);
 	if (id) {

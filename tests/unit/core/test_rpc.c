@@ -489,6 +489,40 @@ static void test_id_key_helpers(void **state)
 	assert_int_equal(rpc_id_key_string(big, RPC_KEY_MAX - 1, b), RPC_KEY_MAX);
 }
 
+/* rpc_id_key_text gives, from an id's text, the key rpc_id_key gives its value. */
+static void test_id_key_text(void **state)
+{
+	unsigned char a[RPC_KEY_MAX], b[RPC_KEY_MAX];
+	(void)state;
+	static const char *ids[] = {
+		"0", "-0", "7", "-42", "999999999999999999", "-999999999999999999",
+		"9223372036854775807", "-9223372036854775808", "1.0", "7.5", "1e2", "-0.0",
+		"10000000000000000000.5", "-9111111111111111111111.1", "\"abc\"", "\"\"",
+		"\"a\\u0000b\"", "\"\\u00e9\"", "\"\\\"q\"", "00", "-",
+	};
+	for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+		json_t *id = json_loads(ids[i], JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+		size_t na = id ? rpc_id_key(id, a) : 0;
+		size_t nb = rpc_id_key_text(ids[i], strlen(ids[i]), b);
+		if (na != nb || memcmp(a, b, na) != 0)
+			fail_msg("id %s: key of the text differs from the key of the value", ids[i]);
+		json_decref(id);
+	}
+	/* not ids: no key */
+	assert_int_equal(rpc_id_key_text("null", 4, b), 0);
+	assert_int_equal(rpc_id_key_text("{}", 2, b), 0);
+	assert_int_equal(rpc_id_key_text("", 0, b), 0);
+	assert_int_equal(rpc_id_key_text("1e400", 5, b), 0);
+	/*
+	 * Found by fuzz_rpc while writing it: bytes that only look like a
+	 * string (a quote inside, a control byte) are no id, as for jansson.
+	 */
+	assert_int_equal(rpc_id_key_text("\"\"\"", 3, b), 0);
+	assert_int_equal(rpc_id_key_text("\"a\tb\"", 5, b), 0);
+	assert_int_equal(rpc_id_key_text("\"\xff\"", 3, b), 0);
+	assert_int_equal(rpc_id_key_text("\"\xc3\xa9\"", 4, b), 3);   /* UTF-8: jansson decides */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -507,6 +541,7 @@ int main(void)
 		cmocka_unit_test(test_progress_token),
 		cmocka_unit_test(test_regression_real_id_out_of_range),
 		cmocka_unit_test(test_id_key_helpers),
+		cmocka_unit_test(test_id_key_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -48,6 +48,13 @@ void chain_peer_gone(struct peer *p, const char *reason);
 /* Sets C's global pipeline (takes a reference; NULL for none). */
 void chain_set_pipeline(struct chain *c, struct pipeline *pl);
 
+/*
+ * Bounds the requests one peer may have open in C at once (0: none). A
+ * request beyond it is answered -32000 at once, so a peer that floods
+ * requests at one that never answers cannot make memory grow without end.
+ */
+void chain_set_max_open(struct chain *c, size_t max);
+
 /* Handles a message from peer FROM; takes what *M owns (M is left empty). */
 void chain_receive_msg(struct peer *from, struct msg *m);
 

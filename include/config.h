@@ -51,6 +51,7 @@ struct cfg {
 	struct cfg_server *servers;
 	size_t nservers;
 	size_t max_message;       /* bytes */
+	size_t max_open;          /* requests one peer may have open at once */
 	double grace;             /* seconds between shutdown steps */
 	double init_timeout;      /* seconds a backend may take to initialize */
 	char *separator;          /* between prefix and name (default "__") */
@@ -97,6 +98,7 @@ void cfg_errors_release(struct cfg_errors *errs);
 char *cfg_expand(const char *s, char *err, size_t errlen);
 
 #define CFG_DEFAULT_MAX_MESSAGE ((size_t)128 << 20)
+#define CFG_DEFAULT_MAX_OPEN 10000
 #define CFG_DEFAULT_GRACE 2.0
 #define CFG_DEFAULT_INIT_TIMEOUT 60.0
 

@@ -63,6 +63,7 @@ struct peer {
 	const char *principal;   /* client identity (clients only); may be NULL */
 	bool ready;              /* handshake done; may carry traffic */
 	bool congested;          /* its output queue is over the high-water mark */
+	bool over_limit;         /* its last request went over the chain's bound */
 	bool answers_inline;     /* in-process (the aggregate): it may answer a
 				  * request before its send returns */
 	int paused;              /* congested peers holding its input paused */

@@ -372,6 +372,7 @@ static void reload(struct app *a)
 	a->old = old;
 	a->old[a->nold++] = a->cfg;
 	chain_set_pipeline(a->chain, n->pipeline);  /* requests in flight keep the old one */
+	chain_set_max_open(a->chain, n->max_open);
 	router_reconfigure(n);
 	reconcile_backends(a, n);
 	router_reconfigure(n);  /* names with the kept backends' new prefixes */
@@ -506,6 +507,7 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	if (pipeline_start(cfg->pipeline) < 0 || !(a.chain = chain_new()))
 		return 1;
 	chain_set_pipeline(a.chain, cfg->pipeline);
+	chain_set_max_open(a.chain, cfg->max_open);
 	router_setup(a.chain, cfg);
 	router_set_status(describe_backends, &a);
 	for (size_t i = 0; i < cfg->nservers; i++) {

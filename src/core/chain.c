@@ -43,6 +43,7 @@ struct chain {
 	struct peer *peers;       /* newest first */
 	struct pipeline *global_pl;
 	size_t open_count;
+	size_t max_open;          /* per requester; 0: no bound */
 	struct ask *asks;
 };
 
@@ -115,6 +116,12 @@ void chain_remove_peer(struct peer *p)
 		}
 	}
 	p->next = NULL;
+}
+
+/* Bounds the requests a peer may have open. */
+void chain_set_max_open(struct chain *c, size_t max)
+{
+	c->max_open = max;
 }
 
 /* Replaces the global pipeline. */
@@ -480,6 +487,17 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 {
 	struct chain *c = from->chain;
 	unsigned char key[RPC_KEY_MAX];
+	if (c->max_open && from->received.count >= c->max_open) {
+		if (!from->over_limit)   /* one line per episode */
+			log_warn("%s: %zu requests open: more are refused until some end", from->name,
+				 from->received.count);
+		from->over_limit = true;
+		reply_now(from, m, rpc_errorf(NULL, RPC_BACKEND_GONE,
+			"too many requests in flight (%zu, maxOpenRequests): retry when some end",
+			from->received.count));
+		return;
+	}
+	from->over_limit = false;
 	size_t klen = msg_id_key(m, key);
 	struct exchange *ex = exchange_new(c, from, method);
 	if (!ex) {

@@ -556,7 +556,7 @@ static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
 }
 
 static const char *const top_keys[] = {
-	"mcpServers", "maxMessageBytes", "shutdownGraceMs", "initTimeoutMs", "logLevel",
+	"mcpServers", "maxMessageBytes", "maxOpenRequests", "shutdownGraceMs", "initTimeoutMs", "logLevel",
 	"separator", "status",
 	"middleware", NULL
 };
@@ -573,7 +573,10 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 	load_servers(c, cfg, json_object_get(root, "mcpServers"));
 	double max = (double)CFG_DEFAULT_MAX_MESSAGE, grace = CFG_DEFAULT_GRACE * 1000;
 	double init = CFG_DEFAULT_INIT_TIMEOUT * 1000;
+	double open = CFG_DEFAULT_MAX_OPEN;
 	opt_uint(c, root, "maxMessageBytes", 4096, 4294967296.0, &max);
+	opt_uint(c, root, "maxOpenRequests", 1, 1000000, &open);
+	cfg->max_open = (size_t)open;
 	opt_uint(c, root, "shutdownGraceMs", 0, 600000, &grace);
 	opt_uint(c, root, "initTimeoutMs", 100, 3600000, &init);
 	cfg->max_message = (size_t)max;

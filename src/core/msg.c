@@ -111,26 +111,10 @@ json_t *msg_val_json(const struct msg_val *v)
 	return text_json(msg_val_text(v), v->n);
 }
 
-/* The id key of the JSON text [P, P+N). */
-static size_t text_key(const char *p, size_t n, unsigned char *key)
-{
-	int64_t x;
-	if (n == 0)
-		return 0;
-	if (p[0] == '"' && n >= 2 && !memchr(p, '\\', n))
-		return rpc_id_key_string(p + 1, n - 2, key);
-	if (text_int(p, n, &x))
-		return rpc_id_key_int(x, key);
-	json_t *j = json_loadb(p, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
-	size_t k = j ? rpc_id_key(j, key) : 0;
-	json_decref(j);
-	return k;
-}
-
 /* The id key of V's text. */
 size_t msg_val_key(const struct msg_val *v, unsigned char *key)
 {
-	return text_key(msg_val_text(v), v->n, key);
+	return rpc_id_key_text(msg_val_text(v), v->n, key);
 }
 
 static ssize_t msg_dump_bytes(struct msg *m, char **out);
@@ -299,7 +283,7 @@ size_t msg_id_key(struct msg *m, unsigned char *key)
 	if (m->id_is_int && !m->set[MSG_SPAN_ID].n)
 		return rpc_id_key_int(m->id_int, key);
 	struct jspan s = current(m, MSG_SPAN_ID);
-	return text_key(s.p, s.n, key);
+	return rpc_id_key_text(s.p, s.n, key);
 }
 
 /* The id as an integer. */
@@ -378,7 +362,7 @@ size_t msg_rid_key(struct msg *m, unsigned char *key)
 		return rpc_id_key(json_object_get(json_object_get(m->tree, "params"), "requestId"),
 				  key);
 	struct jspan s = current(m, MSG_SPAN_RID);
-	return s.p ? text_key(s.p, s.n, key) : 0;
+	return s.p ? rpc_id_key_text(s.p, s.n, key) : 0;
 }
 
 /* ---- changes ---- */

@@ -2031,6 +2031,36 @@ static void test_fast_cancel_real_id(void **state)
 	assert_int_equal(int_at(last(&client), "id"), 1);
 }
 
+/*
+ * A peer that floods requests at one that never answers is bounded: past
+ * maxOpenRequests each is answered -32000 at once, nothing more is kept,
+ * and requests are taken again once some end.
+ */
+static void test_max_open(void **state)
+{
+	(void)state;
+	chain_set_max_open(C, 3);
+	char in[128];
+	for (int i = 0; i < 10; i++) {
+		snprintf(in, sizeof in, "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}", i);
+		from(&backend, in);   /* the client never answers */
+	}
+	assert_int_equal(count(&client), 3);
+	assert_int_equal(chain_open_exchanges(C), 3);
+	assert_int_equal(count(&backend), 7);   /* the rest answered at once */
+	assert_int_equal(err_code(last(&backend)), RPC_BACKEND_GONE);
+	assert_int_equal(int_at(last(&backend), "id"), 9);
+	assert_non_null(strstr(err_text(last(&backend)), "maxOpenRequests"));
+	respond(&client, int_at(got(&client, 0), "id"), "{}");   /* one ends: one more is taken */
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"ping\"}");
+	assert_int_equal(count(&client), 4);
+	assert_int_equal(chain_open_exchanges(C), 3);
+	for (size_t i = 1; i < 4; i++)
+		respond(&client, int_at(got(&client, i), "id"), "{}");
+	assert_int_equal(chain_open_exchanges(C), 0);
+	chain_set_max_open(C, 0);
+}
+
 /* ---- one path: every scenario with and without modules ---- */
 
 /*
@@ -2171,6 +2201,7 @@ int main(void)
 #define TT(name) cmocka_unit_test_setup_teardown(name, setup, teardown_tracers)
 	const struct CMUnitTest tests[] = {
 		T(test_same_wire_with_and_without_modules),
+		T(test_max_open),
 		T(test_request_numeric_id),
 		T(test_request_string_ids),
 		T(test_error_response_mapped),

@@ -134,8 +134,9 @@ static void test_all_options(void **state)
 		"{\"mcpServers\":{\"a\":{\"command\":\"x\",\"cwd\":\"/srv\",\"enabled\":true,"
 		"\"middleware\":[]}},"
 		"\"maxMessageBytes\":65536,\"shutdownGraceMs\":1500,\"logLevel\":\"debug\","
-		"\"middleware\":[]}");
+		"\"maxOpenRequests\":50,\"middleware\":[]}");
 	assert_string_equal(c->servers[0].cwd, "/srv");
+	assert_int_equal(c->max_open, 50);
 	assert_true(json_is_array(c->servers[0].middleware));
 	assert_int_equal(c->max_message, 65536);
 	assert_true(c->grace == 1.5);
@@ -143,6 +144,17 @@ static void test_all_options(void **state)
 	assert_int_equal(c->log_level, LOG_DEBUG);
 	assert_true(json_is_array(c->middleware));
 	cfg_free(c);
+}
+
+/* maxOpenRequests: 10000 by default, a positive integer when given. */
+static void test_max_open_requests(void **state)
+{
+	(void)state;
+	struct cfg *c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}}}");
+	assert_int_equal(c->max_open, CFG_DEFAULT_MAX_OPEN);
+	cfg_free(c);
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"maxOpenRequests\":0}",
+		     NAME ": /maxOpenRequests: must be an integer from 1 to 1000000");
 }
 
 /* A syntax error is reported as NAME:LINE:COLUMN. */
@@ -641,6 +653,7 @@ static void test_cfg_error(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_max_open_requests),
 		cmocka_unit_test(test_valid_claude_entry),
 		cmocka_unit_test(test_minimal_entry),
 		cmocka_unit_test(test_all_options),

@@ -53,6 +53,9 @@ struct cfg {
 	size_t max_message;       /* bytes */
 	double grace;             /* seconds between shutdown steps */
 	double init_timeout;      /* seconds a backend may take to initialize */
+	double init_join;         /* several backends: seconds the client's
+				   * initialize waits for the slow ones (the
+				   * earlier of this and init_timeout) */
 	char *separator;          /* between prefix and name (default "__") */
 	bool status;              /* expose the mcp-chain://status resource */
 	bool status_set;          /* "status" given explicitly */
@@ -99,5 +102,6 @@ char *cfg_expand(const char *s, char *err, size_t errlen);
 #define CFG_DEFAULT_MAX_MESSAGE ((size_t)128 << 20)
 #define CFG_DEFAULT_GRACE 2.0
 #define CFG_DEFAULT_INIT_TIMEOUT 60.0
+#define CFG_DEFAULT_INIT_JOIN 5.0
 
 #endif

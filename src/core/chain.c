@@ -24,7 +24,6 @@
 
 #include "log.h"
 #include "pool.h"
-#include "router.h"
 #include "rpc.h"
 
 #define container_of(p, type, member) \
@@ -43,6 +42,7 @@ struct chain {
 	struct pipeline *global_pl;
 	size_t open_count;
 	struct ask *asks;
+	struct chain_router *router;  /* borrowed; NULL: one backend, unchanged */
 };
 
 /* A notification on its way through the pipeline. */
@@ -121,6 +121,21 @@ void chain_set_pipeline(struct chain *c, struct pipeline *pl)
 {
 	pipeline_unref(c->global_pl);
 	c->global_pl = pipeline_ref(pl);
+}
+
+/* Sets the router. */
+void chain_set_router(struct chain *c, struct chain_router *r)
+{
+	c->router = r;
+}
+
+/* The peer that answers a client's initialize. */
+struct peer *chain_init_target(struct peer *client)
+{
+	struct chain *c = client->chain;
+	if (c->router)
+		return c->router->ops->init_target(c->router, client);
+	return chain_first_peer(c, PEER_BACKEND);
 }
 
 /* The first registered peer of a role. */
@@ -381,15 +396,15 @@ static void answer_unroutable(struct exchange *ex, struct peer *to, int code, co
 static struct peer *route_to_backend(struct peer *client, struct msg *m, const char *method,
 				     int *code, char *why, size_t n)
 {
-	if (router_transparent())
-		return router_init_target(client);
-	json_t *t = msg_tree(m);   /* names are rewritten: the router reads it */
-	if (!t) {
-		*code = RPC_PARSE_ERROR;
-		snprintf(why, n, "mcp-chain could not parse the message");
-		return NULL;
+	struct chain_router *r = client->chain->router;
+	if (r)
+		return r->ops->route(r, client, m, method, code, why, n);
+	struct peer *p = chain_first_peer(client->chain, PEER_BACKEND);
+	if (!p) {
+		*code = RPC_BACKEND_GONE;
+		snprintf(why, n, "no backend is configured");
 	}
-	return router_route_request(client, t, method, code, why, n);
+	return p;
 }
 
 /* Starts EX's walk with the modules it has; or goes straight on. */
@@ -677,10 +692,10 @@ static void send_notification(struct peer *from, struct peer *to, struct msg *m,
 	mw_walk_forward(&n->walk);
 }
 
-/* True for the notifications the router acts on (they are parsed for it). */
-static bool router_note(const char *method)
+/* True for the notifications a router may act on (they are parsed for it). */
+static bool router_note(const struct chain *c, const char *method)
 {
-	if (strncmp(method, "notifications/", 14) != 0)
+	if (!c->router || strncmp(method, "notifications/", 14) != 0)
 		return false;
 	size_t n = strlen(method);
 	return strcmp(method + 14, "initialized") == 0 ||
@@ -690,18 +705,12 @@ static bool router_note(const char *method)
 /* Hands a notification the router acts on to it; true when it took it. */
 static bool router_took(struct peer *from, struct msg *m, const char *method)
 {
+	struct chain_router *r = from->chain->router;
 	json_t *t = msg_tree(m);
-	if (!t)
+	if (!t || !r->ops->notification(r, from, t, method))
 		return false;
-	bool took = from->role == PEER_CLIENT ?
-		router_client_notification(from, json_incref(t), method) :
-		router_backend_notification(from, json_incref(t), method);
-	if (took) {
-		msg_release(m);
-		return true;
-	}
-	json_decref(t);   /* not stolen: the reference we gave back */
-	return false;
+	msg_release(m);
+	return true;
 }
 
 /* A notification from a peer. */
@@ -717,7 +726,7 @@ static void on_notification(struct peer *from, struct msg *m, const char *method
 		on_progress(from, m);
 		return;
 	}
-	if (router_note(name) && router_took(from, m, name))
+	if (router_note(from->chain, name) && router_took(from, m, name))
 		return;
 	struct peer *to = NULL;
 	if (from->role == PEER_CLIENT) {

@@ -28,7 +28,6 @@
 #include "log.h"
 #include "middleware.h"
 #include "peer.h"
-#include "router.h"
 #include "rpc.h"
 
 /* ---- fake peers ---- */
@@ -635,7 +634,7 @@ static void test_no_backend(void **state)
 {
 	(void)state;
 	fake_release(&backend);
-	assert_null(router_init_target(&client.peer));
+	assert_null(chain_init_target(&client.peer));
 	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
 	assert_int_equal(err_code(last(&client)), RPC_BACKEND_GONE);
 	assert_int_equal(int_at(last(&client), "id"), 1);

@@ -1,11 +1,11 @@
 /*
- * test_router.c - unit tests for src/core/router.c: several backends
+ * test_aggregate.c - unit tests for src/aggregate/aggregate.c: several backends
  * behind one endpoint (namespaced, client-safe names, merged initialize,
  * list caches, resources paging, routing back to each backend's own
  * names), driven through the public API.
  *
  * Each backend is a fake peer: its initialize op answers at once with a
- * canned result (and reports the backend ready to the router, as the app
+ * canned result (and reports the backend ready to the aggregate, as the app
  * does on BACKEND_EV_READY), its send op records what it gets; the test
  * answers with chain_receive(). The client is a real session (session.c)
  * whose write function records what the client would read.
@@ -27,9 +27,10 @@
 #include "chain.h"
 #include "config.h"
 #include "log.h"
+#include "middleware.h"
 #include "mcpc_version.h"
 #include "peer.h"
-#include "router.h"
+#include "aggregate.h"
 #include "rpc.h"
 #include "session.h"
 
@@ -37,6 +38,8 @@
 
 /* The chain every test of this file uses (made in main, renewed by teardowns). */
 static struct chain *CH;
+/* The aggregate under test (made by start(), freed by stop()). */
+static struct aggregate *AG;
 
 struct fbe {
 	struct peer peer;        /* must be first */
@@ -62,7 +65,7 @@ static int fbe_send(struct peer *p, json_t *msg, struct exchange *ex)
 }
 
 /* Answers at once, then reports the backend ready, as backend.c and the
- * app do (waiters first, then BACKEND_EV_READY -> router_backend_ready). */
+ * app do (waiters first, then BACKEND_EV_READY -> aggregate_backend_ready). */
 static int fbe_initialize(struct peer *p, json_t *params,
 			  void (*cb)(void *arg, json_t *response), void *arg)
 {
@@ -74,7 +77,7 @@ static int fbe_initialize(struct peer *p, json_t *params,
 	json_t *resp = rpc_result(json_null(), json_incref(b->init_result));
 	cb(arg, resp);
 	json_decref(resp);
-	router_backend_ready(&b->peer);
+	aggregate_backend_ready(AG, &b->peer);
 	return 0;
 }
 
@@ -326,7 +329,7 @@ static void pump(void)
 
 /* ---- set up and tear down ---- */
 
-/* Loads configuration TEXT, sets the router up with a fake backend per
+/* Loads configuration TEXT, sets the aggregate up with a fake backend per
  * entry (capabilities tools, prompts, resources; no lists), and a client. */
 static void start(const char *text)
 {
@@ -340,7 +343,11 @@ static void start(const char *text)
 		fail_msg("bad test configuration");
 	}
 	assert_true(C->nservers <= MAXB);
-	router_setup(CH, C);
+	assert_int_equal(pipeline_start(C->pipeline), 0);
+	chain_set_pipeline(CH, C->pipeline);   /* the global modules, as main.c sets */
+	AG = aggregate_new(CH, C);
+	assert_non_null(AG);
+	chain_set_router(CH, aggregate_router(AG));
 	NB = C->nservers;
 	for (size_t i = 0; i < NB; i++) {
 		struct fbe *b = &B[i];
@@ -352,8 +359,10 @@ static void start(const char *text)
 		b->prompts = json_array();
 		b->templates = json_array();
 		fbe_caps(b, "{\"tools\":{},\"prompts\":{},\"resources\":{}}", NULL);
+		b->peer.pl = C->servers[i].pipeline;   /* its own modules, as main.c sets */
+		assert_int_equal(pipeline_start(b->peer.pl), 0);
 		chain_add_peer(CH, &b->peer);
-		router_add_backend(&b->peer, &C->servers[i]);
+		aggregate_add_backend(AG, &b->peer, &C->servers[i]);
 	}
 	out = json_array();
 	S = session_new(CH, "client", rec_write, &out);
@@ -367,11 +376,13 @@ static void stop(void)
 {
 	if (!C)
 		return;
-	for (size_t i = 0; i < NB; i++)  /* fails what the router still waits for */
+	for (size_t i = 0; i < NB; i++)  /* fails what the aggregate still waits for */
 		chain_peer_gone(&B[i].peer, "test over");
 	session_free(S);
 	S = NULL;
-	router_release();
+	chain_set_router(CH, NULL);
+	aggregate_free(AG);
+	AG = NULL;
 	for (size_t i = 0; i < NB; i++) {
 		struct fbe *b = &B[i];
 		chain_remove_peer(&b->peer);
@@ -534,7 +545,7 @@ static void be_down(struct fbe *b)
 	b->peer.ready = false;
 	snprintf(b->peer.why_down, sizeof b->peer.why_down, "exited with status 1");
 	chain_peer_gone(&b->peer, "exited with status 1");
-	router_backend_down(&b->peer);
+	aggregate_backend_down(AG, &b->peer);
 }
 
 /* The backend is back (restarted and initialized again). */
@@ -542,7 +553,7 @@ static void be_up(struct fbe *b)
 {
 	b->peer.ready = true;
 	b->peer.why_down[0] = '\0';
-	router_backend_ready(&b->peer);
+	aggregate_backend_ready(AG, &b->peer);
 }
 
 /* The backend sends notification METHOD. */
@@ -564,8 +575,8 @@ static void test_names_prefix_separator(void **state)
 {
 	(void)state;
 	start(CFG3);
-	assert_int_equal(router_backends(), 3);
-	assert_false(router_transparent());
+	assert_int_equal(aggregate_backends(AG), 3);
+	assert_false(aggregate_transparent(AG));
 	set_tools(&B[0], (const char *const[]){ "echo", "add", NULL });
 	set_tools(&B[1], (const char *const[]){ "echo", NULL });
 	set_tools(&B[2], (const char *const[]){ "ping-me", NULL });
@@ -1076,8 +1087,8 @@ static void test_single_backend_transparent(void **state)
 {
 	(void)state;
 	start("{\"mcpServers\":{\"only\":{\"command\":\"/bin/true\",\"prefix\":\"o\"}}}");
-	assert_true(router_transparent());
-	assert_ptr_equal(router_init_target(NULL), &B[0].peer);
+	assert_true(aggregate_transparent(AG));
+	assert_ptr_equal(chain_init_target(session_peer(S)), &B[0].peer);
 	set_tools(&B[0], (const char *const[]){ "file.read", NULL });
 	client_init();
 	json_t *r = result_of(reply_to(0));
@@ -1152,9 +1163,9 @@ static void test_backend_down_keeps_names(void **state)
 }
 
 /*
- * FIXED BUG (src/core/router.c, on_list_page): a list refresh that fails (here:
+ * FIXED BUG (src/aggregate/aggregate.c, on_list_page): a list refresh that fails (here:
  * the backend goes down while it is in flight, and chain_peer_gone fails
- * it before router_backend_down runs, which is backend.c's order) replaces
+ * it before aggregate_backend_down runs, which is backend.c's order) replaces
  * the backend's list with what the refresh gathered - nothing - although
  * it logs "keeping what was listed". The down backend's names are then no
  * longer reserved, and another backend's tool takes its name: the client
@@ -1188,7 +1199,7 @@ static void test_backend_down_during_refresh_keeps_names(void **state)
 }
 
 /*
- * FIXED BUG (src/core/router.c, on_list_page): the same root cause without a
+ * FIXED BUG (src/aggregate/aggregate.c, on_list_page): the same root cause without a
  * crash. A refresh answered with an error logs "tools/list failed;
  * keeping what was listed" but replaces the backend's list with the
  * (empty) pages gathered, so its tools vanish until the next
@@ -1266,12 +1277,12 @@ static void test_list_changed_refetch(void **state)
 }
 
 /*
- * FIXED BUG (src/core/fastpath.c, fast_response): a session without raw output
- * (session_set_write_raw is optional: "Enables the fast path") still has
- * a send_raw op, which fails; fast_response checks only that the op
- * exists, ignores splice_send's -1 and frees the exchange, so the
- * aggregate's tools/list and prompts/list answers (agg_list_fast) are
- * lost: the client never gets a response. Left out of main().
+ * FIXED BUG (fast_response in src/core/fastpath.c, since replaced by
+ * msg.c): a session without raw output (session_set_write_raw is
+ * optional) still has a send_raw op, which fails; fast_response checked
+ * only that the op exists, ignored splice_send's -1 and freed the
+ * exchange, so the aggregate's tools/list and prompts/list answers
+ * (agg_list_fast) were lost: the client never got a response.
  */
 static void test_list_without_raw_output(void **state)
 {
@@ -1297,11 +1308,11 @@ static void list_changed_cycle(struct fbe *b)
 }
 
 /*
- * FIXED BUG (src/core/router.c, clear_maps/rebuild): every rebuild of a list
+ * FIXED BUG (src/aggregate/aggregate.c, clear_maps/rebuild): every rebuild of a list
  * (each list_changed, backend down or ready) allocates a new mapping and
  * a copy of the original name for every tool and prompt of every backend
  * and links them into R.maps; clear_maps() only drops the hash map, so
- * the old mappings stay until router_release. A backend that sends
+ * the old mappings stay until aggregate_free. A backend that sends
  * list_changed often makes mcp-chain grow without bound (here ~10 tools:
  * several hundred bytes per notification). Measured with mallinfo2, so
  * not under ASan. Left out of main().
@@ -1330,6 +1341,7 @@ static void test_list_changed_memory_bounded(void **state)
 int main(void)
 {
 	CH = chain_new();
+	mw_use_registry(mw_registry);   /* per-backend modules (policy) */
 	log_set_level(LOG_ERROR);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {

@@ -1,15 +1,22 @@
 /*
- * router.c - routing client traffic to backends; with several backends,
- * the aggregate: namespaced names, merged lists, merged initialize.
+ * aggregate.c - several backends behind one endpoint: namespaced names,
+ * merged lists, merged initialize, the status resource; and the chain's
+ * router (chain.h) for them. With one backend it routes everything to it
+ * unchanged and only keeps the client told across restarts.
+ *
+ * It uses the core the way a backend does: it is a peer of the chain (it
+ * answers lists, paging and the status resource as responses the chain
+ * carries back through the modules), and asks backends for their lists
+ * with chain_call_via() through each backend's own modules.
  */
-#include "router.h"
+#include "aggregate.h"
 
 #include <ev.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "chain.h"
 #include "chain.h"
 #include "msg.h"
 #include "hmap.h"
@@ -29,12 +36,15 @@ static const char *const list_note[LIST_KINDS] = {
 	"notifications/tools/list_changed", "notifications/prompts/list_changed"
 };
 
-/* A backend as the router sees it. */
+struct aggregate;
+
+/* A backend as the aggregate sees it. */
 struct slot {
+	struct aggregate *a;         /* the aggregate it belongs to */
 	struct peer *peer;
 	const struct cfg_server *entry;
 	const char *prefix;
-	size_t index;                /* in R.v */
+	size_t index;                /* in a->v */
 	bool removed;                /* taken out by a reload: ignored */
 	json_t *items[LIST_KINDS];   /* owned: its tools and prompts, its names */
 	json_t *paging[LIST_KINDS];  /* owned: a refresh being gathered */
@@ -52,6 +62,7 @@ struct mapping {
 
 /* An initialize being answered for the aggregate. */
 struct agg_init {
+	struct aggregate *a;
 	void (*cb)(void *arg, json_t *response);
 	void *arg;
 	size_t pending;
@@ -59,14 +70,15 @@ struct agg_init {
 	ev_timer bound;              /* the start-up bound */
 };
 
-static struct {
+struct aggregate {
+	struct chain_router router;   /* what the chain asks (first member) */
 	struct chain *chain;
 	const struct cfg *cfg;
 	struct slot **v;       /* each slot allocated once, never moved */
 	size_t n;
 	bool multi;
 	bool client_initialized;
-	struct peer agg;
+	struct peer peer;             /* the aggregate's own peer ("mcp-chain") */
 	struct hmap map[LIST_KINDS];  /* exposed name -> mapping */
 	struct mapping *maps[LIST_KINDS];
 	json_t *view[LIST_KINDS];     /* owned: merged lists with exposed names */
@@ -79,48 +91,49 @@ static struct {
 	struct agg_init *init;
 	json_t *(*status_fn)(void *arg);
 	void *status_arg;
-} R;
+};
 
-static void rebuild(enum list_kind k);
+#define container_of(p, type, member) \
+	((type *)(void *)((char *)(p) - offsetof(type, member)))
+
+static void rebuild(struct aggregate *a, enum list_kind k);
 
 /* True when the status resource is exposed: by default with several backends. */
-static bool status_on(void)
+static bool status_on(struct aggregate *a)
 {
-	return R.cfg->status_set ? R.cfg->status : R.multi;
+	return a->cfg->status_set ? a->cfg->status : a->multi;
 }
 
 static void fetch_list(struct slot *s, enum list_kind k, const char *cursor);
 
 /* The slot of a backend peer, or NULL. */
-static struct slot *slot_of(struct peer *p)
+static struct slot *slot_of(struct aggregate *a, struct peer *p)
 {
-	for (size_t i = 0; i < R.n; i++)
-		if (R.v[i]->peer == p && !R.v[i]->removed)
-			return R.v[i];
+	for (size_t i = 0; i < a->n; i++)
+		if (a->v[i]->peer == p && !a->v[i]->removed)
+			return a->v[i];
 	return NULL;
 }
 
 /* The first backend not removed by a reload (there is always one). */
-static struct slot *first_active(void)
+static struct slot *first_active(struct aggregate *a)
 {
-	for (size_t i = 0; i < R.n; i++)
-		if (!R.v[i]->removed)
-			return R.v[i];
-	return R.v[0];
+	for (size_t i = 0; i < a->n; i++)
+		if (!a->v[i]->removed)
+			return a->v[i];
+	return a->v[0];
 }
 
 /* A backend's initialize result capabilities (borrowed). */
 static json_t *caps_of(struct slot *s)
 {
-	json_t *resp = NULL;
-	(void)resp;
 	return s->peer->ready ? json_object_get(s->peer->init_result, "capabilities") : NULL;
 }
 
 /* Sends a notification of the aggregate's own to every client. */
-static void notify_clients(const char *method)
+static void notify_clients(struct aggregate *a, const char *method)
 {
-	chain_notify(R.multi ? &R.agg : first_active()->peer, NULL, rpc_notification(method, NULL));
+	chain_notify(a->multi ? &a->peer : first_active(a)->peer, NULL, rpc_notification(method, NULL));
 }
 
 /* ---------- names ---------- */
@@ -138,11 +151,11 @@ static unsigned fnv(const char *a, const char *b)
 }
 
 /* Makes PREFIX SEP ORIG safe for clients: [A-Za-z0-9_-], at most 64. */
-static void expose(char out[NAME_MAX_LEN + 1], const char *prefix, const char *orig,
+static void expose(struct aggregate *a, char out[NAME_MAX_LEN + 1], const char *prefix, const char *orig,
 		   const char *salt)
 {
 	char raw[1024];
-	snprintf(raw, sizeof raw, "%s%s%s", prefix, R.cfg->separator, orig);
+	snprintf(raw, sizeof raw, "%s%s%s", prefix, a->cfg->separator, orig);
 	size_t n = strlen(raw);
 	for (size_t i = 0; i < n; i++) {
 		char c = raw[i];
@@ -161,72 +174,72 @@ static void expose(char out[NAME_MAX_LEN + 1], const char *prefix, const char *o
 }
 
 /* Frees every mapping of kind K. */
-static void clear_maps(enum list_kind k)
+static void clear_maps(struct aggregate *a, enum list_kind k)
 {
-	while (R.maps[k]) {
-		struct mapping *m = R.maps[k];
-		R.maps[k] = m->next;
+	while (a->maps[k]) {
+		struct mapping *m = a->maps[k];
+		a->maps[k] = m->next;
 		free(m->orig);
 		free(m);
 	}
-	hmap_release(&R.map[k]);
+	hmap_release(&a->map[k]);
 }
 
 /* Records NAME -> (slot, orig). */
-static void add_mapping(enum list_kind k, const char *name, size_t slot, const char *orig)
+static void add_mapping(struct aggregate *a, enum list_kind k, const char *name, size_t slot, const char *orig)
 {
 	struct mapping *m = calloc(1, sizeof *m);
 	if (!m)
 		return;
 	m->slot = slot;
 	m->orig = strdup(orig);
-	m->next = R.maps[k];
-	R.maps[k] = m;
-	hmap_put(&R.map[k], name, strlen(name), m);
+	m->next = a->maps[k];
+	a->maps[k] = m;
+	hmap_put(&a->map[k], name, strlen(name), m);
 }
 
 /* Adds one backend item to the merged view under its exposed name. */
-static void expose_item(enum list_kind k, size_t i, json_t *item)
+static void expose_item(struct aggregate *a, enum list_kind k, size_t i, json_t *item)
 {
 	const char *orig = json_string_value(json_object_get(item, "name"));
 	char name[NAME_MAX_LEN + 1], plain[1024];
 	if (!orig)
 		return;
-	expose(name, R.v[i]->prefix, orig, NULL);
-	for (unsigned n = 0; hmap_get(&R.map[k], name, strlen(name)); n++) {
+	expose(a, name, a->v[i]->prefix, orig, NULL);
+	for (unsigned n = 0; hmap_get(&a->map[k], name, strlen(name)); n++) {
 		char salt[300];
-		snprintf(salt, sizeof salt, "%s/%u", R.v[i]->entry->name, n);
-		expose(name, R.v[i]->prefix, orig, salt);
+		snprintf(salt, sizeof salt, "%s/%u", a->v[i]->entry->name, n);
+		expose(a, name, a->v[i]->prefix, orig, salt);
 		log_warn("%s %s of %s collides with another name; exposed as %s",
-			 list_key[k], orig, R.v[i]->entry->name, name);
+			 list_key[k], orig, a->v[i]->entry->name, name);
 	}
-	snprintf(plain, sizeof plain, "%s%s%s", R.v[i]->prefix, R.cfg->separator, orig);
+	snprintf(plain, sizeof plain, "%s%s%s", a->v[i]->prefix, a->cfg->separator, orig);
 	if (strcmp(plain, name) != 0)
 		log_info("%s: %s \"%s\" exposed as \"%s\" (client-safe name)",
-			 R.v[i]->entry->name, k == LIST_TOOLS ? "tool" : "prompt", orig, name);
-	add_mapping(k, name, i, orig);
-	if (!R.v[i]->peer->ready)
+			 a->v[i]->entry->name, k == LIST_TOOLS ? "tool" : "prompt", orig, name);
+	add_mapping(a, k, name, i, orig);
+	if (!a->v[i]->peer->ready)
 		return;  /* its names stay reserved while it is down */
 	json_t *copy = json_copy(item);
 	json_object_set_new(copy, "name", json_string(name));
-	json_array_append_new(R.view[k], copy);
+	json_array_append_new(a->view[k], copy);
 }
 
 /* Rebuilds the merged view and name map of kind K from the slots. */
-static void rebuild(enum list_kind k)
+static void rebuild(struct aggregate *a, enum list_kind k)
 {
-	clear_maps(k);
-	free(R.view_line[k]);
-	R.view_line[k] = NULL;
-	json_decref(R.view[k]);
-	R.view[k] = json_array();
-	for (size_t i = 0; i < R.n; i++) {
+	clear_maps(a, k);
+	free(a->view_line[k]);
+	a->view_line[k] = NULL;
+	json_decref(a->view[k]);
+	a->view[k] = json_array();
+	for (size_t i = 0; i < a->n; i++) {
 		size_t j;
 		json_t *item;
-		if (R.v[i]->removed)
+		if (a->v[i]->removed)
 			continue;
-		json_array_foreach(R.v[i]->items[k], j, item)
-			expose_item(k, i, item);
+		json_array_foreach(a->v[i]->items[k], j, item)
+			expose_item(a, k, i, item);
 	}
 }
 
@@ -237,13 +250,14 @@ struct fetch {
 	enum list_kind k;
 };
 
-static void check_init_done(void);
+static void check_init_done(struct aggregate *a);
 
 /* A page of a backend's list arrived. */
 static void on_list_page(struct exchange *ex, json_t *msg, void *arg)
 {
 	struct fetch *f = arg;
 	struct slot *s = f->s;
+	struct aggregate *a = s->a;
 	enum list_kind k = f->k;
 	json_t *result = json_object_get(msg, "result");
 	(void)ex;
@@ -264,11 +278,11 @@ static void on_list_page(struct exchange *ex, json_t *msg, void *arg)
 		s->items[k] = s->paging[k];
 	}
 	s->paging[k] = NULL;
-	rebuild(k);
-	if (s->changed[k] && R.client_initialized)
-		notify_clients(list_note[k]);
+	rebuild(a, k);
+	if (s->changed[k] && a->client_initialized)
+		notify_clients(a, list_note[k]);
 	s->changed[k] = false;
-	check_init_done();
+	check_init_done(a);
 }
 
 /* Asks a backend for (the next page of) its list of kind K. */
@@ -292,6 +306,7 @@ static void fetch_list(struct slot *s, enum list_kind k, const char *cursor)
 static void on_templates(struct exchange *ex, json_t *msg, void *arg)
 {
 	struct slot *s = arg;
+	struct aggregate *a = s->a;
 	json_t *result = json_object_get(msg, "result");
 	json_t *items = json_object_get(result, "resourceTemplates");
 	size_t idx = s->index, i;
@@ -300,7 +315,7 @@ static void on_templates(struct exchange *ex, json_t *msg, void *arg)
 	json_array_foreach(items, i, it) {
 		const char *tpl = json_string_value(json_object_get(it, "uriTemplate"));
 		if (tpl)
-			json_array_append_new(R.templates, json_pack("[s,I]", tpl, (json_int_t)idx));
+			json_array_append_new(a->templates, json_pack("[s,I]", tpl, (json_int_t)idx));
 	}
 	const char *next = json_string_value(json_object_get(result, "nextCursor"));
 	if (next && *next && s->peer->ready)
@@ -311,11 +326,12 @@ static void on_templates(struct exchange *ex, json_t *msg, void *arg)
 /* Refreshes every list a backend has. */
 static void refresh(struct slot *s, bool tell)
 {
+	struct aggregate *a = s->a;
 	json_t *caps = caps_of(s);
-	for (size_t i = json_array_size(R.templates); i-- > 0;)  /* forget its old ones */
-		if ((size_t)json_integer_value(json_array_get(json_array_get(R.templates, i), 1)) ==
+	for (size_t i = json_array_size(a->templates); i-- > 0;)  /* forget its old ones */
+		if ((size_t)json_integer_value(json_array_get(json_array_get(a->templates, i), 1)) ==
 		    s->index)
-			json_array_remove(R.templates, i);
+			json_array_remove(a->templates, i);
 	if (json_object_get(caps, "resources"))
 		chain_call_via(s->peer, "resources/templates/list", json_object(),
 			       s->peer->pl, on_templates, s);
@@ -328,11 +344,11 @@ static void refresh(struct slot *s, bool tell)
 }
 
 /* True while any list refresh is running. */
-static bool fetching(void)
+static bool fetching(struct aggregate *a)
 {
-	for (size_t i = 0; i < R.n; i++)
+	for (size_t i = 0; i < a->n; i++)
 		for (int k = 0; k < LIST_KINDS; k++)
-			if (R.v[i]->paging[k])
+			if (a->v[i]->paging[k])
 				return true;
 	return false;
 }
@@ -356,38 +372,38 @@ static void merge_caps(json_t *dst, json_t *src)
 }
 
 /* The initialize result of the aggregate. */
-static json_t *merged_result(void)
+static json_t *merged_result(struct aggregate *a)
 {
 	json_t *caps = json_object();
 	char *instr = NULL;
 	size_t ilen = 0;
-	for (size_t i = 0; i < R.n; i++) {
-		if (R.v[i]->removed)
+	for (size_t i = 0; i < a->n; i++) {
+		if (a->v[i]->removed)
 			continue;
-		json_t *c = caps_of(R.v[i]);
+		json_t *c = caps_of(a->v[i]);
 		json_t *copy = json_deep_copy(c);
 		merge_caps(caps, copy);
 		json_decref(copy);
-		const char *t = json_string_value(json_object_get(R.v[i]->peer->init_result, "instructions"));
+		const char *t = json_string_value(json_object_get(a->v[i]->peer->init_result, "instructions"));
 		if (!t)
 			continue;
-		size_t add = strlen(t) + strlen(R.v[i]->entry->name) + 16;
+		size_t add = strlen(t) + strlen(a->v[i]->entry->name) + 16;
 		char *p = realloc(instr, ilen + add);
 		if (!p)
 			continue;
 		instr = p;
 		ilen += (size_t)snprintf(instr + ilen, add, "%s## %s\n%s", ilen ? "\n\n" : "",
-					 R.v[i]->entry->name, t);
+					 a->v[i]->entry->name, t);
 	}
 	/* we tell clients when a backend's lists change or it restarts */
 	for (int k = 0; k < LIST_KINDS; k++)
 		if (json_object_get(caps, list_cap[k]))
 			json_object_set_new(json_object_get(caps, list_cap[k]), "listChanged", json_true());
-	if (status_on()) {
+	if (status_on(a)) {
 		if (!json_object_get(caps, "resources"))
 			json_object_set_new(caps, "resources", json_object());
 	}
-	const char *asked = json_string_value(json_object_get(R.client_params, "protocolVersion"));
+	const char *asked = json_string_value(json_object_get(a->client_params, "protocolVersion"));
 	json_t *r = json_pack("{s:s,s:o,s:{s:s,s:s}}", "protocolVersion", asked ? asked : "2025-11-25",
 			      "capabilities", caps, "serverInfo", "name", "mcp-chain",
 			      "version", MCPC_VERSION);
@@ -397,96 +413,80 @@ static json_t *merged_result(void)
 	return r;
 }
 
-/* Answers the aggregate's initialize once every backend is settled. */
-static void check_init_done(void)
+/* Answers the client's initialize now, with the backends that are ready. */
+static void answer_init(struct aggregate *a)
 {
-	struct agg_init *in = R.init;
-	if (!in || in->pending > 0 || fetching())
-		return;
-	R.init = NULL;
+	struct agg_init *in = a->init;
+	a->init = NULL;
 	ev_timer_stop(EV_DEFAULT, &in->settle);
 	ev_timer_stop(EV_DEFAULT, &in->bound);
 	size_t ready = 0;
-	for (size_t i = 0; i < R.n; i++)
-		ready += R.v[i]->peer->ready;
-	json_t *resp = rpc_result(json_null(), merged_result());
-	log_info("aggregate: initialized with %zu of %zu backends ready", ready, R.n);
-	R.agg.ready = true;
+	for (size_t i = 0; i < a->n; i++)
+		ready += !a->v[i]->removed && a->v[i]->peer->ready;
+	json_t *resp = rpc_result(json_null(), merged_result(a));
+	log_info("aggregate: initialized with %zu of %zu backends ready", ready, aggregate_backends(a));
+	a->peer.ready = true;
 	if (in->cb)
 		in->cb(in->arg, resp);
 	json_decref(resp);
 	free(in);
+}
+
+/* Answers the aggregate's initialize once every backend is settled. */
+static void check_init_done(struct aggregate *a)
+{
+	if (a->init && a->init->pending == 0 && !fetching(a))
+		answer_init(a);
 }
 
 /* Deferred re-check (lets a READY event start its list refresh first). */
 static void on_settle(struct ev_loop *loop, ev_timer *w, int revents)
 {
+	struct agg_init *in = w->data;
 	(void)loop;
-	(void)w;
 	(void)revents;
-	check_init_done();
+	check_init_done(in->a);
 }
 
 /* The start-up bound passed: answer with the backends that are ready. */
 static void on_bound(struct ev_loop *loop, ev_timer *w, int revents)
 {
+	struct agg_init *in = w->data;
+	struct aggregate *a = in->a;
 	(void)loop;
-	(void)w;
 	(void)revents;
-	if (!R.init)
-		return;
 	log_warn("aggregate: start-up bound of %g s reached; answering without the backends still starting",
-		 R.cfg->init_timeout);
-	for (size_t i = 0; i < R.n; i++)
+		 a->cfg->init_timeout);
+	for (size_t i = 0; i < a->n; i++)
 		for (int k = 0; k < LIST_KINDS; k++)
-			if (R.v[i]->paging[k])
-				R.v[i]->changed[k] = true;  /* tell the client when it lands */
-	R.init->pending = 0;
-	json_t *none = NULL;
-	(void)none;
-	struct agg_init *in = R.init;
-	for (size_t i = 0; i < R.n; i++)
-		for (int k = 0; k < LIST_KINDS; k++)
-			if (R.v[i]->paging[k]) {
-				/* answer now; the refresh finishes later */
-			}
-	R.init = NULL;
-	size_t ready = 0;
-	for (size_t i = 0; i < R.n; i++)
-		ready += R.v[i]->peer->ready;
-	json_t *resp = rpc_result(json_null(), merged_result());
-	log_info("aggregate: initialized with %zu of %zu backends ready", ready, R.n);
-	R.agg.ready = true;
-	ev_timer_stop(EV_DEFAULT, &in->settle);
-	if (in->cb)
-		in->cb(in->arg, resp);
-	json_decref(resp);
-	free(in);
+			if (a->v[i]->paging[k])
+				a->v[i]->changed[k] = true;  /* tell the client when it lands */
+	answer_init(a);
 }
 
 /* One backend answered (or failed) its initialize. */
 static void on_backend_init(void *arg, json_t *resp)
 {
 	struct slot *s = arg;
+	struct aggregate *a = s->a;
 	(void)resp;
-	(void)s;
-	if (!R.init)
+	if (!a->init)
 		return;
-	if (R.init->pending > 0)
-		R.init->pending--;
-	ev_timer_set(&R.init->settle, 0., 0.);
-	ev_timer_start(EV_DEFAULT, &R.init->settle);
+	if (a->init->pending > 0)
+		a->init->pending--;
+	ev_timer_set(&a->init->settle, 0., 0.);
+	ev_timer_start(EV_DEFAULT, &a->init->settle);
 }
 
 /* The aggregate's initialize: every backend, concurrently. */
 static int agg_initialize(struct peer *p, json_t *params,
 			  void (*cb)(void *arg, json_t *response), void *arg)
 {
-	(void)p;
-	if (R.init)
+	struct aggregate *a = container_of(p, struct aggregate, peer);
+	if (a->init)
 		return -1;
-	if (R.agg.ready) {  /* a later session: answer from what we have */
-		json_t *resp = rpc_result(json_null(), merged_result());
+	if (a->peer.ready) {  /* a later session: answer from what we have */
+		json_t *resp = rpc_result(json_null(), merged_result(a));
 		cb(arg, resp);
 		json_decref(resp);
 		return 0;
@@ -494,19 +494,23 @@ static int agg_initialize(struct peer *p, json_t *params,
 	struct agg_init *in = calloc(1, sizeof *in);
 	if (!in)
 		return -1;
+	in->a = a;
 	in->cb = cb;
 	in->arg = arg;
-	json_decref(R.client_params);
-	R.client_params = json_deep_copy(params);
+	json_decref(a->client_params);
+	a->client_params = json_deep_copy(params);
 	ev_timer_init(&in->settle, on_settle, 0., 0.);
-	ev_timer_init(&in->bound, on_bound, R.cfg->init_timeout, 0.);
+	ev_timer_init(&in->bound, on_bound, a->cfg->init_timeout, 0.);
+	in->settle.data = in->bound.data = in;
 	ev_timer_start(EV_DEFAULT, &in->bound);
-	R.init = in;
-	for (size_t i = 0; i < R.n; i++) {
-		struct peer *b = R.v[i]->peer;
+	a->init = in;
+	for (size_t i = 0; i < a->n; i++) {
+		struct peer *b = a->v[i]->peer;
+		if (a->v[i]->removed)
+			continue;
 		in->pending++;
-		if (b->ops->initialize(b, params, on_backend_init, R.v[i]) < 0) {
-			log_warn("%s: not available (%s)", R.v[i]->entry->name,
+		if (b->ops->initialize(b, params, on_backend_init, a->v[i]) < 0) {
+			log_warn("%s: not available (%s)", a->v[i]->entry->name,
 				 b->why_down[0] ? b->why_down : "not started");
 			in->pending--;
 		}
@@ -518,11 +522,11 @@ static int agg_initialize(struct peer *p, json_t *params,
 /* ---------- the aggregate's own answers ---------- */
 
 /* Delivers the aggregate's response to request ID. */
-static void agg_reply(json_t *id, json_t *resp_without_id)
+static void agg_reply(struct aggregate *a, json_t *id, json_t *resp_without_id)
 {
 	json_object_set(resp_without_id, "id", id);
-	R.agg.rx_bytes = 0;
-	chain_receive(&R.agg, resp_without_id);
+	a->peer.rx_bytes = 0;
+	chain_receive(&a->peer, resp_without_id);
 }
 
 #define VIEW_HEAD "{\"jsonrpc\":\"2.0\",\"id\":"
@@ -530,9 +534,9 @@ static void agg_reply(json_t *id, json_t *resp_without_id)
 #define VIEW_RESULT ",\"result\":"
 
 /* Makes the cached response of kind K: its head, the view, its end. */
-static bool make_view_line(enum list_kind k)
+static bool make_view_line(struct aggregate *a, enum list_kind k)
 {
-	char *text = json_dumps(R.view[k], JSON_COMPACT);
+	char *text = json_dumps(a->view[k], JSON_COMPACT);
 	if (!text)
 		return false;
 	size_t tn = strlen(text);
@@ -543,8 +547,8 @@ static bool make_view_line(enum list_kind k)
 		memcpy(line, head, (size_t)hn);
 		memcpy(line + hn, text, tn);
 		memcpy(line + hn + tn, "}}", 2);
-		R.view_line[k] = line;
-		R.view_len[k] = (size_t)hn + tn + 2;
+		a->view_line[k] = line;
+		a->view_len[k] = (size_t)hn + tn + 2;
 	}
 	free(text);
 	return line != NULL;
@@ -557,19 +561,19 @@ static bool make_view_line(enum list_kind k)
  * costs no scan, allocation or copy here. Returns false when the caller
  * must answer with a tree.
  */
-static bool agg_list_fast(json_t *id, enum list_kind k)
+static bool agg_list_fast(struct aggregate *a, json_t *id, enum list_kind k)
 {
-	if (!json_is_integer(id) || !R.view[k])
+	if (!json_is_integer(id) || !a->view[k])
 		return false;
-	if (!R.view_line[k] && !make_view_line(k))
+	if (!a->view_line[k] && !make_view_line(a, k))
 		return false;
-	const char *line = R.view_line[k], *res = line + strlen(VIEW_HEAD VIEW_ID VIEW_RESULT);
+	const char *line = a->view_line[k], *res = line + strlen(VIEW_HEAD VIEW_ID VIEW_RESULT);
 	struct jspan idspan = { line + strlen(VIEW_HEAD), strlen(VIEW_ID) };
-	struct jspan result = { res, (size_t)(line + R.view_len[k] - 1 - res) };
+	struct jspan result = { res, (size_t)(line + a->view_len[k] - 1 - res) };
 	struct msg m;
-	msg_init_own(&m, line, R.view_len[k], idspan, json_integer_value(id), result);
-	R.agg.rx_bytes = 0;
-	chain_receive_msg(&R.agg, &m);
+	msg_init_own(&m, line, a->view_len[k], idspan, json_integer_value(id), result);
+	a->peer.rx_bytes = 0;
+	chain_receive_msg(&a->peer, &m);
 	return true;
 }
 
@@ -586,7 +590,7 @@ static json_t *make_cursor(size_t slot, const char *inner)
 }
 
 /* Decodes a cursor; returns 0 or -1. INNER gets the backend's cursor. */
-static int read_cursor(const char *hex, size_t *slot, char *inner, size_t n)
+static int read_cursor(struct aggregate *a, const char *hex, size_t *slot, char *inner, size_t n)
 {
 	char raw[600];
 	size_t len = strlen(hex);
@@ -605,7 +609,7 @@ static int read_cursor(const char *hex, size_t *slot, char *inner, size_t n)
 	*colon = '\0';
 	char *end;
 	unsigned long s = strtoul(raw, &end, 10);
-	if (*end || s >= R.n)
+	if (*end || s >= a->n)
 		return -1;
 	*slot = s;
 	snprintf(inner, n, "%s", colon + 1);
@@ -613,6 +617,7 @@ static int read_cursor(const char *hex, size_t *slot, char *inner, size_t n)
 }
 
 struct page_req {
+	struct aggregate *a;
 	json_t *id;           /* the client-side request's id on the aggregate */
 	size_t slot;
 	const char *method;   /* resources/list or resources/templates/list */
@@ -622,35 +627,37 @@ struct page_req {
 
 static void next_page(struct page_req *pr, const char *inner);
 
-/* The first slot at or after I with resources, or R.n. */
-static size_t next_resource_slot(size_t i)
+/* The first slot at or after I with resources, or a->n. */
+static size_t next_resource_slot(struct aggregate *a, size_t i)
 {
-	for (; i < R.n; i++)
-		if (!R.v[i]->removed && json_object_get(caps_of(R.v[i]), "resources"))
+	for (; i < a->n; i++)
+		if (!a->v[i]->removed && json_object_get(caps_of(a->v[i]), "resources"))
 			return i;
-	return R.n;
+	return a->n;
 }
 
 /* Remembers where listed URIs and templates live. */
 static void learn_owners(struct page_req *pr, json_t *items)
 {
+	struct aggregate *a = pr->a;
 	size_t i;
 	json_t *it;
 	json_array_foreach(items, i, it) {
 		const char *uri = json_string_value(json_object_get(it, "uri"));
 		const char *tpl = json_string_value(json_object_get(it, "uriTemplate"));
-		if (uri && !json_object_get(R.uri_owner, uri))
-			json_object_set_new(R.uri_owner, uri, json_integer((json_int_t)pr->slot));
+		if (uri && !json_object_get(a->uri_owner, uri))
+			json_object_set_new(a->uri_owner, uri, json_integer((json_int_t)pr->slot));
 		if (tpl)
-			json_array_append_new(R.templates, json_pack("[s,I]", tpl, (json_int_t)pr->slot));
+			json_array_append_new(a->templates, json_pack("[s,I]", tpl, (json_int_t)pr->slot));
 	}
 }
 
 /* Finishes a resources page: our cursor points at what follows. */
 static void finish_page(struct page_req *pr, json_t *items, const char *inner_next)
 {
+	struct aggregate *a = pr->a;
 	json_t *result = json_object();
-	if (pr->first && status_on() && strcmp(pr->method, "resources/list") == 0)
+	if (pr->first && status_on(a) && strcmp(pr->method, "resources/list") == 0)
 		json_array_insert_new(items, 0, json_pack("{s:s,s:s,s:s,s:s}", "uri", STATUS_URI,
 			"name", "mcp-chain status", "description",
 			"State of every backend behind this mcp-chain", "mimeType", "application/json"));
@@ -658,11 +665,11 @@ static void finish_page(struct page_req *pr, json_t *items, const char *inner_ne
 	json_t *cur = NULL;
 	if (inner_next && *inner_next)
 		cur = make_cursor(pr->slot, inner_next);
-	else if (next_resource_slot(pr->slot + 1) < R.n)
-		cur = make_cursor(next_resource_slot(pr->slot + 1), "");
+	else if (next_resource_slot(a, pr->slot + 1) < a->n)
+		cur = make_cursor(next_resource_slot(a, pr->slot + 1), "");
 	if (cur)
 		json_object_set_new(result, "nextCursor", cur);
-	agg_reply(pr->id, rpc_result(json_null(), result));
+	agg_reply(a, pr->id, rpc_result(json_null(), result));
 	json_decref(pr->id);
 	free(pr);
 }
@@ -671,13 +678,14 @@ static void finish_page(struct page_req *pr, json_t *items, const char *inner_ne
 static void on_resource_page(struct exchange *ex, json_t *msg, void *arg)
 {
 	struct page_req *pr = arg;
+	struct aggregate *a = pr->a;
 	json_t *result = json_object_get(msg, "result");
 	(void)ex;
 	json_t *items = json_object_get(result, pr->key);
 	if (!json_is_array(items)) {
-		log_warn("%s: %s failed; skipped", R.v[pr->slot]->entry->name, pr->method);
-		size_t next = next_resource_slot(pr->slot + 1);
-		if (next < R.n) {
+		log_warn("%s: %s failed; skipped", a->v[pr->slot]->entry->name, pr->method);
+		size_t next = next_resource_slot(a, pr->slot + 1);
+		if (next < a->n) {
 			pr->slot = next;
 			next_page(pr, NULL);
 			return;
@@ -694,7 +702,8 @@ static void on_resource_page(struct exchange *ex, json_t *msg, void *arg)
 /* Asks the current slot for the page at INNER. */
 static void next_page(struct page_req *pr, const char *inner)
 {
-	struct slot *s = R.v[pr->slot];
+	struct aggregate *a = pr->a;
+	struct slot *s = a->v[pr->slot];
 	json_t *params = inner && *inner ? json_pack("{s:s}", "cursor", inner) : json_object();
 	if (!s->peer->ready ||
 	    chain_call_via(s->peer, pr->method, params, s->peer->pl, on_resource_page, pr) < 0) {
@@ -705,29 +714,34 @@ static void next_page(struct page_req *pr, const char *inner)
 }
 
 /* resources/list and resources/templates/list across backends. */
-static void agg_resources(json_t *msg, const char *method, const char *key)
+static void agg_resources(struct aggregate *a, json_t *msg, const char *method, const char *key)
 {
 	json_t *id = json_object_get(msg, "id");
 	const char *cursor = json_string_value(json_object_get(json_object_get(msg, "params"), "cursor"));
 	struct page_req *pr = calloc(1, sizeof *pr);
 	char inner[600] = "";
+	if (!pr) {
+		agg_reply(a, id, rpc_error(NULL, RPC_INTERNAL_ERROR, "out of memory", NULL));
+		return;
+	}
+	pr->a = a;
 	pr->id = json_incref(id);
 	/* static strings: the request (and its method string) is freed on return */
 	pr->method = strcmp(method, "resources/list") == 0 ? "resources/list" :
 		     "resources/templates/list";
 	pr->key = key;
 	if (cursor) {
-		if (read_cursor(cursor, &pr->slot, inner, sizeof inner) < 0) {
-			agg_reply(id, rpc_error(NULL, RPC_INVALID_PARAMS, "invalid cursor", NULL));
+		if (read_cursor(a, cursor, &pr->slot, inner, sizeof inner) < 0) {
+			agg_reply(a, id, rpc_error(NULL, RPC_INVALID_PARAMS, "invalid cursor", NULL));
 			json_decref(pr->id);
 			free(pr);
 			return;
 		}
 	} else {
 		pr->first = true;
-		pr->slot = next_resource_slot(0);
+		pr->slot = next_resource_slot(a, 0);
 	}
-	if (pr->slot >= R.n) {
+	if (pr->slot >= a->n) {
 		finish_page(pr, json_array(), NULL);
 		return;
 	}
@@ -735,59 +749,59 @@ static void agg_resources(json_t *msg, const char *method, const char *key)
 }
 
 /* The status resource's contents. */
-static void agg_status(json_t *id)
+static void agg_status(struct aggregate *a, json_t *id)
 {
-	json_t *st = R.status_fn ? R.status_fn(R.status_arg) : json_object();
+	json_t *st = a->status_fn ? a->status_fn(a->status_arg) : json_object();
 	char *text = json_dumps(st, JSON_INDENT(2));
 	json_decref(st);
 	json_t *r = json_pack("{s:[{s:s,s:s,s:s}]}", "contents", "uri", STATUS_URI,
 			      "mimeType", "application/json", "text", text ? text : "{}");
 	free(text);
-	agg_reply(id, rpc_result(json_null(), r));
+	agg_reply(a, id, rpc_result(json_null(), r));
 }
 
 /* Sends logging/setLevel to every backend that logs; answers at once. */
-static void agg_set_level(json_t *msg)
+static void agg_set_level(struct aggregate *a, json_t *msg)
 {
-	for (size_t i = 0; i < R.n; i++) {
-		if (!json_object_get(caps_of(R.v[i]), "logging"))
+	for (size_t i = 0; i < a->n; i++) {
+		if (!json_object_get(caps_of(a->v[i]), "logging"))
 			continue;
 		json_t *params = json_deep_copy(json_object_get(msg, "params"));
-		chain_call_via(R.v[i]->peer, "logging/setLevel", params, R.v[i]->peer->pl, NULL, NULL);
+		chain_call_via(a->v[i]->peer, "logging/setLevel", params, a->v[i]->peer->pl, NULL, NULL);
 	}
-	agg_reply(json_object_get(msg, "id"), rpc_result(json_null(), json_object()));
+	agg_reply(a, json_object_get(msg, "id"), rpc_result(json_null(), json_object()));
 }
 
 /* The aggregate's send operation: requests the router answers itself. */
 static int agg_send(struct peer *p, json_t *msg, struct exchange *ex)
 {
+	struct aggregate *a = container_of(p, struct aggregate, peer);
 	const char *m = json_string_value(json_object_get(msg, "method"));
 	json_t *id = json_object_get(msg, "id");
-	(void)p;
 	(void)ex;
 	if (!m || !id)
 		return 0;  /* notifications to the aggregate end here */
 	if (strcmp(m, "tools/list") == 0 || strcmp(m, "prompts/list") == 0) {
 		enum list_kind k = m[0] == 't' ? LIST_TOOLS : LIST_PROMPTS;
 		if (json_object_get(json_object_get(msg, "params"), "cursor")) {
-			agg_reply(id, rpc_error(NULL, RPC_INVALID_PARAMS, "invalid cursor", NULL));
+			agg_reply(a, id, rpc_error(NULL, RPC_INVALID_PARAMS, "invalid cursor", NULL));
 			return 0;
 		}
-		if (agg_list_fast(id, k))
+		if (agg_list_fast(a, id, k))
 			return 0;
 		json_t *r = json_object();
-		json_object_set(r, list_key[k], R.view[k] ? R.view[k] : json_array());
-		agg_reply(id, rpc_result(json_null(), r));
+		json_object_set(r, list_key[k], a->view[k] ? a->view[k] : json_array());
+		agg_reply(a, id, rpc_result(json_null(), r));
 	} else if (strcmp(m, "resources/list") == 0) {
-		agg_resources(msg, m, "resources");
+		agg_resources(a, msg, m, "resources");
 	} else if (strcmp(m, "resources/templates/list") == 0) {
-		agg_resources(msg, m, "resourceTemplates");
+		agg_resources(a, msg, m, "resourceTemplates");
 	} else if (strcmp(m, "resources/read") == 0) {
-		agg_status(id);
+		agg_status(a, id);
 	} else if (strcmp(m, "logging/setLevel") == 0) {
-		agg_set_level(msg);
+		agg_set_level(a, msg);
 	} else {
-		agg_reply(id, rpc_result(json_null(), json_object()));  /* ping */
+		agg_reply(a, id, rpc_result(json_null(), json_object()));  /* ping */
 	}
 	return 0;
 }
@@ -795,9 +809,9 @@ static int agg_send(struct peer *p, json_t *msg, struct exchange *ex)
 /* The session waiting for the aggregate's initialize goes away. */
 static void agg_forget_initialize(struct peer *p, void *arg)
 {
-	(void)p;
-	if (R.init && R.init->arg == arg)
-		R.init->cb = NULL;
+	struct aggregate *a = container_of(p, struct aggregate, peer);
+	if (a->init && a->init->arg == arg)
+		a->init->cb = NULL;
 }
 
 static const struct peer_ops agg_ops = {
@@ -831,27 +845,27 @@ static bool template_match(const char *t, const char *u)
 }
 
 /* The backend that owns URI. */
-static struct slot *owner_of_uri(const char *uri)
+static struct slot *owner_of_uri(struct aggregate *a, const char *uri)
 {
-	json_t *o = json_object_get(R.uri_owner, uri);
-	if (o && (size_t)json_integer_value(o) < R.n)
-		return R.v[json_integer_value(o)];
+	json_t *o = json_object_get(a->uri_owner, uri);
+	if (o && (size_t)json_integer_value(o) < a->n)
+		return a->v[json_integer_value(o)];
 	size_t i;
 	json_t *pair;
-	json_array_foreach(R.templates, i, pair) {
+	json_array_foreach(a->templates, i, pair) {
 		if (template_match(json_string_value(json_array_get(pair, 0)), uri))
-			return R.v[json_integer_value(json_array_get(pair, 1))];
+			return a->v[json_integer_value(json_array_get(pair, 1))];
 	}
-	size_t first = next_resource_slot(0);
-	return first < R.n ? R.v[first] : NULL;
+	size_t first = next_resource_slot(a, 0);
+	return first < a->n ? a->v[first] : NULL;
 }
 
 /* Routes a named call: rewrites the name at KEY of OBJ to the backend's own. */
-static struct peer *route_name(enum list_kind k, json_t *obj, const char *key,
+static struct peer *route_name(struct aggregate *a, enum list_kind k, json_t *obj, const char *key,
 			       int *code, char *err, size_t errlen)
 {
 	const char *name = json_string_value(json_object_get(obj, key));
-	struct mapping *m = name ? hmap_get(&R.map[k], name, strlen(name)) : NULL;
+	struct mapping *m = name ? hmap_get(&a->map[k], name, strlen(name)) : NULL;
 	if (!m) {
 		*code = RPC_INVALID_PARAMS;
 		snprintf(err, errlen, "Unknown %s: %s", k == LIST_TOOLS ? "tool" : "prompt",
@@ -859,42 +873,31 @@ static struct peer *route_name(enum list_kind k, json_t *obj, const char *key,
 		return NULL;
 	}
 	json_object_set_new(obj, key, json_string(m->orig));
-	return R.v[m->slot]->peer;
+	return a->v[m->slot]->peer;
 }
 
-/* Picks the destination of a client request. */
-struct peer *router_route_request(struct peer *client, json_t *msg, const char *method,
+/* Picks the destination of a client request (MSG may be rewritten). */
+static struct peer *route_request(struct aggregate *a, json_t *msg, const char *method,
 				  int *code, char *err, size_t errlen)
 {
-	(void)client;
-	if (R.n == 0) {  /* not set up (unit tests): the one backend peer */
-		struct peer *p = chain_first_peer(client->chain, PEER_BACKEND);
-		if (!p) {
-			*code = RPC_BACKEND_GONE;
-			snprintf(err, errlen, "no backend is configured");
-		}
-		return p;
-	}
-	if (!R.multi)
-		return first_active()->peer;
 	json_t *params = json_object_get(msg, "params");
 	if (strcmp(method, "tools/call") == 0)
-		return route_name(LIST_TOOLS, params, "name", code, err, errlen);
+		return route_name(a, LIST_TOOLS, params, "name", code, err, errlen);
 	if (strcmp(method, "prompts/get") == 0)
-		return route_name(LIST_PROMPTS, params, "name", code, err, errlen);
+		return route_name(a, LIST_PROMPTS, params, "name", code, err, errlen);
 	if (strcmp(method, "completion/complete") == 0) {
 		json_t *ref = json_object_get(params, "ref");
 		if (json_object_get(ref, "name"))
-			return route_name(LIST_PROMPTS, ref, "name", code, err, errlen);
-		struct slot *s = owner_of_uri(json_string_value(json_object_get(ref, "uri")) ?: "");
+			return route_name(a, LIST_PROMPTS, ref, "name", code, err, errlen);
+		struct slot *s = owner_of_uri(a, json_string_value(json_object_get(ref, "uri")) ?: "");
 		return s ? s->peer : NULL;
 	}
 	if (strcmp(method, "resources/read") == 0 || strcmp(method, "resources/subscribe") == 0 ||
 	    strcmp(method, "resources/unsubscribe") == 0) {
 		const char *uri = json_string_value(json_object_get(params, "uri"));
-		if (uri && status_on() && strcmp(uri, STATUS_URI) == 0)
-			return &R.agg;
-		struct slot *s = owner_of_uri(uri ? uri : "");
+		if (uri && status_on(a) && strcmp(uri, STATUS_URI) == 0)
+			return &a->peer;
+		struct slot *s = owner_of_uri(a, uri ? uri : "");
 		if (!s) {
 			*code = RPC_INVALID_PARAMS;
 			snprintf(err, errlen, "no backend serves resources");
@@ -905,11 +908,11 @@ struct peer *router_route_request(struct peer *client, json_t *msg, const char *
 	    strcmp(method, "resources/list") == 0 ||
 	    strcmp(method, "resources/templates/list") == 0 || strcmp(method, "ping") == 0 ||
 	    strcmp(method, "logging/setLevel") == 0)
-		return &R.agg;
-	for (size_t i = 0; i < R.n; i++)  /* anything else: the first ready backend */
-		if (R.v[i]->peer->ready)
-			return R.v[i]->peer;
-	return first_active()->peer;
+		return &a->peer;
+	for (size_t i = 0; i < a->n; i++)  /* anything else: the first ready backend */
+		if (!a->v[i]->removed && a->v[i]->peer->ready)
+			return a->v[i]->peer;
+	return first_active(a)->peer;
 }
 
 /* Sends notifications/initialized to a backend once per run. */
@@ -918,158 +921,207 @@ static void send_initialized(struct slot *s)
 	if (s->sent_initialized || !s->peer->ready)
 		return;
 	s->sent_initialized = true;
-	chain_notify(&R.agg, s->peer, rpc_notification("notifications/initialized", NULL));
+	chain_notify(&s->a->peer, s->peer, rpc_notification("notifications/initialized", NULL));
 }
 
-/* Client notifications the router handles. */
-bool router_client_notification(struct peer *client, json_t *msg, const char *method)
+/* Client notifications the aggregate handles (MSG borrowed). */
+static bool client_notification(struct aggregate *a, struct peer *client, json_t *msg,
+				const char *method)
 {
-	(void)client;
 	if (strcmp(method, "notifications/initialized") == 0) {
-		R.client_initialized = true;
-		if (!R.multi) {
-			if (R.n)
-				first_active()->sent_initialized = true;
+		a->client_initialized = true;
+		if (!a->multi) {
+			first_active(a)->sent_initialized = true;
 			return false;  /* the client's own, unchanged */
 		}
-		for (size_t i = 0; i < R.n; i++)
-			send_initialized(R.v[i]);
-		json_decref(msg);
+		for (size_t i = 0; i < a->n; i++)
+			if (!a->v[i]->removed)
+				send_initialized(a->v[i]);
 		return true;
 	}
-	if (R.multi && strcmp(method, "notifications/roots/list_changed") == 0) {
-		for (size_t i = 0; i < R.n; i++)
-			if (R.v[i]->peer->ready)
-				chain_notify(client, R.v[i]->peer, json_incref(msg));
-		json_decref(msg);
+	if (a->multi && strcmp(method, "notifications/roots/list_changed") == 0) {
+		for (size_t i = 0; i < a->n; i++)
+			if (!a->v[i]->removed && a->v[i]->peer->ready)
+				chain_notify(client, a->v[i]->peer, json_incref(msg));
 		return true;
 	}
 	return false;
 }
 
-/* Backend notifications the router handles. */
-bool router_backend_notification(struct peer *backend, json_t *msg, const char *method)
+/* Backend notifications the aggregate handles (MSG borrowed). */
+static bool backend_notification(struct aggregate *a, struct peer *backend, const char *method)
 {
-	struct slot *s = slot_of(backend);
-	if (!R.multi || !s)
+	struct slot *s = slot_of(a, backend);
+	if (!a->multi || !s)
 		return false;
 	for (int k = 0; k < LIST_KINDS; k++) {
 		if (strcmp(method, list_note[k]) == 0) {
-			json_decref(msg);
-			if (!s->paging[k]) {
-				s->changed[k] = true;
+			s->changed[k] = true;
+			if (!s->paging[k])
 				fetch_list(s, (enum list_kind)k, NULL);
-			} else {
-				s->changed[k] = true;
-			}
 			return true;
 		}
 	}
 	return false;
 }
 
-/* A backend is initialized (first time or after a restart). */
-void router_backend_ready(struct peer *backend)
+/* ---------- what the chain asks (chain_router) ---------- */
+
+/* The peer the front initializes: the backend, or the aggregate. */
+static struct peer *op_init_target(struct chain_router *r, struct peer *client)
 {
-	struct slot *s = slot_of(backend);
+	struct aggregate *a = (struct aggregate *)r;
+	(void)client;
+	if (aggregate_backends(a) == 0)
+		return NULL;
+	return a->multi ? &a->peer : first_active(a)->peer;
+}
+
+/* Where a client message goes; with several backends it is read and renamed. */
+static struct peer *op_route(struct chain_router *r, struct peer *client, struct msg *m,
+			     const char *method, int *code, char *why, size_t n)
+{
+	struct aggregate *a = (struct aggregate *)r;
+	if (aggregate_backends(a) == 0) {
+		*code = RPC_BACKEND_GONE;
+		snprintf(why, n, "no backend is configured");
+		return NULL;
+	}
+	if (!a->multi)
+		return first_active(a)->peer;   /* transparent: the bytes go as they came */
+	json_t *t = msg_tree(m);
+	if (!t) {
+		*code = RPC_PARSE_ERROR;
+		snprintf(why, n, "mcp-chain could not parse the message");
+		return NULL;
+	}
+	(void)client;
+	return route_request(a, t, method, code, why, n);
+}
+
+/* initialized and list_changed, from a client or a backend. */
+static bool op_notification(struct chain_router *r, struct peer *from, json_t *msg,
+			    const char *method)
+{
+	struct aggregate *a = (struct aggregate *)r;
+	if (aggregate_backends(a) == 0)
+		return false;
+	return from->role == PEER_CLIENT ? client_notification(a, from, msg, method) :
+		backend_notification(a, from, method);
+}
+
+static const struct chain_router_ops router_ops = {
+	.init_target = op_init_target, .route = op_route, .notification = op_notification,
+};
+
+/* ---------- the application's side ---------- */
+
+/* A backend is initialized (first time or after a restart). */
+void aggregate_backend_ready(struct aggregate *a, struct peer *backend)
+{
+	struct slot *s = slot_of(a, backend);
 	if (!s)
 		return;
 	bool restarted = s->was_down;
 	s->was_down = false;
 	if (restarted)
 		s->sent_initialized = false;  /* a new run needs its own */
-	if (R.client_initialized)
+	if (a->client_initialized)
 		send_initialized(s);
-	if (!R.multi) {
-		if (restarted && R.client_initialized) {
+	if (!a->multi) {
+		if (restarted && a->client_initialized) {
 			json_t *caps = caps_of(s);
 			for (int k = 0; k < LIST_KINDS; k++)
 				if (json_object_get(caps, list_cap[k]))
-					notify_clients(list_note[k]);
+					notify_clients(a, list_note[k]);
 			if (json_object_get(caps, "resources"))
-				notify_clients("notifications/resources/list_changed");
+				notify_clients(a, "notifications/resources/list_changed");
 		}
 		return;
 	}
-	refresh(s, restarted || R.agg.ready);
-	if (restarted && R.client_initialized && json_object_get(caps_of(s), "resources"))
-		notify_clients("notifications/resources/list_changed");
+	refresh(s, restarted || a->peer.ready);
+	if (restarted && a->client_initialized && json_object_get(caps_of(s), "resources"))
+		notify_clients(a, "notifications/resources/list_changed");
 }
 
 /* A backend went down: its names leave the lists until it is back. */
-void router_backend_down(struct peer *backend)
+void aggregate_backend_down(struct aggregate *a, struct peer *backend)
 {
-	struct slot *s = slot_of(backend);
+	struct slot *s = slot_of(a, backend);
 	if (!s)
 		return;
 	s->was_down = true;
 	s->sent_initialized = false;
-	if (!R.multi)
+	if (!a->multi)
 		return;
 	for (int k = 0; k < LIST_KINDS; k++) {
 		json_decref(s->paging[k]);
 		s->paging[k] = NULL;
 		if (s->items[k] && json_array_size(s->items[k])) {
-			rebuild((enum list_kind)k);
-			if (R.client_initialized)
-				notify_clients(list_note[k]);
+			rebuild(a, (enum list_kind)k);
+			if (a->client_initialized)
+				notify_clients(a, list_note[k]);
 		}
 	}
 }
 
 /* One backend or none: nothing to rewrite. */
-bool router_transparent(void)
+bool aggregate_transparent(const struct aggregate *a)
 {
-	return !R.multi;
+	return !a->multi;
 }
 
-/* The peer the front initializes. */
-struct peer *router_init_target(struct peer *client)
+/* The chain's view of the aggregate. */
+struct chain_router *aggregate_router(struct aggregate *a)
 {
-	(void)client;
-	if (R.n == 0)
-		return chain_first_peer(client->chain, PEER_BACKEND);
-	return R.multi ? &R.agg : first_active()->peer;
+	return &a->router;
 }
 
-/* Sets up. */
-void router_setup(struct chain *chain, const struct cfg *cfg)
+/* A new aggregate for CHAIN and CFG. */
+struct aggregate *aggregate_new(struct chain *chain, const struct cfg *cfg)
 {
-	R.chain = chain;
-	R.cfg = cfg;
-	peer_init(&R.agg, &agg_ops, PEER_BACKEND, "mcp-chain");
-	R.agg.chain = chain;   /* it speaks for itself before it is a peer of the chain */
-	R.agg.answers_inline = true;
-	R.uri_owner = json_object();
-	R.templates = json_array();
+	struct aggregate *a = calloc(1, sizeof *a);
+	if (!a)
+		return NULL;
+	a->router.ops = &router_ops;
+	a->chain = chain;
+	a->cfg = cfg;
+	peer_init(&a->peer, &agg_ops, PEER_BACKEND, "mcp-chain");
+	a->peer.chain = chain;   /* it speaks for itself before it is a peer of the chain */
+	a->peer.answers_inline = true;
+	a->uri_owner = json_object();
+	a->templates = json_array();
+	return a;
 }
 
 /* Adds a backend. */
-void router_add_backend(struct peer *backend, const struct cfg_server *entry)
+void aggregate_add_backend(struct aggregate *a, struct peer *backend,
+			   const struct cfg_server *entry)
 {
-	struct slot **v = realloc(R.v, (R.n + 1) * sizeof *v);
+	struct slot **v = realloc(a->v, (a->n + 1) * sizeof *v);
 	if (!v)
 		return;
-	R.v = v;
-	R.v[R.n] = calloc(1, sizeof **R.v);
-	if (!R.v[R.n])
+	a->v = v;
+	struct slot *s = calloc(1, sizeof *s);
+	if (!s)
 		return;
-	R.v[R.n]->index = R.n;
-	R.v[R.n]->peer = backend;
-	R.v[R.n]->entry = entry;
-	R.v[R.n]->prefix = entry->prefix ? entry->prefix : entry->name;
-	R.v[R.n]->was_down = R.client_initialized;  /* added by a reload: tell the client */
-	R.n++;
-	if (!R.multi && router_backends() >= 2) {
-		R.multi = true;
-		chain_add_peer(R.chain, &R.agg);
+	s->a = a;
+	s->index = a->n;
+	s->peer = backend;
+	s->entry = entry;
+	s->prefix = entry->prefix ? entry->prefix : entry->name;
+	s->was_down = a->client_initialized;  /* added by a reload: tell the client */
+	a->v[a->n++] = s;
+	if (!a->multi && aggregate_backends(a) >= 2) {
+		a->multi = true;
+		chain_add_peer(a->chain, &a->peer);
 	}
 }
 
 /* Takes a backend out (a reload removed or replaced it). */
-void router_remove_backend(struct peer *backend)
+void aggregate_remove_backend(struct aggregate *a, struct peer *backend)
 {
-	struct slot *s = slot_of(backend);
+	struct slot *s = slot_of(a, backend);
 	if (!s)
 		return;
 	s->removed = true;
@@ -1077,44 +1129,45 @@ void router_remove_backend(struct peer *backend)
 		json_decref(s->items[k]);
 		json_decref(s->paging[k]);
 		s->items[k] = s->paging[k] = NULL;
-		rebuild((enum list_kind)k);
-		if (R.multi && R.client_initialized)
-			notify_clients(list_note[k]);
+		rebuild(a, (enum list_kind)k);
+		if (a->multi && a->client_initialized)
+			notify_clients(a, list_note[k]);
 	}
-	for (size_t i = json_array_size(R.templates); i-- > 0;)
-		if ((size_t)json_integer_value(json_array_get(json_array_get(R.templates, i), 1)) == s->index)
-			json_array_remove(R.templates, i);
+	for (size_t i = json_array_size(a->templates); i-- > 0;)
+		if ((size_t)json_integer_value(json_array_get(json_array_get(a->templates, i), 1)) == s->index)
+			json_array_remove(a->templates, i);
 	const char *uri;
 	json_t *v, *tmp;
-	json_object_foreach_safe(R.uri_owner, tmp, uri, v)
+	json_object_foreach_safe(a->uri_owner, tmp, uri, v)
 		if ((size_t)json_integer_value(v) == s->index)
-			json_object_del(R.uri_owner, uri);
-	if (R.multi && R.client_initialized)
-		notify_clients("notifications/resources/list_changed");
+			json_object_del(a->uri_owner, uri);
+	if (a->multi && a->client_initialized)
+		notify_clients(a, "notifications/resources/list_changed");
 }
 
 /* Takes a new configuration: options, and each kept backend's entry. */
-void router_reconfigure(const struct cfg *cfg)
+void aggregate_reconfigure(struct aggregate *a, const struct cfg *cfg)
 {
-	R.cfg = cfg;
+	a->cfg = cfg;
 	for (int k = 0; k < LIST_KINDS; k++)
-		rebuild((enum list_kind)k);
+		rebuild(a, (enum list_kind)k);
 }
 
 /* After a reload: the middleware may show other lists; clients look again. */
-void router_lists_changed(void)
+void aggregate_lists_changed(struct aggregate *a)
 {
-	if (!R.client_initialized || R.n == 0)
+	if (!a->client_initialized || aggregate_backends(a) == 0)
 		return;
 	for (int k = 0; k < LIST_KINDS; k++)
-		notify_clients(list_note[k]);
-	notify_clients("notifications/resources/list_changed");
+		notify_clients(a, list_note[k]);
+	notify_clients(a, "notifications/resources/list_changed");
 }
 
 /* A kept backend's entry in the new configuration. */
-void router_update_backend(struct peer *backend, const struct cfg_server *entry)
+void aggregate_update_backend(struct aggregate *a, struct peer *backend,
+			      const struct cfg_server *entry)
 {
-	struct slot *s = slot_of(backend);
+	struct slot *s = slot_of(a, backend);
 	if (!s)
 		return;
 	s->entry = entry;
@@ -1122,51 +1175,51 @@ void router_update_backend(struct peer *backend, const struct cfg_server *entry)
 }
 
 /* Number of backends not removed. */
-size_t router_backends(void)
+size_t aggregate_backends(const struct aggregate *a)
 {
 	size_t n = 0;
-	for (size_t i = 0; i < R.n; i++)
-		n += !R.v[i]->removed;
+	for (size_t i = 0; i < a->n; i++)
+		n += !a->v[i]->removed;
 	return n;
 }
 
 /* Installs the status describer. */
-void router_set_status(json_t *(*status_fn)(void *arg), void *arg)
+void aggregate_set_status(struct aggregate *a, json_t *(*status_fn)(void *arg), void *arg)
 {
-	R.status_fn = status_fn;
-	R.status_arg = arg;
+	a->status_fn = status_fn;
+	a->status_arg = arg;
 }
 
-/* Frees everything. */
-void router_release(void)
+/* Frees the aggregate (the chain must no longer route through it). */
+void aggregate_free(struct aggregate *a)
 {
-	for (size_t i = 0; i < R.n; i++)
+	if (!a)
+		return;
+	for (size_t i = 0; i < a->n; i++)
 		for (int k = 0; k < LIST_KINDS; k++) {
-			json_decref(R.v[i]->items[k]);
-			json_decref(R.v[i]->paging[k]);
+			json_decref(a->v[i]->items[k]);
+			json_decref(a->v[i]->paging[k]);
 		}
 	for (int k = 0; k < LIST_KINDS; k++) {
-		hmap_release(&R.map[k]);
-		json_decref(R.view[k]);
-		free(R.view_line[k]);
+		clear_maps(a, (enum list_kind)k);
+		json_decref(a->view[k]);
+		free(a->view_line[k]);
 	}
-	for (int k = 0; k < LIST_KINDS; k++)
-		clear_maps((enum list_kind)k);
-	if (R.init) {
-		ev_timer_stop(EV_DEFAULT, &R.init->settle);
-		ev_timer_stop(EV_DEFAULT, &R.init->bound);
-		free(R.init);
+	if (a->init) {
+		ev_timer_stop(EV_DEFAULT, &a->init->settle);
+		ev_timer_stop(EV_DEFAULT, &a->init->bound);
+		free(a->init);
 	}
-	if (R.multi) {
-		chain_peer_gone(&R.agg, "shutting down");
-		chain_remove_peer(&R.agg);
+	if (a->multi) {
+		chain_peer_gone(&a->peer, "shutting down");
+		chain_remove_peer(&a->peer);
 	}
-	peer_release(&R.agg);
-	json_decref(R.uri_owner);
-	json_decref(R.templates);
-	json_decref(R.client_params);
-	for (size_t i = 0; i < R.n; i++)
-		free(R.v[i]);
-	free(R.v);
-	memset(&R, 0, sizeof R);
+	peer_release(&a->peer);
+	json_decref(a->uri_owner);
+	json_decref(a->templates);
+	json_decref(a->client_params);
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i]);
+	free(a->v);
+	free(a);
 }

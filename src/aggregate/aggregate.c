@@ -652,7 +652,7 @@ static void learn_owners(struct page_req *pr, json_t *items)
 	}
 }
 
-/* Finishes a resources page: our cursor points at what follows. */
+/* Finishes a resources page (ITEMS stolen): our cursor points at what follows. */
 static void finish_page(struct page_req *pr, json_t *items, const char *inner_next)
 {
 	struct aggregate *a = pr->a;
@@ -661,7 +661,7 @@ static void finish_page(struct page_req *pr, json_t *items, const char *inner_ne
 		json_array_insert_new(items, 0, json_pack("{s:s,s:s,s:s,s:s}", "uri", STATUS_URI,
 			"name", "mcp-chain status", "description",
 			"State of every backend behind this mcp-chain", "mimeType", "application/json"));
-	json_object_set(result, pr->key, items);
+	json_object_set_new(result, pr->key, items);
 	json_t *cur = NULL;
 	if (inner_next && *inner_next)
 		cur = make_cursor(pr->slot, inner_next);
@@ -694,9 +694,7 @@ static void on_resource_page(struct exchange *ex, json_t *msg, void *arg)
 		return;
 	}
 	learn_owners(pr, items);
-	json_t *copy = json_copy(items);
-	finish_page(pr, copy, json_string_value(json_object_get(result, "nextCursor")));
-	json_decref(copy);
+	finish_page(pr, json_copy(items), json_string_value(json_object_get(result, "nextCursor")));
 }
 
 /* Asks the current slot for the page at INNER. */
@@ -790,7 +788,8 @@ static int agg_send(struct peer *p, json_t *msg, struct exchange *ex)
 		if (agg_list_fast(a, id, k))
 			return 0;
 		json_t *r = json_object();
-		json_object_set(r, list_key[k], a->view[k] ? a->view[k] : json_array());
+		/* no view before any backend listed: an empty list (new, not leaked) */
+		json_object_set_new(r, list_key[k], a->view[k] ? json_incref(a->view[k]) : json_array());
 		agg_reply(a, id, rpc_result(json_null(), r));
 	} else if (strcmp(m, "resources/list") == 0) {
 		agg_resources(a, msg, m, "resources");

@@ -1338,6 +1338,35 @@ static void test_list_changed_memory_bounded(void **state)
 	assert_true(grown < 500 * 16);  /* fails: ~ 500 * 10 * (mapping + name) */
 }
 
+/* ---- lists before any backend ---- */
+
+static const char *const CFG_STUCK =
+	"{\"mcpServers\":{"
+	"\"fast\":{\"command\":\"/bin/true\"},"
+	"\"slow\":{\"command\":\"/bin/true\"}}}";
+
+/*
+ * Lists asked before any backend has listed anything (no backend has
+ * tools, prompts or resources): empty answers. The empty arrays were made
+ * and set with a reference kept (json_object_set), so LeakSanitizer
+ * reported them at exit (FIXED: _set_new; finish_page steals ITEMS).
+ */
+static void test_lists_before_any_backend(void **state)
+{
+	(void)state;
+	start(CFG_STUCK);
+	fbe_caps(&B[0], "{}", NULL);
+	fbe_caps(&B[1], "{}", NULL);
+	client_init();
+	csend("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+	csend("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"prompts/list\"}");
+	csend("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/templates/list\"}");
+	pump();
+	expect_json(result_of(reply_to(1)), "{\"tools\":[]}");
+	expect_json(result_of(reply_to(2)), "{\"prompts\":[]}");
+	expect_json(result_of(reply_to(3)), "{\"resourceTemplates\":[]}");
+}
+
 int main(void)
 {
 	CH = chain_new();
@@ -1345,6 +1374,7 @@ int main(void)
 	log_set_level(LOG_ERROR);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
+		T(test_lists_before_any_backend),
 		T(test_names_prefix_separator),
 		T(test_names_invalid_chars),
 		T(test_names_too_long),

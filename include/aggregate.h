@@ -19,6 +19,10 @@
  * (chain_set_router(chain, aggregate_router(a))): the core asks it where
  * a client message goes, who answers initialize, and whether it takes a
  * notification; it knows nothing else of the aggregate.
+ *
+ * The client's initialize waits for every backend to be ready or failed,
+ * but no longer than "initJoinMs" (or "initTimeoutMs" if shorter): a
+ * backend ready later joins, and the client gets list_changed.
  */
 #ifndef MCPC_AGGREGATE_H
 #define MCPC_AGGREGATE_H

@@ -51,6 +51,7 @@ struct slot {
 	bool changed[LIST_KINDS];    /* tell clients when the refresh ends */
 	bool sent_initialized;       /* this run got notifications/initialized */
 	bool was_down;
+	bool joined;                 /* has been ready once */
 };
 
 /* Where an exposed name leads. */
@@ -67,7 +68,7 @@ struct agg_init {
 	void *arg;
 	size_t pending;
 	ev_timer settle;             /* re-checks once the current stack unwinds */
-	ev_timer bound;              /* the start-up bound */
+	ev_timer bound;              /* the join bound (initJoinMs) */
 };
 
 struct aggregate {
@@ -89,6 +90,8 @@ struct aggregate {
 	json_t *templates;            /* owned: [[template, slot index], ...] */
 	json_t *client_params;        /* owned */
 	struct agg_init *init;
+	bool joined_late;             /* initialize was answered without a backend
+				       * still starting: every list is promised */
 	json_t *(*status_fn)(void *arg);
 	void *status_arg;
 };
@@ -395,6 +398,15 @@ static json_t *merged_result(struct aggregate *a)
 		ilen += (size_t)snprintf(instr + ilen, add, "%s## %s\n%s", ilen ? "\n\n" : "",
 					 a->v[i]->entry->name, t);
 	}
+	if (a->joined_late) {
+		/* backends still starting may bring any list: promise every one,
+		 * so that the client looks when list_changed says they joined */
+		for (int k = 0; k < LIST_KINDS; k++)
+			if (!json_object_get(caps, list_cap[k]))
+				json_object_set_new(caps, list_cap[k], json_object());
+		if (!json_object_get(caps, "resources"))
+			json_object_set_new(caps, "resources", json_pack("{s:b}", "listChanged", 1));
+	}
 	/* we tell clients when a backend's lists change or it restarts */
 	for (int k = 0; k < LIST_KINDS; k++)
 		if (json_object_get(caps, list_cap[k]))
@@ -411,6 +423,12 @@ static json_t *merged_result(struct aggregate *a)
 		json_object_set_new(r, "instructions", json_string(instr));
 	free(instr);
 	return r;
+}
+
+/* How long the client's initialize waits for backends still starting. */
+static double join_bound(const struct cfg *cfg)
+{
+	return cfg->init_join < cfg->init_timeout ? cfg->init_join : cfg->init_timeout;
 }
 
 /* Answers the client's initialize now, with the backends that are ready. */
@@ -448,19 +466,27 @@ static void on_settle(struct ev_loop *loop, ev_timer *w, int revents)
 	check_init_done(in->a);
 }
 
-/* The start-up bound passed: answer with the backends that are ready. */
+/*
+ * The join bound passed: answer with the backends that are ready. The
+ * others go on starting; each joins when it is ready (aggregate_backend_ready
+ * refreshes its lists and tells the client), so one stuck backend never
+ * holds the endpoint past the client's own connection timeout.
+ */
 static void on_bound(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	struct agg_init *in = w->data;
 	struct aggregate *a = in->a;
 	(void)loop;
 	(void)revents;
-	log_warn("aggregate: start-up bound of %g s reached; answering without the backends still starting",
-		 a->cfg->init_timeout);
+	log_warn("aggregate: join bound of %g s reached; answering without the backends still starting",
+		 join_bound(a->cfg));
 	for (size_t i = 0; i < a->n; i++)
 		for (int k = 0; k < LIST_KINDS; k++)
 			if (a->v[i]->paging[k])
 				a->v[i]->changed[k] = true;  /* tell the client when it lands */
+	for (size_t i = 0; i < a->n; i++)
+		if (!a->v[i]->removed && !a->v[i]->peer->ready)
+			a->joined_late = true;
 	answer_init(a);
 }
 
@@ -500,7 +526,7 @@ static int agg_initialize(struct peer *p, json_t *params,
 	json_decref(a->client_params);
 	a->client_params = json_deep_copy(params);
 	ev_timer_init(&in->settle, on_settle, 0., 0.);
-	ev_timer_init(&in->bound, on_bound, a->cfg->init_timeout, 0.);
+	ev_timer_init(&in->bound, on_bound, join_bound(a->cfg), 0.);
 	in->settle.data = in->bound.data = in;
 	ev_timer_start(EV_DEFAULT, &in->bound);
 	a->init = in;
@@ -1015,14 +1041,16 @@ static const struct chain_router_ops router_ops = {
 
 /* ---------- the application's side ---------- */
 
-/* A backend is initialized (first time or after a restart). */
+/* A backend is initialized (first time, late, or after a restart). */
 void aggregate_backend_ready(struct aggregate *a, struct peer *backend)
 {
 	struct slot *s = slot_of(a, backend);
 	if (!s)
 		return;
 	bool restarted = s->was_down;
+	bool late = !restarted && a->multi && a->peer.ready && !s->joined;
 	s->was_down = false;
+	s->joined = true;
 	if (restarted)
 		s->sent_initialized = false;  /* a new run needs its own */
 	if (a->client_initialized)
@@ -1038,8 +1066,11 @@ void aggregate_backend_ready(struct aggregate *a, struct peer *backend)
 		}
 		return;
 	}
+	if (late)
+		log_info("%s: joined the aggregate after the client's initialize", s->entry->name);
 	refresh(s, restarted || a->peer.ready);
-	if (restarted && a->client_initialized && json_object_get(caps_of(s), "resources"))
+	if ((restarted || late) && a->client_initialized &&
+	    json_object_get(caps_of(s), "resources"))
 		notify_clients(a, "notifications/resources/list_changed");
 }
 

@@ -635,6 +635,62 @@ test('start-up bound: a backend that never answers initialize does not hold up t
   });
 });
 
+test('join bound: a backend slow to initialize does not hold the client; it joins later with list_changed', T, async () => {
+  // initJoinMs defaults to 5 s: under Codex's 10 s and Claude Desktop's 30 s connection
+  // timeouts. Before it, the client's initialize waited for the slow backend (8 s here,
+  // up to initTimeoutMs, 60 s by default).
+  let changed = 0;
+  const cfg = { mcpServers: { slow: fx(['--init-delay-ms', '8000']), ok: fx() } };
+  const t0 = Date.now();
+  await withChain(cfg, {
+    setup: (c) => c.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed++; }),
+  }, async (s) => {
+    const took = Date.now() - t0;
+    assert.ok(took < 7000, `initialize answered in ${took} ms (join bound 5000 ms)`);
+    const { client } = s;
+    let names = (await listTools(client)).map((t) => t.name);
+    assert.ok(names.includes('ok__echo'), brief(names));
+    assert.deepEqual(names.filter((n) => n.startsWith('slow')), [], 'the slow backend is not listed yet');
+    let st = await s.status();
+    assert.equal(st.backends.ok.state, 'ready');
+    assert.equal(st.backends.slow.state, 'initializing', brief(st.backends.slow));
+    assert.equal(changed, 0);
+
+    await waitFor(() => changed > 0, { timeoutMs: 15_000, what: 'tools/list_changed when slow joins' });
+    names = (await listTools(client)).map((t) => t.name);
+    assert.ok(names.includes('slow__echo'), brief(names));
+    assert.ok(names.includes('ok__echo'), brief(names));
+    st = await s.status();
+    assert.equal(st.backends.slow.state, 'ready', brief(st.backends.slow));
+    const seen = await echo(client, 'slow__echo', { late: true });
+    assert.deepEqual(seen.params, { name: 'echo', arguments: { late: true } });
+  });
+});
+
+test('join bound: initJoinMs is the bound for a backend that never answers; it is shown not ready with the reason', T, async () => {
+  const cfg = {
+    initJoinMs: 800,
+    initTimeoutMs: 3000,
+    mcpServers: { hang: fx(['--no-init-response']), ok: fx() },
+  };
+  const t0 = Date.now();
+  await withChain(cfg, async (s) => {
+    const took = Date.now() - t0;
+    assert.ok(took < 800 + 1500, `initialize answered in ${took} ms (initJoinMs 800)`);
+    const { client } = s;
+    let st = await s.status();
+    assert.equal(st.backends.hang.state, 'initializing', brief(st.backends.hang));
+    assert.equal((await echo(client, 'ok__echo', { a: 1 })).params.arguments.a, 1);
+    await waitFor(async () => /initialize/.test((await s.status()).backends.hang.reason ?? ''),
+      { timeoutMs: 6000, what: 'hang given up after initTimeoutMs' });
+    st = await s.status();
+    assert.notEqual(st.backends.hang.state, 'ready');
+    assert.equal(st.backends.ok.state, 'ready');
+    const r = await outcome(() => call(client, 'hang__echo'));
+    assert.equal(r.ok, false, 'a call to the silent backend fails');
+  });
+});
+
 // ---------------------------------------------------------------------------
 // cancellation, list_changed
 

@@ -47,6 +47,9 @@ struct fbe {
 	json_t *done;            /* ids of the requests the test answered */
 	json_t *init_result;     /* owned: what initialize answers */
 	int init_calls;
+	bool hold_init;          /* initialize is not answered until init_release() */
+	void (*held_cb)(void *arg, json_t *response);
+	void *held_arg;
 	bool manual;             /* pump() leaves its list requests alone */
 	json_t *tools, *prompts, *templates;  /* owned: what its lists answer */
 };
@@ -72,6 +75,11 @@ static int fbe_initialize(struct peer *p, json_t *params,
 	struct fbe *b = (struct fbe *)p;
 	(void)params;
 	b->init_calls++;
+	if (b->hold_init) {   /* a backend slow to start, or stuck */
+		b->held_cb = cb;
+		b->held_arg = arg;
+		return 0;
+	}
 	b->peer.ready = true;
 	b->peer.init_result = b->init_result;
 	json_t *resp = rpc_result(json_null(), json_incref(b->init_result));
@@ -82,6 +90,20 @@ static int fbe_initialize(struct peer *p, json_t *params,
 }
 
 static const struct peer_ops fbe_ops = { .send = fbe_send, .initialize = fbe_initialize };
+
+/* A held backend finally answers initialize and is reported ready. */
+static void init_release(struct fbe *b)
+{
+	b->hold_init = false;
+	b->peer.ready = true;
+	b->peer.init_result = b->init_result;
+	json_t *resp = rpc_result(json_null(), json_incref(b->init_result));
+	if (b->held_cb)
+		b->held_cb(b->held_arg, resp);
+	b->held_cb = NULL;
+	json_decref(resp);
+	aggregate_backend_ready(AG, &b->peer);
+}
 
 static json_t *J(const char *s)
 {
@@ -1338,12 +1360,90 @@ static void test_list_changed_memory_bounded(void **state)
 	assert_true(grown < 500 * 16);  /* fails: ~ 500 * 10 * (mapping + name) */
 }
 
-/* ---- lists before any backend ---- */
+/* ---- a stuck backend, lists before any backend ---- */
 
 static const char *const CFG_STUCK =
 	"{\"mcpServers\":{"
 	"\"fast\":{\"command\":\"/bin/true\"},"
 	"\"slow\":{\"command\":\"/bin/true\"}}}";
+
+/*
+ * A backend that does not answer initialize does not hold the client's:
+ * the aggregate answers after the join bound (initJoinMs, 5 s by default,
+ * under Codex's 10 s) with the backends that are ready, not after
+ * initTimeoutMs (60 s). When the slow one is ready later it joins: its
+ * tools are listed and the client is told with list_changed.
+ */
+static void test_stuck_backend_joins_late(void **state)
+{
+	(void)state;
+	start(CFG_STUCK);
+	B[1].hold_init = true;
+	set_tools(&B[0], (const char *const[]){ "echo", NULL });
+	set_tools(&B[1], (const char *const[]){ "late", NULL });
+	fbe_caps(&B[0], "{\"tools\":{}}", NULL);
+	fbe_caps(&B[1], "{\"tools\":{},\"resources\":{}}", NULL);
+	csend("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":"
+	      "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+	      "\"clientInfo\":{\"name\":\"test-client\",\"version\":\"1\"}}}");
+	double t0 = ev_time();
+	pump();
+	while (session_state(S) != SESSION_READY && ev_time() - t0 < 9.0) {
+		ev_run(EV_DEFAULT, EVRUN_ONCE);   /* the join bound is a timer */
+		pump();
+	}
+	double took = ev_time() - t0;
+	assert_int_equal(session_state(S), SESSION_READY);
+	if (took > CFG_DEFAULT_INIT_JOIN + 1.0)
+		fail_msg("initialize answered after %.1f s (join bound %.0f s)", took, CFG_DEFAULT_INIT_JOIN);
+	/* every list is promised: the one still starting may bring any */
+	json_t *caps = json_object_get(result_of(reply_to(0)), "capabilities");
+	expect_json(caps, "{\"tools\":{\"listChanged\":true},\"prompts\":{\"listChanged\":true},"
+		    "\"resources\":{\"listChanged\":true}}");
+	assert_int_equal(B[1].init_calls, 1);
+	csend("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+	pump();
+	assert_int_equal(got_n(&B[1], "notifications/initialized"), 0);  /* not ready yet */
+	json_t *names = list_names("tools", 1);
+	expect_json(names, "[\"fast__echo\"]");
+	json_decref(names);
+	size_t tools_changed = notes("notifications/tools/list_changed");
+	size_t res_changed = notes("notifications/resources/list_changed");
+
+	init_release(&B[1]);   /* the slow one is ready at last */
+	pump();
+	assert_int_equal(got_n(&B[1], "notifications/initialized"), 1);
+	assert_int_equal(notes("notifications/tools/list_changed"), tools_changed + 1);
+	assert_int_equal(notes("notifications/resources/list_changed"), res_changed + 1);
+	names = list_names("tools", 2);
+	expect_json(names, "[\"fast__echo\",\"slow__late\"]");
+	json_decref(names);
+	expect_routed(3, "slow__late", &B[1], "late");
+}
+
+/* A backend that answers within the bound is waited for: no join later. */
+static void test_slow_backend_within_bound(void **state)
+{
+	(void)state;
+	start("{\"initJoinMs\":60000,\"mcpServers\":{"
+	      "\"fast\":{\"command\":\"/bin/true\"},\"slow\":{\"command\":\"/bin/true\"}}}");
+	B[1].hold_init = true;
+	set_tools(&B[1], (const char *const[]){ "late", NULL });
+	csend("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":"
+	      "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+	      "\"clientInfo\":{\"name\":\"test-client\",\"version\":\"1\"}}}");
+	pump();
+	assert_int_not_equal(session_state(S), SESSION_READY);
+	init_release(&B[1]);
+	pump();
+	assert_int_equal(session_state(S), SESSION_READY);
+	csend("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+	pump();
+	assert_int_equal(notes("notifications/tools/list_changed"), 0);
+	json_t *names = list_names("tools", 1);
+	expect_json(names, "[\"slow__late\"]");
+	json_decref(names);
+}
 
 /*
  * Lists asked before any backend has listed anything (no backend has
@@ -1374,6 +1474,8 @@ int main(void)
 	log_set_level(LOG_ERROR);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
+		T(test_stuck_backend_joins_late),
+		T(test_slow_backend_within_bound),
 		T(test_lists_before_any_backend),
 		T(test_names_prefix_separator),
 		T(test_names_invalid_chars),

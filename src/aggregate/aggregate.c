@@ -885,20 +885,47 @@ static struct slot *owner_of_uri(struct aggregate *a, const char *uri)
 	return first < a->n ? a->v[first] : NULL;
 }
 
+/*
+ * The backend with modules of its own whose exposed prefix NAME starts
+ * with (the longest), or NULL. A name its own modules hid from its list
+ * (a per-backend policy) is not in the map, yet its call must reach those
+ * modules so that they refuse it as they would globally.
+ */
+static struct slot *hidden_owner(struct aggregate *a, const char *name, const char **orig)
+{
+	struct slot *best = NULL;
+	size_t best_n = 0;
+	for (size_t i = 0; i < a->n; i++) {
+		struct slot *s = a->v[i];
+		char head[300];
+		int n = snprintf(head, sizeof head, "%s%s", s->prefix, a->cfg->separator);
+		if (s->removed || pipeline_size(s->peer->pl) == 0 || n <= 0 ||
+		    (size_t)n >= sizeof head || (size_t)n <= best_n ||
+		    strncmp(name, head, (size_t)n) != 0 || !name[n])
+			continue;
+		best = s;
+		best_n = (size_t)n;
+	}
+	if (best)
+		*orig = name + best_n;
+	return best;
+}
+
 /* Routes a named call: rewrites the name at KEY of OBJ to the backend's own. */
 static struct peer *route_name(struct aggregate *a, enum list_kind k, json_t *obj, const char *key,
 			       int *code, char *err, size_t errlen)
 {
-	const char *name = json_string_value(json_object_get(obj, key));
+	const char *name = json_string_value(json_object_get(obj, key)), *orig = NULL;
 	struct mapping *m = name ? hmap_get(&a->map[k], name, strlen(name)) : NULL;
-	if (!m) {
+	struct slot *s = m ? a->v[m->slot] : name ? hidden_owner(a, name, &orig) : NULL;
+	if (!s) {
 		*code = RPC_INVALID_PARAMS;
 		snprintf(err, errlen, "Unknown %s: %s", k == LIST_TOOLS ? "tool" : "prompt",
 			 name ? name : "(none)");
 		return NULL;
 	}
-	json_object_set_new(obj, key, json_string(m->orig));
-	return a->v[m->slot]->peer;
+	json_object_set_new(obj, key, json_string(m ? m->orig : orig));
+	return s->peer;
 }
 
 /* Picks the destination of a client request (MSG may be rewritten). */

@@ -691,6 +691,29 @@ test('join bound: initJoinMs is the bound for a backend that never answers; it i
   });
 });
 
+test('policy: a tool denied by one backend\'s own policy is refused like one the global policy denies (isError)', T, async () => {
+  const deny = (names) => [{ use: 'policy', rules: [{ deny: names }] }];
+  const cfg = {
+    middleware: deny(['b__big']),
+    mcpServers: { a: fx([], { middleware: deny(['echo']) }), b: fx() },
+  };
+  await withChain(cfg, async ({ client }) => {
+    const names = (await listTools(client)).map((t) => t.name);
+    assert.ok(!names.includes('a__echo') && !names.includes('b__big'), brief(names));
+    assert.ok(names.includes('b__echo') && names.includes('a__big'), brief(names));
+    const own = await call(client, 'a__echo', { x: 1 });
+    const global = await call(client, 'b__big', { bytes: 3 });
+    for (const [what, r] of [['per-backend', own], ['global', global]]) {
+      assert.equal(r.isError, true, `${what}: ${brief(r)}`);
+      assert.match(text(r), /Refused by the mcp-chain policy/, `${what}: ${brief(r)}`);
+    }
+    assert.match(text(own), /"echo"/);
+    // a name no backend has is still unknown (a JSON-RPC error)
+    const r = await outcome(() => call(client, 'zz__echo'));
+    assert.equal(r.ok, false);
+  });
+});
+
 // ---------------------------------------------------------------------------
 // cancellation, list_changed
 

@@ -1360,7 +1360,7 @@ static void test_list_changed_memory_bounded(void **state)
 	assert_true(grown < 500 * 16);  /* fails: ~ 500 * 10 * (mapping + name) */
 }
 
-/* ---- a stuck backend, lists before any backend ---- */
+/* ---- a stuck backend, a per-backend policy, lists before any backend ---- */
 
 static const char *const CFG_STUCK =
 	"{\"mcpServers\":{"
@@ -1446,6 +1446,43 @@ static void test_slow_backend_within_bound(void **state)
 }
 
 /*
+ * A tool denied by one backend's own policy is refused the way the global
+ * policy refuses it: a tool result with isError that the model can read,
+ * not "-32602 Unknown tool" (the aggregate never listed the name, since
+ * the backend's filtered list lacks it).
+ */
+static void test_backend_policy_deny_is_tool_error(void **state)
+{
+	(void)state;
+	start("{\"middleware\":[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"open__gone\"]}]}],"
+	      "\"mcpServers\":{"
+	      "\"locked\":{\"command\":\"/bin/true\",\"middleware\":"
+	      "[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"secret\"]}]}]},"
+	      "\"open\":{\"command\":\"/bin/true\"}}}");
+	set_tools(&B[0], (const char *const[]){ "secret", "fine", NULL });
+	set_tools(&B[1], (const char *const[]){ "gone", NULL });
+	client_init();
+	json_t *names = list_names("tools", 1);
+	expect_json(names, "[\"locked__fine\"]");
+	json_decref(names);
+	struct fbe *who;
+	assert_null(call_tool(2, "locked__secret", &who));   /* per-backend deny */
+	assert_null(call_tool(3, "open__gone", &who));       /* global deny */
+	json_t *own = result_of(reply_to(2)), *global = result_of(reply_to(3));
+	assert_true(json_is_true(json_object_get(global, "isError")));
+	assert_true(json_is_true(json_object_get(own, "isError")));
+	const char *t = json_string_value(json_object_get(json_array_get(
+		json_object_get(own, "content"), 0), "text"));
+	assert_non_null(t);
+	assert_non_null(strstr(t, "secret"));
+	/* a name of no backend is still unknown */
+	assert_null(call_tool(4, "nobody__x", &who));
+	assert_int_equal(err_code(reply_to(4)), RPC_INVALID_PARAMS);
+	for (size_t i = 0; i < NB; i++)
+		assert_int_equal(got_n(&B[i], "tools/call"), 0);
+}
+
+/*
  * Lists asked before any backend has listed anything (no backend has
  * tools, prompts or resources): empty answers. The empty arrays were made
  * and set with a reference kept (json_object_set), so LeakSanitizer
@@ -1476,6 +1513,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_stuck_backend_joins_late),
 		T(test_slow_backend_within_bound),
+		T(test_backend_policy_deny_is_tool_error),
 		T(test_lists_before_any_backend),
 		T(test_names_prefix_separator),
 		T(test_names_invalid_chars),

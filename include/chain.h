@@ -17,7 +17,10 @@
  * A chain is an object: a process may hold several (tests do), and every
  * peer belongs to one. Backend notifications go to every ready client of
  * the chain (progress and responses only to their requester); a backend's
- * own request goes to the client that has a request open at that backend.
+ * own request (sampling, elicitation, roots) goes to the one client that
+ * has a request open at that backend, else to the oldest ready client;
+ * when several clients have requests open there it is refused with an
+ * error saying so, since nothing tells which one it is for.
  */
 #ifndef MCPC_CHAIN_H
 #define MCPC_CHAIN_H

@@ -148,19 +148,50 @@ struct peer *chain_first_peer(struct chain *c, enum peer_role role)
 	return found;
 }
 
-/* The client for a backend's own request: one with a request open there. */
-static struct peer *route_client(struct peer *backend)
+/* The clients with a request open at one backend: the first, and whether another. */
+struct requesters {
+	struct peer *first;
+	bool several;
+};
+
+/* Counts EX's requester when it is a ready client (hmap_each). */
+static void count_requester(void *value, void *arg)
 {
-	struct peer *first = NULL;
-	for (struct peer *p = backend->chain->peers; p; p = p->next) {
-		if (p->role != PEER_CLIENT || !p->ready)
-			continue;
-		if (!first)
-			first = p;
-		if (p->received.count > 0 && backend->sent.count > 0)
-			return p;
+	struct exchange *ex = value;
+	struct requesters *r = arg;
+	if (!ex->from || ex->from->role != PEER_CLIENT || !ex->from->ready)
+		return;
+	if (!r->first)
+		r->first = ex->from;
+	else if (r->first != ex->from)
+		r->several = true;
+}
+
+/*
+ * The client for a backend's own request (sampling, elicitation, roots):
+ * the one client with a request open at that backend; with none, the
+ * oldest ready client; with several, nobody can tell which one it is for
+ * (JSON-RPC carries no link), so NULL with CODE and WHY set.
+ */
+static struct peer *route_client(struct peer *backend, const char *method,
+				 int *code, char *why, size_t n)
+{
+	struct requesters r = { NULL, false };
+	hmap_each(&backend->sent, count_requester, &r);
+	if (r.several) {
+		*code = RPC_INVALID_REQUEST;
+		snprintf(why, n, "\"%s\" from %s refused: several clients have requests open "
+			 "there, and nothing tells which one it is for", method, backend->name);
+		log_warn("%s", why);
+		return NULL;
 	}
-	return first;
+	if (r.first)
+		return r.first;
+	struct peer *oldest = NULL;
+	for (struct peer *p = backend->chain->peers; p; p = p->next)
+		if (p->role == PEER_CLIENT && p->ready)
+			oldest = p;  /* the list is newest first */
+	return oldest;
 }
 
 /* Pauses or resumes the peers that feed a congested one. */
@@ -440,7 +471,7 @@ static void request_walked(struct mw_walk *w, enum mw_verdict v)
 	char why[300] = "";
 	struct peer *to = ex->from->role == PEER_CLIENT ?
 		route_to_backend(ex->from, &ex->m, ex->method, &code, why, sizeof why) :
-		route_client(ex->from);
+		route_client(ex->from, ex->method, &code, why, sizeof why);
 	if (!to || !to->ready) {
 		answer_unroutable(ex, to, code, why[0] ? why : NULL);
 		return;

@@ -757,7 +757,7 @@ static void test_unavailable_backend_reason(void **state)
 }
 
 /*
- * BUG (chain.c, answer_unroutable): a ping that cannot be routed (backend
+ * FIXED BUG (chain.c, answer_unroutable): a ping that cannot be routed (backend
  * down, or no ready client for a backend's ping) should be answered with an
  * empty result, but the reply is built with rpc_result(NULL, ...), and
  * rpc_result, unlike rpc_error, does not turn a NULL id into null: json_pack
@@ -773,7 +773,7 @@ static void test_unroutable_ping_answered(void **state)
 	expect_json(last(&client), "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}");
 }
 
-/* BUG (same as above), the other way: the backend pings and no client is ready. */
+/* FIXED BUG (same as above), the other way: the backend pings and no client is ready. */
 static void test_unroutable_server_ping_answered(void **state)
 {
 	(void)state;
@@ -878,7 +878,7 @@ static void test_invalid_backend_response(void **state)
 }
 
 /*
- * BUG (chain.c, chain_receive): an invalid *request* from the backend (it
+ * FIXED BUG (chain.c, chain_receive): an invalid *request* from the backend (it
  * has a "method", e.g. with "params" that are a string) is treated as a
  * malformed *response* when its id happens to equal the id of one of our
  * requests in flight: the client's unrelated request is then failed with
@@ -1401,7 +1401,7 @@ static void test_mw_ask_client_gone(void **state)
 }
 
 /*
- * BUG (chain.c, chain_peer_gone): when a client goes away, the requests
+ * FIXED BUG (chain.c, chain_peer_gone): when a client goes away, the requests
  * it sent to the chain are abandoned only after the requests sent TO it
  * have been failed. The failure callbacks run first (here: a module's
  * mw_ask_client question fails and the module lets the request go on), and
@@ -1463,7 +1463,7 @@ static void test_mw_abort_while_walking(void **state)
 }
 
 /*
- * BUG (chain.c, note_walked): a notification's context scratch object
+ * FIXED BUG (chain.c, note_walked): a notification's context scratch object
  * (made by a module through mw_scratch) is never released: note_walked
  * frees the note but not n->ctx.scratch, so every notification seen by
  * such a module leaks an object (LeakSanitizer reports it too). Here the

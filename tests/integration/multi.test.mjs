@@ -2,8 +2,10 @@
 // (everything, filesystem, memory) and the C fixture server, driven by the
 // official SDK client. Covers namespaced and merged lists, routing, progress,
 // sampling and cancellation across backends, client-safe names, the start-up
-// bound, supervision (restart after kill -9, crash loop -> failed), the status
-// resource `mcp-chain://status`, `mcp-chain check` and list_changed.
+// bound and the join bound (a slow or stuck backend joins later), a per-backend
+// policy refusing like the global one, supervision (restart after kill -9, crash
+// loop -> failed), the status resource `mcp-chain://status`, `mcp-chain check`
+// and list_changed.
 //
 // Every session runs `mcp-chain --config <tmp>.json` with a config written
 // here; each test closes its client in `finally` and kills whatever is left of

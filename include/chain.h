@@ -6,7 +6,8 @@
  * the server sends once its own handshake is done. The chain keeps the
  * open exchanges, maps ids and progress tokens at each hop, translates
  * cancellations, runs every message through the middleware pipeline, and
- * routes (through router.h).
+ * routes: to its one backend, or where the router set on it says
+ * (struct chain_router; the aggregate of several backends is one).
  *
  * Every message takes one path, whatever its form (msg.h): a message no
  * module reads is never parsed and leaves as its bytes with the id and
@@ -16,7 +17,10 @@
  * A chain is an object: a process may hold several (tests do), and every
  * peer belongs to one. Backend notifications go to every ready client of
  * the chain (progress and responses only to their requester); a backend's
- * own request goes to the client that has a request open at that backend.
+ * own request (sampling, elicitation, roots) goes to the one client that
+ * has a request open at that backend, else to the oldest ready client;
+ * when several clients have requests open there it is refused with an
+ * error saying so, since nothing tells which one it is for.
  */
 #ifndef MCPC_CHAIN_H
 #define MCPC_CHAIN_H
@@ -54,6 +58,45 @@ void chain_set_pipeline(struct chain *c, struct pipeline *pl);
  * requests at one that never answers cannot make memory grow without end.
  */
 void chain_set_max_open(struct chain *c, size_t max);
+
+/*
+ * Routing decisions the chain asks of a router (aggregate.h has one). With
+ * none set, the chain is transparent: every client message goes to its
+ * oldest backend, unchanged. Callbacks must not free the peers they get.
+ */
+struct chain_router;
+
+struct chain_router_ops {
+	/* The peer whose initialize a front calls for CLIENT (a backend, or
+	 * a peer of the router's own), or NULL. */
+	struct peer *(*init_target)(struct chain_router *r, struct peer *client);
+	/*
+	 * Where a client request or notification METHOD goes. M is borrowed:
+	 * the router may read it (msg_tree) and rewrite names for the
+	 * backend. Returns the peer, or NULL with *CODE and WHY (N bytes) set.
+	 */
+	struct peer *(*route)(struct chain_router *r, struct peer *client, struct msg *m,
+			      const char *method, int *code, char *why, size_t n);
+	/*
+	 * A notification from FROM (a client or a backend) that the router
+	 * may act on: notifications/initialized and every .../list_changed.
+	 * MSG is borrowed. Returns true when the router consumed it; false:
+	 * it goes on as any other (to route()'s pick, or to every client).
+	 */
+	bool (*notification)(struct chain_router *r, struct peer *from, json_t *msg,
+			     const char *method);
+};
+
+struct chain_router {
+	const struct chain_router_ops *ops;
+};
+
+/* Sets C's router (borrowed; NULL for none): it must outlive its use. */
+void chain_set_router(struct chain *c, struct chain_router *r);
+
+/* The peer whose initialize a front calls for CLIENT (a peer of a chain),
+ * or NULL when there is none. */
+struct peer *chain_init_target(struct peer *client);
 
 /* Handles a message from peer FROM; takes what *M owns (M is left empty). */
 void chain_receive_msg(struct peer *from, struct msg *m);

@@ -54,6 +54,9 @@ struct cfg {
 	size_t max_open;          /* requests one peer may have open at once */
 	double grace;             /* seconds between shutdown steps */
 	double init_timeout;      /* seconds a backend may take to initialize */
+	double init_join;         /* several backends: seconds the client's
+				   * initialize waits for the slow ones (the
+				   * earlier of this and init_timeout) */
 	char *separator;          /* between prefix and name (default "__") */
 	bool status;              /* expose the mcp-chain://status resource */
 	bool status_set;          /* "status" given explicitly */
@@ -101,5 +104,6 @@ char *cfg_expand(const char *s, char *err, size_t errlen);
 #define CFG_DEFAULT_MAX_OPEN 10000
 #define CFG_DEFAULT_GRACE 2.0
 #define CFG_DEFAULT_INIT_TIMEOUT 60.0
+#define CFG_DEFAULT_INIT_JOIN 5.0
 
 #endif

@@ -28,6 +28,7 @@
 
 #include <ev.h>
 
+#include "aggregate.h"
 #include "backend.h"
 #include "chain.h"
 #include "cli.h"
@@ -37,7 +38,6 @@
 #include "log.h"
 #include "middleware.h"
 #include "mw_log.h"
-#include "router.h"
 #include "mcpc_version.h"
 #include "proc.h"
 #include "session.h"
@@ -55,6 +55,7 @@ struct app {
 	size_t nbackends;
 	struct stdio_front *front;
 	struct chain *chain;
+	struct aggregate *agg;     /* the chain's router: one backend or several */
 	enum phase phase;
 	int signals;               /* SIGINT/SIGTERM received */
 	int forced;                /* the signal that forced the exit, or 0 */
@@ -287,7 +288,7 @@ static struct cfg *load_for_reload(struct app *a)
 	size_t enabled = 0;
 	for (size_t i = 0; i < n->nservers; i++)
 		enabled += n->servers[i].enabled;
-	if ((enabled > 1) != (router_backends() > 1)) {
+	if ((enabled > 1) != (aggregate_backends(a->agg) > 1)) {
 		log_error("reload: going between one backend and several changes what the client "
 			  "was told at initialize; restart mcp-chain for that");
 		cfg_free(n);
@@ -319,13 +320,13 @@ static void reconcile_backends(struct app *a, struct cfg *n)
 			backend_set_cfg(b, n, e);
 			backend_peer(b)->pl = e->pipeline;
 			backend_peer(b)->timeout = e->timeout;
-			router_update_backend(backend_peer(b), e);
+			aggregate_update_backend(a->agg, backend_peer(b), e);
 			if (kept)
 				kept[e - n->servers] = true;
 			continue;
 		}
 		log_info("reload: %s %s", backend_peer(b)->name, e ? "changed: replacing it" : "removed");
-		router_remove_backend(backend_peer(b));
+		aggregate_remove_backend(a->agg, backend_peer(b));
 		backend_peer(b)->pl = NULL;  /* exchanges in flight hold their own reference */
 		backend_stop(b, n->grace);
 	}
@@ -373,15 +374,15 @@ static void reload(struct app *a)
 	a->old[a->nold++] = a->cfg;
 	chain_set_pipeline(a->chain, n->pipeline);  /* requests in flight keep the old one */
 	chain_set_max_open(a->chain, n->max_open);
-	router_reconfigure(n);
+	aggregate_reconfigure(a->agg, n);
 	reconcile_backends(a, n);
-	router_reconfigure(n);  /* names with the kept backends' new prefixes */
-	router_lists_changed();
+	aggregate_reconfigure(a->agg, n);  /* names with the kept backends' new prefixes */
+	aggregate_lists_changed(a->agg);
 	release_pipelines(a->old[a->nold - 1]);
 	a->cfg = n;
 	if (!a->level_flag)
 		log_set_level(n->has_log_level ? n->log_level : LOG_INFO);
-	log_info("reload: done (%zu backends)", router_backends());
+	log_info("reload: done (%zu backends)", aggregate_backends(a->agg));
 }
 
 /* Passes SIG on to every backend's process group. */
@@ -418,10 +419,10 @@ static void on_backend_event(struct backend *b, enum backend_event ev, void *arg
 {
 	struct app *a = arg;
 	if (ev == BACKEND_EV_READY)
-		router_backend_ready(backend_peer(b));
+		aggregate_backend_ready(a->agg, backend_peer(b));
 	else if (ev == BACKEND_EV_DOWN || ev == BACKEND_EV_FAILED || ev == BACKEND_EV_ENDED)
-		router_backend_down(backend_peer(b));
-	if (ev == BACKEND_EV_ENDED && router_transparent())  /* the backend logged it */
+		aggregate_backend_down(a->agg, backend_peer(b));
+	if (ev == BACKEND_EV_ENDED && aggregate_transparent(a->agg))  /* the backend logged it */
 		begin_stop_at(a, "the backend ended on its own", LOG_DEBUG);
 }
 
@@ -491,7 +492,7 @@ static struct backend *add_backend(struct app *a, struct cfg *c, struct cfg_serv
 	a->backends[a->nbackends++] = b;
 	backend_peer(b)->pl = s->pipeline;
 	backend_peer(b)->timeout = s->timeout;
-	router_add_backend(backend_peer(b), s);
+	aggregate_add_backend(a->agg, backend_peer(b), s);
 	return b;
 }
 
@@ -508,8 +509,10 @@ static int run(struct cfg **cfgp, const char *level_flag)
 		return 1;
 	chain_set_pipeline(a.chain, cfg->pipeline);
 	chain_set_max_open(a.chain, cfg->max_open);
-	router_setup(a.chain, cfg);
-	router_set_status(describe_backends, &a);
+	if (!(a.agg = aggregate_new(a.chain, cfg)))
+		return 1;
+	chain_set_router(a.chain, aggregate_router(a.agg));
+	aggregate_set_status(a.agg, describe_backends, &a);
 	for (size_t i = 0; i < cfg->nservers; i++) {
 		struct cfg_server *s = &cfg->servers[i];
 		if (!s->enabled)
@@ -532,9 +535,10 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	ev_check_stop(loop, &a.check);
 	ev_timer_stop(loop, &a.deadline);
 	stdio_front_free(a.front);
-	for (size_t i = 0; i < a.nbackends; i++)  /* before the router: its */
+	for (size_t i = 0; i < a.nbackends; i++)  /* before the aggregate: its */
 		backend_free(a.backends[i]);      /* list requests end here */
-	router_release();
+	chain_set_router(a.chain, NULL);
+	aggregate_free(a.agg);
 	free(a.backends);
 	curl_ev_release();
 	chain_free(a.chain);

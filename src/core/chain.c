@@ -24,7 +24,6 @@
 
 #include "log.h"
 #include "pool.h"
-#include "router.h"
 #include "rpc.h"
 #include "wiretap.h"
 
@@ -45,6 +44,7 @@ struct chain {
 	size_t open_count;
 	size_t max_open;          /* per requester; 0: no bound */
 	struct ask *asks;
+	struct chain_router *router;  /* borrowed; NULL: one backend, unchanged */
 };
 
 /* A notification on its way through the pipeline. */
@@ -131,6 +131,21 @@ void chain_set_pipeline(struct chain *c, struct pipeline *pl)
 	c->global_pl = pipeline_ref(pl);
 }
 
+/* Sets the router. */
+void chain_set_router(struct chain *c, struct chain_router *r)
+{
+	c->router = r;
+}
+
+/* The peer that answers a client's initialize. */
+struct peer *chain_init_target(struct peer *client)
+{
+	struct chain *c = client->chain;
+	if (c->router)
+		return c->router->ops->init_target(c->router, client);
+	return chain_first_peer(c, PEER_BACKEND);
+}
+
 /* The first registered peer of a role. */
 struct peer *chain_first_peer(struct chain *c, enum peer_role role)
 {
@@ -141,19 +156,50 @@ struct peer *chain_first_peer(struct chain *c, enum peer_role role)
 	return found;
 }
 
-/* The client for a backend's own request: one with a request open there. */
-static struct peer *route_client(struct peer *backend)
+/* The clients with a request open at one backend: the first, and whether another. */
+struct requesters {
+	struct peer *first;
+	bool several;
+};
+
+/* Counts EX's requester when it is a ready client (hmap_each). */
+static void count_requester(void *value, void *arg)
 {
-	struct peer *first = NULL;
-	for (struct peer *p = backend->chain->peers; p; p = p->next) {
-		if (p->role != PEER_CLIENT || !p->ready)
-			continue;
-		if (!first)
-			first = p;
-		if (p->received.count > 0 && backend->sent.count > 0)
-			return p;
+	struct exchange *ex = value;
+	struct requesters *r = arg;
+	if (!ex->from || ex->from->role != PEER_CLIENT || !ex->from->ready)
+		return;
+	if (!r->first)
+		r->first = ex->from;
+	else if (r->first != ex->from)
+		r->several = true;
+}
+
+/*
+ * The client for a backend's own request (sampling, elicitation, roots):
+ * the one client with a request open at that backend; with none, the
+ * oldest ready client; with several, nobody can tell which one it is for
+ * (JSON-RPC carries no link), so NULL with CODE and WHY set.
+ */
+static struct peer *route_client(struct peer *backend, const char *method,
+				 int *code, char *why, size_t n)
+{
+	struct requesters r = { NULL, false };
+	hmap_each(&backend->sent, count_requester, &r);
+	if (r.several) {
+		*code = RPC_INVALID_REQUEST;
+		snprintf(why, n, "\"%s\" from %s refused: several clients have requests open "
+			 "there, and nothing tells which one it is for", method, backend->name);
+		log_warn("%s", why);
+		return NULL;
 	}
-	return first;
+	if (r.first)
+		return r.first;
+	struct peer *oldest = NULL;
+	for (struct peer *p = backend->chain->peers; p; p = p->next)
+		if (p->role == PEER_CLIENT && p->ready)
+			oldest = p;  /* the list is newest first */
+	return oldest;
 }
 
 /* Pauses or resumes the peers that feed a congested one. */
@@ -404,15 +450,15 @@ static void answer_unroutable(struct exchange *ex, struct peer *to, int code, co
 static struct peer *route_to_backend(struct peer *client, struct msg *m, const char *method,
 				     int *code, char *why, size_t n)
 {
-	if (router_transparent())
-		return router_init_target(client);
-	json_t *t = msg_tree(m);   /* names are rewritten: the router reads it */
-	if (!t) {
-		*code = RPC_PARSE_ERROR;
-		snprintf(why, n, "mcp-chain could not parse the message");
-		return NULL;
+	struct chain_router *r = client->chain->router;
+	if (r)
+		return r->ops->route(r, client, m, method, code, why, n);
+	struct peer *p = chain_first_peer(client->chain, PEER_BACKEND);
+	if (!p) {
+		*code = RPC_BACKEND_GONE;
+		snprintf(why, n, "no backend is configured");
 	}
-	return router_route_request(client, t, method, code, why, n);
+	return p;
 }
 
 /* Starts EX's walk with the modules it has; or goes straight on. */
@@ -448,7 +494,7 @@ static void request_walked(struct mw_walk *w, enum mw_verdict v)
 	char why[300] = "";
 	struct peer *to = ex->from->role == PEER_CLIENT ?
 		route_to_backend(ex->from, &ex->m, ex->method, &code, why, sizeof why) :
-		route_client(ex->from);
+		route_client(ex->from, ex->method, &code, why, sizeof why);
 	if (!to || !to->ready) {
 		answer_unroutable(ex, to, code, why[0] ? why : NULL);
 		return;
@@ -711,10 +757,10 @@ static void send_notification(struct peer *from, struct peer *to, struct msg *m,
 	mw_walk_forward(&n->walk);
 }
 
-/* True for the notifications the router acts on (they are parsed for it). */
-static bool router_note(const char *method)
+/* True for the notifications a router may act on (they are parsed for it). */
+static bool router_note(const struct chain *c, const char *method)
 {
-	if (strncmp(method, "notifications/", 14) != 0)
+	if (!c->router || strncmp(method, "notifications/", 14) != 0)
 		return false;
 	size_t n = strlen(method);
 	return strcmp(method + 14, "initialized") == 0 ||
@@ -724,18 +770,12 @@ static bool router_note(const char *method)
 /* Hands a notification the router acts on to it; true when it took it. */
 static bool router_took(struct peer *from, struct msg *m, const char *method)
 {
+	struct chain_router *r = from->chain->router;
 	json_t *t = msg_tree(m);
-	if (!t)
+	if (!t || !r->ops->notification(r, from, t, method))
 		return false;
-	bool took = from->role == PEER_CLIENT ?
-		router_client_notification(from, json_incref(t), method) :
-		router_backend_notification(from, json_incref(t), method);
-	if (took) {
-		msg_release(m);
-		return true;
-	}
-	json_decref(t);   /* not stolen: the reference we gave back */
-	return false;
+	msg_release(m);
+	return true;
 }
 
 /* A notification from a peer. */
@@ -751,7 +791,7 @@ static void on_notification(struct peer *from, struct msg *m, const char *method
 		on_progress(from, m);
 		return;
 	}
-	if (router_note(name) && router_took(from, m, name))
+	if (router_note(from->chain, name) && router_took(from, m, name))
 		return;
 	struct peer *to = NULL;
 	if (from->role == PEER_CLIENT) {

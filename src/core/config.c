@@ -556,8 +556,8 @@ static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
 }
 
 static const char *const top_keys[] = {
-	"mcpServers", "maxMessageBytes", "maxOpenRequests", "shutdownGraceMs", "initTimeoutMs", "logLevel",
-	"separator", "status",
+	"mcpServers", "maxMessageBytes", "maxOpenRequests", "shutdownGraceMs", "initTimeoutMs",
+	"initJoinMs", "logLevel", "separator", "status",
 	"middleware", NULL
 };
 
@@ -572,16 +572,18 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 	check_keys(c, root, "", top_keys);
 	load_servers(c, cfg, json_object_get(root, "mcpServers"));
 	double max = (double)CFG_DEFAULT_MAX_MESSAGE, grace = CFG_DEFAULT_GRACE * 1000;
-	double init = CFG_DEFAULT_INIT_TIMEOUT * 1000;
+	double init = CFG_DEFAULT_INIT_TIMEOUT * 1000, join = CFG_DEFAULT_INIT_JOIN * 1000;
 	double open = CFG_DEFAULT_MAX_OPEN;
 	opt_uint(c, root, "maxMessageBytes", 4096, 4294967296.0, &max);
 	opt_uint(c, root, "maxOpenRequests", 1, 1000000, &open);
 	cfg->max_open = (size_t)open;
 	opt_uint(c, root, "shutdownGraceMs", 0, 600000, &grace);
 	opt_uint(c, root, "initTimeoutMs", 100, 3600000, &init);
+	opt_uint(c, root, "initJoinMs", 0, 3600000, &join);
 	cfg->max_message = (size_t)max;
 	cfg->grace = grace / 1000.0;
 	cfg->init_timeout = init / 1000.0;
+	cfg->init_join = join / 1000.0;
 	json_t *sep = json_object_get(root, "separator");
 	if (sep && (!json_is_string(sep) || !json_string_length(sep) ||
 		    json_string_length(sep) > 8 || !valid_prefix(json_string_value(sep))))

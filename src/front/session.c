@@ -9,7 +9,6 @@
 
 #include "chain.h"
 #include "log.h"
-#include "router.h"
 #include "rpc.h"
 #include "wiretap.h"
 
@@ -291,7 +290,7 @@ static void on_initialize(struct session *s, json_t *msg, json_t *id)
 		reply_error(s, id, RPC_INVALID_PARAMS, bad);
 		return;
 	}
-	struct peer *be = router_init_target(&s->peer);
+	struct peer *be = chain_init_target(&s->peer);
 	if (!be) {
 		reply_error(s, id, RPC_BACKEND_GONE, "no backend is configured");
 		return;
@@ -470,7 +469,7 @@ void session_close(struct session *s, const char *reason)
 		return;
 	if (s->state == SESSION_INITIALIZING && s->init_id) {
 		/* the backend's answer would come too late: say so now */
-		struct peer *be = router_init_target(&s->peer);
+		struct peer *be = chain_init_target(&s->peer);
 		if (be && be->ops->forget_initialize)
 			be->ops->forget_initialize(be, s);
 		json_t *e = rpc_errorf(s->init_id, RPC_BACKEND_GONE,

@@ -2,8 +2,10 @@
 // (everything, filesystem, memory) and the C fixture server, driven by the
 // official SDK client. Covers namespaced and merged lists, routing, progress,
 // sampling and cancellation across backends, client-safe names, the start-up
-// bound, supervision (restart after kill -9, crash loop -> failed), the status
-// resource `mcp-chain://status`, `mcp-chain check` and list_changed.
+// bound and the join bound (a slow or stuck backend joins later), a per-backend
+// policy refusing like the global one, supervision (restart after kill -9, crash
+// loop -> failed), the status resource `mcp-chain://status`, `mcp-chain check`
+// and list_changed.
 //
 // Every session runs `mcp-chain --config <tmp>.json` with a config written
 // here; each test closes its client in `finally` and kills whatever is left of
@@ -632,6 +634,85 @@ test('start-up bound: a backend that never answers initialize does not hold up t
     // the status resource is listed first
     const res = await client.listResources();
     assert.equal(res.resources[0].uri, STATUS_URI);
+  });
+});
+
+test('join bound: a backend slow to initialize does not hold the client; it joins later with list_changed', T, async () => {
+  // initJoinMs defaults to 5 s: under Codex's 10 s and Claude Desktop's 30 s connection
+  // timeouts. Before it, the client's initialize waited for the slow backend (8 s here,
+  // up to initTimeoutMs, 60 s by default).
+  let changed = 0;
+  const cfg = { mcpServers: { slow: fx(['--init-delay-ms', '8000']), ok: fx() } };
+  const t0 = Date.now();
+  await withChain(cfg, {
+    setup: (c) => c.setNotificationHandler(ToolListChangedNotificationSchema, () => { changed++; }),
+  }, async (s) => {
+    const took = Date.now() - t0;
+    assert.ok(took < 7000, `initialize answered in ${took} ms (join bound 5000 ms)`);
+    const { client } = s;
+    let names = (await listTools(client)).map((t) => t.name);
+    assert.ok(names.includes('ok__echo'), brief(names));
+    assert.deepEqual(names.filter((n) => n.startsWith('slow')), [], 'the slow backend is not listed yet');
+    let st = await s.status();
+    assert.equal(st.backends.ok.state, 'ready');
+    assert.equal(st.backends.slow.state, 'initializing', brief(st.backends.slow));
+    assert.equal(changed, 0);
+
+    await waitFor(() => changed > 0, { timeoutMs: 15_000, what: 'tools/list_changed when slow joins' });
+    names = (await listTools(client)).map((t) => t.name);
+    assert.ok(names.includes('slow__echo'), brief(names));
+    assert.ok(names.includes('ok__echo'), brief(names));
+    st = await s.status();
+    assert.equal(st.backends.slow.state, 'ready', brief(st.backends.slow));
+    const seen = await echo(client, 'slow__echo', { late: true });
+    assert.deepEqual(seen.params, { name: 'echo', arguments: { late: true } });
+  });
+});
+
+test('join bound: initJoinMs is the bound for a backend that never answers; it is shown not ready with the reason', T, async () => {
+  const cfg = {
+    initJoinMs: 800,
+    initTimeoutMs: 3000,
+    mcpServers: { hang: fx(['--no-init-response']), ok: fx() },
+  };
+  const t0 = Date.now();
+  await withChain(cfg, async (s) => {
+    const took = Date.now() - t0;
+    assert.ok(took < 800 + 1500, `initialize answered in ${took} ms (initJoinMs 800)`);
+    const { client } = s;
+    let st = await s.status();
+    assert.equal(st.backends.hang.state, 'initializing', brief(st.backends.hang));
+    assert.equal((await echo(client, 'ok__echo', { a: 1 })).params.arguments.a, 1);
+    await waitFor(async () => /initialize/.test((await s.status()).backends.hang.reason ?? ''),
+      { timeoutMs: 6000, what: 'hang given up after initTimeoutMs' });
+    st = await s.status();
+    assert.notEqual(st.backends.hang.state, 'ready');
+    assert.equal(st.backends.ok.state, 'ready');
+    const r = await outcome(() => call(client, 'hang__echo'));
+    assert.equal(r.ok, false, 'a call to the silent backend fails');
+  });
+});
+
+test('policy: a tool denied by one backend\'s own policy is refused like one the global policy denies (isError)', T, async () => {
+  const deny = (names) => [{ use: 'policy', rules: [{ deny: names }] }];
+  const cfg = {
+    middleware: deny(['b__big']),
+    mcpServers: { a: fx([], { middleware: deny(['echo']) }), b: fx() },
+  };
+  await withChain(cfg, async ({ client }) => {
+    const names = (await listTools(client)).map((t) => t.name);
+    assert.ok(!names.includes('a__echo') && !names.includes('b__big'), brief(names));
+    assert.ok(names.includes('b__echo') && names.includes('a__big'), brief(names));
+    const own = await call(client, 'a__echo', { x: 1 });
+    const global = await call(client, 'b__big', { bytes: 3 });
+    for (const [what, r] of [['per-backend', own], ['global', global]]) {
+      assert.equal(r.isError, true, `${what}: ${brief(r)}`);
+      assert.match(text(r), /Refused by the mcp-chain policy/, `${what}: ${brief(r)}`);
+    }
+    assert.match(text(own), /"echo"/);
+    // a name no backend has is still unknown (a JSON-RPC error)
+    const r = await outcome(() => call(client, 'zz__echo'));
+    assert.equal(r.ok, false);
   });
 });
 

@@ -28,7 +28,6 @@
 #include "log.h"
 #include "middleware.h"
 #include "peer.h"
-#include "router.h"
 #include "rpc.h"
 
 /* ---- fake peers ---- */
@@ -540,6 +539,161 @@ static void test_server_request_no_client(void **state)
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
+/* The method of message M, or NULL. */
+static const char *method_of(json_t *m)
+{
+	return json_string_value(json_object_get(m, "method"));
+}
+
+/* Progress from the backend for its request BID. */
+static void backend_progress(json_int_t bid, int n)
+{
+	char buf[200];
+	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+		 "\"params\":{\"progressToken\":%" JSON_INTEGER_FORMAT ",\"progress\":%d}}", bid, n);
+	from(&backend, buf);
+}
+
+/*
+ * Two client sessions in one chain through one backend, with the same ids
+ * and progress tokens, interleaving requests, progress, cancels and the
+ * backend's own requests: each sees only its own. A backend request goes
+ * to the one client with a request open at that backend; while both have
+ * one open, nothing tells which it is for, and it is refused with an
+ * error that says why (the code before sent it to whichever client came
+ * first in the list).
+ */
+static void test_two_sessions_one_backend(void **state)
+{
+	(void)state;
+	fake_init(&client2, PEER_CLIENT, "client2");
+	const char *call = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+		"\"params\":{\"name\":\"slow\",\"_meta\":{\"progressToken\":\"p\"}}}";
+	from(&client, call);
+	from(&client2, call);   /* the same id and token, in its own session */
+	json_int_t b1 = int_at(got(&backend, 0), "id"), b2 = int_at(got(&backend, 1), "id");
+	assert_int_not_equal(b1, b2);
+	backend_progress(b2, 1);
+	backend_progress(b1, 1);
+	backend_progress(b2, 2);
+	assert_int_equal(count(&client), 1);
+	assert_int_equal(count(&client2), 2);
+	expect_json(got(&client2, 1), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+		    "\"params\":{\"progressToken\":\"p\",\"progress\":2}}");
+	expect_json(got(&client, 0), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+		    "\"params\":{\"progressToken\":\"p\",\"progress\":1}}");
+
+	/* both have a request open there: the backend's own request is refused */
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"id\":\"s1\",\"method\":\"sampling/createMessage\",\"params\":{}}");
+	assert_int_equal(count(&client), 1);
+	assert_int_equal(count(&client2), 2);
+	json_t *refused = last(&backend);
+	assert_string_equal(json_string_value(json_object_get(refused, "id")), "s1");
+	assert_int_equal(err_code(refused), RPC_INVALID_REQUEST);
+	assert_non_null(strstr(err_text(refused), "several clients"));
+	assert_non_null(strstr(err_text(refused), "sampling/createMessage"));
+
+	/* client cancels: only its request is cancelled at the backend */
+	from(&client, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}");
+	json_t *c = last(&backend);
+	assert_string_equal(method_of(c), "notifications/cancelled");
+	assert_int_equal(int_at(json_object_get(c, "params"), "requestId"), b1);
+	backend_progress(b1, 3);   /* late progress for the cancelled one: dropped */
+	assert_int_equal(count(&client), 1);
+
+	/* now only client2 has a request open there: the backend's request is its */
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"id\":\"s2\",\"method\":\"roots/list\"}");
+	assert_int_equal(count(&client), 1);
+	assert_string_equal(method_of(last(&client2)), "roots/list");
+	respond(&client2, int_at(last(&client2), "id"), "{\"roots\":[]}");
+	expect_json(last(&backend), "{\"jsonrpc\":\"2.0\",\"id\":\"s2\",\"result\":{\"roots\":[]}}");
+
+	/* responses: the cancelled one is dropped, the other reaches client2 with its id */
+	respond(&backend, b1, "{\"late\":true}");
+	respond(&backend, b2, "{\"done\":true}");
+	assert_int_equal(count(&client), 1);
+	expect_json(last(&client2), "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"done\":true}}");
+
+	/* nobody has a request open: the oldest ready client gets it */
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"id\":\"s3\",\"method\":\"roots/list\"}");
+	assert_string_equal(method_of(last(&client)), "roots/list");
+	size_t n2 = count(&client2);
+	respond(&client, int_at(last(&client), "id"), "{\"roots\":[]}");
+	assert_int_equal(count(&client2), n2);
+	assert_int_equal(chain_open_exchanges(C), 0);
+}
+
+/* A router for the test: "b2/..." methods go to the second backend (idle). */
+static struct peer *test_route(struct chain_router *r, struct peer *requester, struct msg *m,
+			       const char *method, int *code, char *why, size_t n)
+{
+	(void)r;
+	(void)requester;
+	(void)m;
+	(void)code;
+	(void)why;
+	(void)n;
+	return strncmp(method, "b2/", 3) == 0 ? &idle.peer : &backend.peer;
+}
+
+/* The test router initializes the first backend and takes no notification. */
+static struct peer *test_init_target(struct chain_router *r, struct peer *requester)
+{
+	(void)r;
+	(void)requester;
+	return &backend.peer;
+}
+
+static bool test_notification(struct chain_router *r, struct peer *from, json_t *msg,
+			      const char *method)
+{
+	(void)r;
+	(void)from;
+	(void)msg;
+	(void)method;
+	return false;
+}
+
+static const struct chain_router_ops test_router_ops = {
+	.init_target = test_init_target, .route = test_route, .notification = test_notification,
+};
+
+/*
+ * Two backends: a backend's request goes to the client whose request is
+ * open at THAT backend, not to a client with a request open elsewhere
+ * (the code before took the first client with any request open anywhere).
+ * The router set on the chain decides where client requests go.
+ */
+static void test_backend_request_to_its_requester(void **state)
+{
+	(void)state;
+	struct chain_router router = { &test_router_ops };
+	fake_init(&idle, PEER_BACKEND, "be2");
+	fake_init(&client2, PEER_CLIENT, "client2");   /* newest: first in the list */
+	chain_set_router(C, &router);
+	assert_ptr_equal(chain_init_target(&client.peer), &backend.peer);
+	from(&client2, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"b2/work\"}");
+	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"work\"}");
+	assert_int_equal(count(&idle), 1);
+	assert_int_equal(count(&backend), 1);
+	/* the first backend asks: client has a request open there, client2 only elsewhere */
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"id\":\"e\",\"method\":\"elicitation/create\",\"params\":{}}");
+	assert_int_equal(count(&client2), 0);
+	assert_string_equal(method_of(last(&client)), "elicitation/create");
+	respond(&client, int_at(last(&client), "id"), "{\"action\":\"decline\"}");
+	expect_json(last(&backend), "{\"jsonrpc\":\"2.0\",\"id\":\"e\",\"result\":{\"action\":\"decline\"}}");
+	/* and the second backend's goes to client2 */
+	from(&idle, "{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"method\":\"roots/list\"}");
+	assert_string_equal(method_of(last(&client2)), "roots/list");
+	respond(&client2, int_at(last(&client2), "id"), "{\"roots\":[]}");
+	respond(&backend, int_at(got(&backend, 0), "id"), "{}");
+	respond(&idle, int_at(got(&idle, 0), "id"), "{}");
+	expect_json(last(&client), "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}");
+	expect_json(last(&client2), "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}");
+	chain_set_router(C, NULL);
+	assert_int_equal(chain_open_exchanges(C), 0);
+}
+
 /* ---- peers going away ---- */
 
 static void test_backend_gone_fails_pending(void **state)
@@ -611,7 +765,7 @@ static void test_unavailable_backend_reason(void **state)
 }
 
 /*
- * BUG (chain.c, answer_unroutable): a ping that cannot be routed (backend
+ * FIXED BUG (chain.c, answer_unroutable): a ping that cannot be routed (backend
  * down, or no ready client for a backend's ping) should be answered with an
  * empty result, but the reply is built with rpc_result(NULL, ...), and
  * rpc_result, unlike rpc_error, does not turn a NULL id into null: json_pack
@@ -627,7 +781,7 @@ static void test_unroutable_ping_answered(void **state)
 	expect_json(last(&client), "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}");
 }
 
-/* BUG (same as above), the other way: the backend pings and no client is ready. */
+/* FIXED BUG (same as above), the other way: the backend pings and no client is ready. */
 static void test_unroutable_server_ping_answered(void **state)
 {
 	(void)state;
@@ -643,7 +797,7 @@ static void test_no_backend(void **state)
 {
 	(void)state;
 	fake_release(&backend);
-	assert_null(router_init_target(&client.peer));
+	assert_null(chain_init_target(&client.peer));
 	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
 	assert_int_equal(err_code(last(&client)), RPC_BACKEND_GONE);
 	assert_int_equal(int_at(last(&client), "id"), 1);
@@ -732,7 +886,7 @@ static void test_invalid_backend_response(void **state)
 }
 
 /*
- * BUG (chain.c, chain_receive): an invalid *request* from the backend (it
+ * FIXED BUG (chain.c, chain_receive): an invalid *request* from the backend (it
  * has a "method", e.g. with "params" that are a string) is treated as a
  * malformed *response* when its id happens to equal the id of one of our
  * requests in flight: the client's unrelated request is then failed with
@@ -1255,7 +1409,7 @@ static void test_mw_ask_client_gone(void **state)
 }
 
 /*
- * BUG (chain.c, chain_peer_gone): when a client goes away, the requests
+ * FIXED BUG (chain.c, chain_peer_gone): when a client goes away, the requests
  * it sent to the chain are abandoned only after the requests sent TO it
  * have been failed. The failure callbacks run first (here: a module's
  * mw_ask_client question fails and the module lets the request go on), and
@@ -1317,7 +1471,7 @@ static void test_mw_abort_while_walking(void **state)
 }
 
 /*
- * BUG (chain.c, note_walked): a notification's context scratch object
+ * FIXED BUG (chain.c, note_walked): a notification's context scratch object
  * (made by a module through mw_scratch) is never released: note_walked
  * frees the note but not n->ctx.scratch, so every notification seen by
  * such a module leaks an object (LeakSanitizer reports it too). Here the
@@ -2216,6 +2370,8 @@ int main(void)
 		T(test_server_request_routing),
 		T(test_server_request_progress),
 		T(test_server_request_no_client),
+		T(test_two_sessions_one_backend),
+		T(test_backend_request_to_its_requester),
 		T(test_backend_gone_fails_pending),
 		T(test_unavailable_backend_reason),
 		T(test_unroutable_ping_answered),

@@ -558,6 +558,26 @@ static void test_init_timeout(void **state)
 	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"initTimeoutMs\":\"60s\"}", msg);
 }
 
+/* initJoinMs: how long the client's initialize waits for slow backends. */
+static void test_init_join(void **state)
+{
+	(void)state;
+	struct cfg *c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}}}");
+	assert_true(c->init_join == CFG_DEFAULT_INIT_JOIN);
+	assert_true(CFG_DEFAULT_INIT_JOIN <= 5.0);  /* under Codex's 10 s, Claude Desktop's 30 s */
+	cfg_free(c);
+	c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"initJoinMs\":1200}");
+	assert_true(c->init_join == 1.2);
+	cfg_free(c);
+	c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"initJoinMs\":0}");
+	assert_true(c->init_join == 0.0);
+	cfg_free(c);
+	const char *msg = NAME ": /initJoinMs: must be an integer from 0 to 3600000";
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"initJoinMs\":-1}", msg);
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"initJoinMs\":3600001}", msg);
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"initJoinMs\":\"5s\"}", msg);
+}
+
 static void test_log_level(void **state)
 {
 	(void)state;
@@ -675,6 +695,7 @@ int main(void)
 		cmocka_unit_test(test_two_enabled),
 		cmocka_unit_test(test_max_message_bounds),
 		cmocka_unit_test(test_init_timeout),
+		cmocka_unit_test(test_init_join),
 		cmocka_unit_test(test_log_level),
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_cfg_error),

@@ -1,11 +1,11 @@
 /*
- * test_router.c - unit tests for src/core/router.c: several backends
+ * test_aggregate.c - unit tests for src/aggregate/aggregate.c: several backends
  * behind one endpoint (namespaced, client-safe names, merged initialize,
  * list caches, resources paging, routing back to each backend's own
  * names), driven through the public API.
  *
  * Each backend is a fake peer: its initialize op answers at once with a
- * canned result (and reports the backend ready to the router, as the app
+ * canned result (and reports the backend ready to the aggregate, as the app
  * does on BACKEND_EV_READY), its send op records what it gets; the test
  * answers with chain_receive(). The client is a real session (session.c)
  * whose write function records what the client would read.
@@ -27,9 +27,10 @@
 #include "chain.h"
 #include "config.h"
 #include "log.h"
+#include "middleware.h"
 #include "mcpc_version.h"
 #include "peer.h"
-#include "router.h"
+#include "aggregate.h"
 #include "rpc.h"
 #include "session.h"
 
@@ -37,6 +38,8 @@
 
 /* The chain every test of this file uses (made in main, renewed by teardowns). */
 static struct chain *CH;
+/* The aggregate under test (made by start(), freed by stop()). */
+static struct aggregate *AG;
 
 struct fbe {
 	struct peer peer;        /* must be first */
@@ -44,6 +47,9 @@ struct fbe {
 	json_t *done;            /* ids of the requests the test answered */
 	json_t *init_result;     /* owned: what initialize answers */
 	int init_calls;
+	bool hold_init;          /* initialize is not answered until init_release() */
+	void (*held_cb)(void *arg, json_t *response);
+	void *held_arg;
 	bool manual;             /* pump() leaves its list requests alone */
 	json_t *tools, *prompts, *templates;  /* owned: what its lists answer */
 };
@@ -62,23 +68,42 @@ static int fbe_send(struct peer *p, json_t *msg, struct exchange *ex)
 }
 
 /* Answers at once, then reports the backend ready, as backend.c and the
- * app do (waiters first, then BACKEND_EV_READY -> router_backend_ready). */
+ * app do (waiters first, then BACKEND_EV_READY -> aggregate_backend_ready). */
 static int fbe_initialize(struct peer *p, json_t *params,
 			  void (*cb)(void *arg, json_t *response), void *arg)
 {
 	struct fbe *b = (struct fbe *)p;
 	(void)params;
 	b->init_calls++;
+	if (b->hold_init) {   /* a backend slow to start, or stuck */
+		b->held_cb = cb;
+		b->held_arg = arg;
+		return 0;
+	}
 	b->peer.ready = true;
 	b->peer.init_result = b->init_result;
 	json_t *resp = rpc_result(json_null(), json_incref(b->init_result));
 	cb(arg, resp);
 	json_decref(resp);
-	router_backend_ready(&b->peer);
+	aggregate_backend_ready(AG, &b->peer);
 	return 0;
 }
 
 static const struct peer_ops fbe_ops = { .send = fbe_send, .initialize = fbe_initialize };
+
+/* A held backend finally answers initialize and is reported ready. */
+static void init_release(struct fbe *b)
+{
+	b->hold_init = false;
+	b->peer.ready = true;
+	b->peer.init_result = b->init_result;
+	json_t *resp = rpc_result(json_null(), json_incref(b->init_result));
+	if (b->held_cb)
+		b->held_cb(b->held_arg, resp);
+	b->held_cb = NULL;
+	json_decref(resp);
+	aggregate_backend_ready(AG, &b->peer);
+}
 
 static json_t *J(const char *s)
 {
@@ -326,7 +351,7 @@ static void pump(void)
 
 /* ---- set up and tear down ---- */
 
-/* Loads configuration TEXT, sets the router up with a fake backend per
+/* Loads configuration TEXT, sets the aggregate up with a fake backend per
  * entry (capabilities tools, prompts, resources; no lists), and a client. */
 static void start(const char *text)
 {
@@ -340,7 +365,11 @@ static void start(const char *text)
 		fail_msg("bad test configuration");
 	}
 	assert_true(C->nservers <= MAXB);
-	router_setup(CH, C);
+	assert_int_equal(pipeline_start(C->pipeline), 0);
+	chain_set_pipeline(CH, C->pipeline);   /* the global modules, as main.c sets */
+	AG = aggregate_new(CH, C);
+	assert_non_null(AG);
+	chain_set_router(CH, aggregate_router(AG));
 	NB = C->nservers;
 	for (size_t i = 0; i < NB; i++) {
 		struct fbe *b = &B[i];
@@ -352,8 +381,10 @@ static void start(const char *text)
 		b->prompts = json_array();
 		b->templates = json_array();
 		fbe_caps(b, "{\"tools\":{},\"prompts\":{},\"resources\":{}}", NULL);
+		b->peer.pl = C->servers[i].pipeline;   /* its own modules, as main.c sets */
+		assert_int_equal(pipeline_start(b->peer.pl), 0);
 		chain_add_peer(CH, &b->peer);
-		router_add_backend(&b->peer, &C->servers[i]);
+		aggregate_add_backend(AG, &b->peer, &C->servers[i]);
 	}
 	out = json_array();
 	S = session_new(CH, "client", rec_write, &out);
@@ -367,11 +398,13 @@ static void stop(void)
 {
 	if (!C)
 		return;
-	for (size_t i = 0; i < NB; i++)  /* fails what the router still waits for */
+	for (size_t i = 0; i < NB; i++)  /* fails what the aggregate still waits for */
 		chain_peer_gone(&B[i].peer, "test over");
 	session_free(S);
 	S = NULL;
-	router_release();
+	chain_set_router(CH, NULL);
+	aggregate_free(AG);
+	AG = NULL;
 	for (size_t i = 0; i < NB; i++) {
 		struct fbe *b = &B[i];
 		chain_remove_peer(&b->peer);
@@ -534,7 +567,7 @@ static void be_down(struct fbe *b)
 	b->peer.ready = false;
 	snprintf(b->peer.why_down, sizeof b->peer.why_down, "exited with status 1");
 	chain_peer_gone(&b->peer, "exited with status 1");
-	router_backend_down(&b->peer);
+	aggregate_backend_down(AG, &b->peer);
 }
 
 /* The backend is back (restarted and initialized again). */
@@ -542,7 +575,7 @@ static void be_up(struct fbe *b)
 {
 	b->peer.ready = true;
 	b->peer.why_down[0] = '\0';
-	router_backend_ready(&b->peer);
+	aggregate_backend_ready(AG, &b->peer);
 }
 
 /* The backend sends notification METHOD. */
@@ -564,8 +597,8 @@ static void test_names_prefix_separator(void **state)
 {
 	(void)state;
 	start(CFG3);
-	assert_int_equal(router_backends(), 3);
-	assert_false(router_transparent());
+	assert_int_equal(aggregate_backends(AG), 3);
+	assert_false(aggregate_transparent(AG));
 	set_tools(&B[0], (const char *const[]){ "echo", "add", NULL });
 	set_tools(&B[1], (const char *const[]){ "echo", NULL });
 	set_tools(&B[2], (const char *const[]){ "ping-me", NULL });
@@ -1076,8 +1109,8 @@ static void test_single_backend_transparent(void **state)
 {
 	(void)state;
 	start("{\"mcpServers\":{\"only\":{\"command\":\"/bin/true\",\"prefix\":\"o\"}}}");
-	assert_true(router_transparent());
-	assert_ptr_equal(router_init_target(NULL), &B[0].peer);
+	assert_true(aggregate_transparent(AG));
+	assert_ptr_equal(chain_init_target(session_peer(S)), &B[0].peer);
 	set_tools(&B[0], (const char *const[]){ "file.read", NULL });
 	client_init();
 	json_t *r = result_of(reply_to(0));
@@ -1152,9 +1185,9 @@ static void test_backend_down_keeps_names(void **state)
 }
 
 /*
- * FIXED BUG (src/core/router.c, on_list_page): a list refresh that fails (here:
+ * FIXED BUG (src/aggregate/aggregate.c, on_list_page): a list refresh that fails (here:
  * the backend goes down while it is in flight, and chain_peer_gone fails
- * it before router_backend_down runs, which is backend.c's order) replaces
+ * it before aggregate_backend_down runs, which is backend.c's order) replaces
  * the backend's list with what the refresh gathered - nothing - although
  * it logs "keeping what was listed". The down backend's names are then no
  * longer reserved, and another backend's tool takes its name: the client
@@ -1188,7 +1221,7 @@ static void test_backend_down_during_refresh_keeps_names(void **state)
 }
 
 /*
- * FIXED BUG (src/core/router.c, on_list_page): the same root cause without a
+ * FIXED BUG (src/aggregate/aggregate.c, on_list_page): the same root cause without a
  * crash. A refresh answered with an error logs "tools/list failed;
  * keeping what was listed" but replaces the backend's list with the
  * (empty) pages gathered, so its tools vanish until the next
@@ -1266,12 +1299,12 @@ static void test_list_changed_refetch(void **state)
 }
 
 /*
- * FIXED BUG (src/core/fastpath.c, fast_response): a session without raw output
- * (session_set_write_raw is optional: "Enables the fast path") still has
- * a send_raw op, which fails; fast_response checks only that the op
- * exists, ignores splice_send's -1 and frees the exchange, so the
- * aggregate's tools/list and prompts/list answers (agg_list_fast) are
- * lost: the client never gets a response. Left out of main().
+ * FIXED BUG (fast_response in src/core/fastpath.c, since replaced by
+ * msg.c): a session without raw output (session_set_write_raw is
+ * optional) still has a send_raw op, which fails; fast_response checked
+ * only that the op exists, ignored splice_send's -1 and freed the
+ * exchange, so the aggregate's tools/list and prompts/list answers
+ * (agg_list_fast) were lost: the client never got a response.
  */
 static void test_list_without_raw_output(void **state)
 {
@@ -1297,11 +1330,11 @@ static void list_changed_cycle(struct fbe *b)
 }
 
 /*
- * FIXED BUG (src/core/router.c, clear_maps/rebuild): every rebuild of a list
+ * FIXED BUG (src/aggregate/aggregate.c, clear_maps/rebuild): every rebuild of a list
  * (each list_changed, backend down or ready) allocates a new mapping and
  * a copy of the original name for every tool and prompt of every backend
  * and links them into R.maps; clear_maps() only drops the hash map, so
- * the old mappings stay until router_release. A backend that sends
+ * the old mappings stay until aggregate_free. A backend that sends
  * list_changed often makes mcp-chain grow without bound (here ~10 tools:
  * several hundred bytes per notification). Measured with mallinfo2, so
  * not under ASan. Left out of main().
@@ -1327,12 +1360,161 @@ static void test_list_changed_memory_bounded(void **state)
 	assert_true(grown < 500 * 16);  /* fails: ~ 500 * 10 * (mapping + name) */
 }
 
+/* ---- a stuck backend, a per-backend policy, lists before any backend ---- */
+
+static const char *const CFG_STUCK =
+	"{\"mcpServers\":{"
+	"\"fast\":{\"command\":\"/bin/true\"},"
+	"\"slow\":{\"command\":\"/bin/true\"}}}";
+
+/*
+ * A backend that does not answer initialize does not hold the client's:
+ * the aggregate answers after the join bound (initJoinMs, 5 s by default,
+ * under Codex's 10 s) with the backends that are ready, not after
+ * initTimeoutMs (60 s). When the slow one is ready later it joins: its
+ * tools are listed and the client is told with list_changed.
+ */
+static void test_stuck_backend_joins_late(void **state)
+{
+	(void)state;
+	start(CFG_STUCK);
+	B[1].hold_init = true;
+	set_tools(&B[0], (const char *const[]){ "echo", NULL });
+	set_tools(&B[1], (const char *const[]){ "late", NULL });
+	fbe_caps(&B[0], "{\"tools\":{}}", NULL);
+	fbe_caps(&B[1], "{\"tools\":{},\"resources\":{}}", NULL);
+	csend("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":"
+	      "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+	      "\"clientInfo\":{\"name\":\"test-client\",\"version\":\"1\"}}}");
+	double t0 = ev_time();
+	pump();
+	while (session_state(S) != SESSION_READY && ev_time() - t0 < 9.0) {
+		ev_run(EV_DEFAULT, EVRUN_ONCE);   /* the join bound is a timer */
+		pump();
+	}
+	double took = ev_time() - t0;
+	assert_int_equal(session_state(S), SESSION_READY);
+	if (took > CFG_DEFAULT_INIT_JOIN + 1.0)
+		fail_msg("initialize answered after %.1f s (join bound %.0f s)", took, CFG_DEFAULT_INIT_JOIN);
+	/* every list is promised: the one still starting may bring any */
+	json_t *caps = json_object_get(result_of(reply_to(0)), "capabilities");
+	expect_json(caps, "{\"tools\":{\"listChanged\":true},\"prompts\":{\"listChanged\":true},"
+		    "\"resources\":{\"listChanged\":true}}");
+	assert_int_equal(B[1].init_calls, 1);
+	csend("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+	pump();
+	assert_int_equal(got_n(&B[1], "notifications/initialized"), 0);  /* not ready yet */
+	json_t *names = list_names("tools", 1);
+	expect_json(names, "[\"fast__echo\"]");
+	json_decref(names);
+	size_t tools_changed = notes("notifications/tools/list_changed");
+	size_t res_changed = notes("notifications/resources/list_changed");
+
+	init_release(&B[1]);   /* the slow one is ready at last */
+	pump();
+	assert_int_equal(got_n(&B[1], "notifications/initialized"), 1);
+	assert_int_equal(notes("notifications/tools/list_changed"), tools_changed + 1);
+	assert_int_equal(notes("notifications/resources/list_changed"), res_changed + 1);
+	names = list_names("tools", 2);
+	expect_json(names, "[\"fast__echo\",\"slow__late\"]");
+	json_decref(names);
+	expect_routed(3, "slow__late", &B[1], "late");
+}
+
+/* A backend that answers within the bound is waited for: no join later. */
+static void test_slow_backend_within_bound(void **state)
+{
+	(void)state;
+	start("{\"initJoinMs\":60000,\"mcpServers\":{"
+	      "\"fast\":{\"command\":\"/bin/true\"},\"slow\":{\"command\":\"/bin/true\"}}}");
+	B[1].hold_init = true;
+	set_tools(&B[1], (const char *const[]){ "late", NULL });
+	csend("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":"
+	      "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+	      "\"clientInfo\":{\"name\":\"test-client\",\"version\":\"1\"}}}");
+	pump();
+	assert_int_not_equal(session_state(S), SESSION_READY);
+	init_release(&B[1]);
+	pump();
+	assert_int_equal(session_state(S), SESSION_READY);
+	csend("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+	pump();
+	assert_int_equal(notes("notifications/tools/list_changed"), 0);
+	json_t *names = list_names("tools", 1);
+	expect_json(names, "[\"slow__late\"]");
+	json_decref(names);
+}
+
+/*
+ * A tool denied by one backend's own policy is refused the way the global
+ * policy refuses it: a tool result with isError that the model can read,
+ * not "-32602 Unknown tool" (the aggregate never listed the name, since
+ * the backend's filtered list lacks it).
+ */
+static void test_backend_policy_deny_is_tool_error(void **state)
+{
+	(void)state;
+	start("{\"middleware\":[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"open__gone\"]}]}],"
+	      "\"mcpServers\":{"
+	      "\"locked\":{\"command\":\"/bin/true\",\"middleware\":"
+	      "[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"secret\"]}]}]},"
+	      "\"open\":{\"command\":\"/bin/true\"}}}");
+	set_tools(&B[0], (const char *const[]){ "secret", "fine", NULL });
+	set_tools(&B[1], (const char *const[]){ "gone", NULL });
+	client_init();
+	json_t *names = list_names("tools", 1);
+	expect_json(names, "[\"locked__fine\"]");
+	json_decref(names);
+	struct fbe *who;
+	assert_null(call_tool(2, "locked__secret", &who));   /* per-backend deny */
+	assert_null(call_tool(3, "open__gone", &who));       /* global deny */
+	json_t *own = result_of(reply_to(2)), *global = result_of(reply_to(3));
+	assert_true(json_is_true(json_object_get(global, "isError")));
+	assert_true(json_is_true(json_object_get(own, "isError")));
+	const char *t = json_string_value(json_object_get(json_array_get(
+		json_object_get(own, "content"), 0), "text"));
+	assert_non_null(t);
+	assert_non_null(strstr(t, "secret"));
+	/* a name of no backend is still unknown */
+	assert_null(call_tool(4, "nobody__x", &who));
+	assert_int_equal(err_code(reply_to(4)), RPC_INVALID_PARAMS);
+	for (size_t i = 0; i < NB; i++)
+		assert_int_equal(got_n(&B[i], "tools/call"), 0);
+}
+
+/*
+ * Lists asked before any backend has listed anything (no backend has
+ * tools, prompts or resources): empty answers. The empty arrays were made
+ * and set with a reference kept (json_object_set), so LeakSanitizer
+ * reported them at exit (FIXED: _set_new; finish_page steals ITEMS).
+ */
+static void test_lists_before_any_backend(void **state)
+{
+	(void)state;
+	start(CFG_STUCK);
+	fbe_caps(&B[0], "{}", NULL);
+	fbe_caps(&B[1], "{}", NULL);
+	client_init();
+	csend("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+	csend("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"prompts/list\"}");
+	csend("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/templates/list\"}");
+	pump();
+	expect_json(result_of(reply_to(1)), "{\"tools\":[]}");
+	expect_json(result_of(reply_to(2)), "{\"prompts\":[]}");
+	expect_json(result_of(reply_to(3)), "{\"resourceTemplates\":[]}");
+}
+
 int main(void)
 {
 	CH = chain_new();
+	mw_use_registry(mw_registry);   /* per-backend modules (policy) */
 	log_set_level(LOG_ERROR);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
+		T(test_stuck_backend_joins_late),
+		T(test_slow_backend_within_bound),
+		T(test_backend_policy_deny_is_tool_error),
+		T(test_lists_before_any_backend),
 		T(test_names_prefix_separator),
 		T(test_names_invalid_chars),
 		T(test_names_too_long),

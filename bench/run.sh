@@ -13,6 +13,8 @@
 #   mcp-chain+5mw  the same with five middleware modules: auth, log (to a
 #              file), policy, rewrite, limit
 #   sdk-proxy  mcp-bench-load -> node sdk-proxy/proxy.mjs -> server
+#   mcp-chain@base  the mcp-chain path with the binary in $BASE_CHAIN (an
+#              earlier build, say), so before and after run in one run
 #
 # for tools/call echo at each concurrency (default c=1 and c=16, n=5000,
 # 5 rounds), then the extra cases: progress relay (60 notifications), tools/list
@@ -49,7 +51,8 @@ usage() {
   -r ROUNDS      rounds of the alternating comparison (default 5)
   -n N           measured requests per echo run (default 5000)
   -c "K ..."     concurrencies for the echo runs (default "1 16")
-  --paths "..."  which of: direct relay line-relay mcp-chain mcp-chain+5mw sdk-proxy (default all)
+  --paths "..."  which of: direct relay line-relay mcp-chain mcp-chain+5mw sdk-proxy
+                 mcp-chain@base mcp-chain+5mw@base (default all but the @base ones)
   --no-extras    only the echo comparison
   --quick        smoke run: -r 1 -n 500, small extras
   --out FILE     report file (default bench/RESULTS.md)
@@ -118,6 +121,11 @@ if [ ! -x "$chain" ]; then
 	skip_reason[mcp-chain]="$chain was not built"
 	skip_reason[mcp-chain+5mw]="$chain was not built"
 fi
+base_chain=${BASE_CHAIN:-}
+if [ -z "$base_chain" ] || [ ! -x "$base_chain" ]; then
+	skip_reason[mcp-chain@base]="BASE_CHAIN is not an executable"
+	skip_reason[mcp-chain+5mw@base]="BASE_CHAIN is not an executable"
+fi
 if [ ! -d "$here/sdk-proxy/node_modules/@modelcontextprotocol/sdk" ]; then
 	log "installing the SDK proxy's dependencies (npm ci)"
 	if ! (cd "$here/sdk-proxy" && npm ci --no-audit --no-fund --loglevel=error) >&2; then
@@ -180,6 +188,14 @@ set_cmd() {
 		local cfg5="$tmp/chain-$((++config_seq)).json"
 		write_config_5mw "$cfg5" "$@"
 		cmd=(env MCP_CHAIN_TOKEN=bench-token "$chain" --config "$cfg5") ;;
+	mcp-chain@base)
+		local cfgb="$tmp/chain-$((++config_seq)).json"
+		write_config "$cfgb" "echo $*"
+		cmd=("$base_chain" --config "$cfgb") ;;
+	mcp-chain+5mw@base)
+		local cfgb5="$tmp/chain-$((++config_seq)).json"
+		write_config_5mw "$cfgb5" "$@"
+		cmd=(env MCP_CHAIN_TOKEN=bench-token "$base_chain" --config "$cfgb5") ;;
 	sdk-proxy) cmd=(node "$proxy" "$server" "$@") ;;
 	"sdk-proxy (default limits)") cmd=(node "$proxy" "$server" "$@") ;;
 	esac

@@ -15,7 +15,8 @@ const records = readFileSync(recordsFile, 'utf8')
   .filter((l) => l.trim())
   .map((l) => JSON.parse(l));
 
-const PATHS = ['direct', 'relay', 'line-relay', 'mcp-chain', 'mcp-chain+5mw', 'sdk-proxy'];
+const PATHS = ['direct', 'relay', 'line-relay', 'mcp-chain', 'mcp-chain+5mw', 'sdk-proxy',
+  'mcp-chain@base', 'mcp-chain+5mw@base'];
 const out = [];
 
 // Append a line to the report.
@@ -178,6 +179,12 @@ const c16 = concs.includes(16) ? 16 : concs[concs.length - 1];
   target('mcp-chain peak RSS with three idle backends (max over runs)',
     idle.length ? `${fmt(idleRss)} kB` : 'not run', '≤ 4 MiB (4096 kB)',
     idle.length ? idle.every(clean) && idleRss <= 4096 : null);
+  const rb = pairedRatio('echo', c16, 'mcp-chain', 'mcp-chain@base', 'rps');
+  if (Number.isFinite(rb))
+    target(`c=${c16} rps vs the base binary (BASE_CHAIN)`, ratio(rb), '≥ 0.95×', rb >= 0.95);
+  const rb1 = pairedRatio('echo', c1, 'mcp-chain', 'mcp-chain@base', 'p50_us');
+  if (Number.isFinite(rb1))
+    target(`c=${c1} p50 vs the base binary (BASE_CHAIN)`, ratio(rb1), '≤ 1.05×', rb1 <= 1.05);
   const r5 = pairedRatio('echo', c16, 'mcp-chain+5mw', 'mcp-chain', 'rps');
   target(`c=${c16} rps, five-module pipeline vs no middleware`, ratio(r5), '≥ 0.70×',
     Number.isFinite(r5) ? r5 >= 0.7 : null);

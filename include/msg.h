@@ -43,9 +43,9 @@ enum msg_span {
 
 /* A short JSON text kept as it came: an id or a progress token. */
 struct msg_val {
-	char buf[24];
 	char *heap;      /* owned, when longer than buf */
-	size_t n;        /* 0: none */
+	uint32_t n;      /* 0: none */
+	char buf[20];    /* any int64 in decimal fits */
 };
 
 /* The text of V (not NUL-terminated). */

@@ -413,12 +413,11 @@ static void forward_request(struct exchange *ex, struct peer *to)
 		m = &moved;
 	}
 	exchange_assign(ex, to);
-	int rc = msg_set_id_int(m, ex->to_id);
-	if (rc == 0 && msg_token_get(m, &ex->from_token) == 1) {
-		struct msg_val token = { .n = 0 };   /* the token becomes the id too */
-		msg_val_set_int(&token, ex->to_id);
-		rc = msg_set_token(m, &token);
-	}
+	struct msg_val id = { .n = 0 };
+	msg_val_set_int(&id, ex->to_id);
+	int rc = msg_set_id(m, &id);
+	if (rc == 0 && msg_token_get(m, &ex->from_token) == 1)
+		rc = msg_set_token(m, &id);   /* the token becomes the id too */
 	if (rc == 0)
 		rc = send_to(to, m, NULL, true);
 	msg_release(m);   /* its bytes were borrowed from the reader */
@@ -465,6 +464,10 @@ static struct peer *route_to_backend(struct peer *client, struct msg *m, const c
 static void walk_forward(struct exchange *ex)
 {
 	ex->walking = true;
+	if (pipeline_size(ex->walk.stage[0]) + pipeline_size(ex->walk.stage[1]) == 0) {
+		ex->walk.done(&ex->walk, MW_PASS);   /* no module on its way */
+		return;
+	}
 	mw_walk_forward(&ex->walk);
 }
 
@@ -617,7 +620,10 @@ static void deliver_response(struct exchange *ex)
 	ex->responded = true;
 	ex->walk.done = response_walked;
 	ex->walking = true;
-	mw_walk_back(&ex->walk);
+	if (ex->walk.reached == 0)
+		response_walked(&ex->walk, MW_PASS);   /* it passed no module */
+	else
+		mw_walk_back(&ex->walk);
 }
 
 /* A response from TO to a request sent to it. */

@@ -18,6 +18,8 @@
 int msg_val_set(struct msg_val *v, const char *p, size_t n)
 {
 	msg_val_release(v);
+	if (n > UINT32_MAX)
+		return -1;
 	if (n <= sizeof v->buf) {
 		memcpy(v->buf, p, n);
 	} else {
@@ -25,7 +27,7 @@ int msg_val_set(struct msg_val *v, const char *p, size_t n)
 			return -1;
 		memcpy(v->heap, p, n);
 	}
-	v->n = n;
+	v->n = (uint32_t)n;
 	return 0;
 }
 
@@ -54,7 +56,7 @@ void msg_val_set_int(struct msg_val *v, int64_t x)
 		*--t = '-';
 	if (v->heap)
 		msg_val_release(v);
-	v->n = (size_t)(tmp + sizeof tmp - t);
+	v->n = (uint32_t)(tmp + sizeof tmp - t);
 	memcpy(v->buf, t, v->n);
 }
 
@@ -520,27 +522,31 @@ int msg_iov(const struct msg *m, struct iovec *iov)
 {
 	if (!m->raw)
 		return -1;
-	const struct jspan *at[3];
-	const struct msg_val *with[3];
-	int k = 0, n = 0;
-	for (int i = 0; i < 3; i++) {
-		if (!m->set[i].n || !m->span[i].p)
-			continue;
-		int j = k++;   /* at most three, kept in text order as they come */
-		for (; j > 0 && m->span[i].p < at[j - 1]->p; j--) {
-			at[j] = at[j - 1];
-			with[j] = with[j - 1];
-		}
-		at[j] = &m->span[i];
-		with[j] = &m->set[i];
+	int idx[3], k = 0, n = 0;
+	for (int i = 0; i < 3; i++)   /* in span order: ID, TOKEN, RID */
+		if (m->set[i].n && m->span[i].p)
+			idx[k++] = i;
+	if (k == 2 && m->span[idx[1]].p < m->span[idx[0]].p) {
+		int t = idx[0];   /* a token before the id */
+		idx[0] = idx[1];
+		idx[1] = t;
+	} else if (k == 3) {   /* all three: sort them */
+		for (int a = 1; a < 3; a++)
+			for (int b = a; b > 0 && m->span[idx[b]].p < m->span[idx[b - 1]].p; b--) {
+				int t = idx[b];
+				idx[b] = idx[b - 1];
+				idx[b - 1] = t;
+			}
 	}
 	const char *cur = m->raw;
 	for (int i = 0; i < k; i++) {
+		const struct jspan *at = &m->span[idx[i]];
+		const struct msg_val *v = &m->set[idx[i]];
 		iov[n].iov_base = (void *)cur;
-		iov[n++].iov_len = (size_t)(at[i]->p - cur);
-		iov[n].iov_base = (void *)msg_val_text(with[i]);
-		iov[n++].iov_len = with[i]->n;
-		cur = at[i]->p + at[i]->n;
+		iov[n++].iov_len = (size_t)(at->p - cur);
+		iov[n].iov_base = (void *)(v->heap ? v->heap : v->buf);
+		iov[n++].iov_len = v->n;
+		cur = at->p + at->n;
 	}
 	iov[n].iov_base = (void *)cur;
 	iov[n++].iov_len = (size_t)(m->raw + m->raw_len - cur);

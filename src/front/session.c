@@ -332,6 +332,8 @@ static void reply_to(struct session *s, struct msg *m, json_t *reply)
 /* Requests mcp-chain answers itself, whatever the backend; true if done. */
 static bool answer_locally(struct session *s, struct msg *m, const char *method)
 {
+	if (s->state == SESSION_READY && method[0] != 'i' && method[0] != 's')
+		return false;   /* most requests: none of the session's own */
 	if (strcmp(method, "initialize") == 0) {
 		json_t *t = msg_tree(m);
 		on_initialize(s, t, json_object_get(t, "id"));

@@ -36,7 +36,7 @@ fi
 
 if [ ! -f "$build/build.ninja" ]; then
 	CC=clang meson setup "$build" -Dfuzz=true -Db_sanitize=address,undefined \
-		-Db_lundef=false -Dtests=disabled >&2
+		-Db_lundef=false -Db_lto=false -Dtests=disabled >&2
 fi
 ninja -C "$build" >&2
 

@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "buf.h"
 
@@ -59,5 +60,15 @@ enum frame_kind framer_next(struct framer *f, const char **line, size_t *len,
 
 /* Bytes buffered but not yet returned (a partial last line). */
 size_t framer_pending(const struct framer *f);
+
+/*
+ * The one way every descriptor is read: one read(2) from FD into F,
+ * retried on EINTR. Returns the bytes read (> 0); 0 at end of input, with
+ * a last line that had no "\n" completed so that framer_next hands it
+ * over; or -1 with errno: EAGAIN when nothing is there now, ENOMEM when F
+ * cannot grow, else the read's error. With FULL, *FULL says whether the
+ * read filled all the room it had (more may be waiting: read again).
+ */
+ssize_t framer_read(struct framer *f, int fd, bool *full);
 
 #endif

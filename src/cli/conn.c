@@ -241,19 +241,15 @@ static void on_out(struct ev_loop *loop, ev_io *w, int revents)
 	(void)loop;
 	(void)revents;
 	for (;;) {
-		size_t avail, len, total;
+		size_t len, total;
 		const char *line;
-		char *dst = framer_reserve(&c->out_fr, &avail);
-		ssize_t n = dst ? read(c->proc.out_fd, dst, avail) : (errno = ENOMEM, -1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		ssize_t n = framer_read(&c->out_fr, c->proc.out_fd, NULL);
+		if (n < 0 && errno == EAGAIN)
 			return;
 		if (n <= 0) {
 			close_out(c);
 			return;
 		}
-		framer_commit(&c->out_fr, (size_t)n);
 		enum frame_kind k;
 		while ((k = framer_next(&c->out_fr, &line, &len, &total)) != FRAME_NONE)
 			if (k == FRAME_LINE)

@@ -270,18 +270,11 @@ static void on_in(struct ev_loop *loop, ev_io *w, int revents)
 	(void)loop;
 	(void)revents;
 	for (;;) {
-		size_t avail, len, total;
+		size_t len, total;
 		const char *line;
-		char *dst = framer_reserve(&d->in_fr, &avail);
-		ssize_t n = dst ? read(STDIN_FILENO, dst, avail) : (errno = ENOMEM, -1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		ssize_t n = framer_read(&d->in_fr, STDIN_FILENO, NULL);
+		if (n < 0 && errno == EAGAIN)
 			return;
-		if (n > 0)
-			framer_commit(&d->in_fr, (size_t)n);
-		else if (framer_pending(&d->in_fr) > 0)
-			framer_push(&d->in_fr, "\n", 1);  /* a last line without newline */
 		enum frame_kind k;
 		while ((k = framer_next(&d->in_fr, &line, &len, &total)) != FRAME_NONE) {
 			if (k == FRAME_LINE)

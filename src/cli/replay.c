@@ -340,18 +340,11 @@ static void on_in(struct ev_loop *loop, ev_io *w, int revents)
 	struct replay *r = w->data;
 	(void)revents;
 	for (;;) {
-		size_t avail, len, total;
+		size_t len, total;
 		const char *line;
-		char *dst = framer_reserve(&r->in_fr, &avail);
-		ssize_t n = dst ? read(STDIN_FILENO, dst, avail) : (errno = ENOMEM, -1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		ssize_t n = framer_read(&r->in_fr, STDIN_FILENO, NULL);
+		if (n < 0 && errno == EAGAIN)
 			return;
-		if (n > 0)
-			framer_commit(&r->in_fr, (size_t)n);
-		else if (framer_pending(&r->in_fr) > 0)
-			framer_push(&r->in_fr, "\n", 1);
 		enum frame_kind k;
 		while ((k = framer_next(&r->in_fr, &line, &len, &total)) != FRAME_NONE)
 			if (k == FRAME_LINE)

@@ -3,7 +3,9 @@
  */
 #include "framer.h"
 
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #define READ_CHUNK 65536
 
@@ -137,4 +139,30 @@ enum frame_kind framer_next(struct framer *f, const char **line, size_t *len,
 size_t framer_pending(const struct framer *f)
 {
 	return f->discarding ? f->discarded : buf_pending(&f->b);
+}
+
+/* Reads what FD holds into F. */
+ssize_t framer_read(struct framer *f, int fd, bool *full)
+{
+	size_t avail;
+	char *dst = framer_reserve(f, &avail);
+	if (!dst) {
+		errno = ENOMEM;
+		return -1;
+	}
+	ssize_t n;
+	do
+		n = read(fd, dst, avail);
+	while (n < 0 && errno == EINTR);
+	if (full)
+		*full = n > 0 && (size_t)n == avail;
+	if (n > 0) {
+		framer_commit(f, (size_t)n);
+	} else if (n == 0) {
+		if (framer_pending(f) > 0)
+			framer_push(f, "\n", 1);   /* the last line had no newline */
+	} else if (errno == EWOULDBLOCK) {
+		errno = EAGAIN;
+	}
+	return n;
 }

@@ -304,24 +304,14 @@ static void drain_stderr_lines(struct proc *p)
 static bool read_stderr(struct proc *p)
 {
 	for (;;) {
-		size_t avail;
-		char *dst = framer_reserve(&p->err_fr, &avail);
-		if (!dst)
-			return false;
-		ssize_t n = read(p->err_fd, dst, avail);
+		ssize_t n = framer_read(&p->err_fr, p->err_fd, NULL);
 		if (n > 0) {
-			framer_commit(&p->err_fr, (size_t)n);
 			drain_stderr_lines(p);
 			continue;
 		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (n < 0 && errno == EAGAIN)
 			return true;
-		if (framer_pending(&p->err_fr) > 0) {
-			framer_push(&p->err_fr, "\n", 1);
-			drain_stderr_lines(p);
-		}
+		drain_stderr_lines(p);   /* a last line without "\n", completed */
 		return false;
 	}
 }

@@ -125,29 +125,19 @@ static void drain_lines(struct be_stdio *s)
 static bool read_stdout(struct be_stdio *s)
 {
 	for (;;) {
-		size_t avail;
-		char *dst = framer_reserve(&s->out_fr, &avail);
-		if (!dst)
-			return false;
-		ssize_t n = read(s->proc.out_fd, dst, avail);
-		if (n > 0) {
-			framer_commit(&s->out_fr, (size_t)n);
-			drain_lines(s);
-			if (!s->out_open)
-				return false;
-			if ((size_t)n < avail)
-				return true;  /* drained for now: level-triggered, saves a read */
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		bool full;
+		ssize_t n = framer_read(&s->out_fr, s->proc.out_fd, &full);
+		if (n < 0 && errno == EAGAIN)
 			return true;
-		if (framer_pending(&s->out_fr) > 0) {
-			framer_push(&s->out_fr, "\n", 1);
-			drain_lines(s);
+		if (n <= 0) {
+			drain_lines(s);   /* a last line without "\n", completed */
+			return false;
 		}
-		return false;
+		drain_lines(s);
+		if (!s->out_open)
+			return false;
+		if (!full)
+			return true;  /* drained for now: level-triggered, saves a read */
 	}
 }
 

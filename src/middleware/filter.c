@@ -323,20 +323,16 @@ static void on_readable(struct ev_loop *loop, ev_io *w, int revents)
 	(void)revents;
 	enter(f);
 	for (;;) {
-		size_t avail, len, total;
+		size_t len, total;
 		const char *line;
-		char *dst = framer_reserve(&f->in, &avail);
-		ssize_t n = dst ? read(f->proc.out_fd, dst, avail) : -1;
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		ssize_t n = framer_read(&f->in, f->proc.out_fd, NULL);
+		if (n < 0 && errno == EAGAIN)
 			break;
 		if (n <= 0) {
 			filter_down(f, n == 0 ? "the program closed its output" :
 				    "cannot read from the program");
 			break;
 		}
-		framer_commit(&f->in, (size_t)n);
 		enum frame_kind k;
 		while (f->state == F_UP && !f->dead &&
 		       (k = framer_next(&f->in, &line, &len, &total)) != FRAME_NONE) {

@@ -8,6 +8,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -370,9 +373,45 @@ static void test_embedded_nul(void **state)
 	release(&f);
 }
 
+/* framer_read: lines from a descriptor, EAGAIN when empty, the last line completed at the end. */
+static void test_read_fd(void **state)
+{
+	(void)state;
+	int fds[2];
+	struct framer f;
+	const char *line;
+	size_t n, total;
+	bool full = true;
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+	framer_init(&f, 1024);
+	assert_int_equal(framer_read(&f, fds[0], &full), -1);
+	assert_int_equal(errno, EAGAIN);
+	assert_int_equal(write(fds[1], "one\ntw", 6), 6);
+	assert_int_equal(framer_read(&f, fds[0], &full), 6);
+	assert_false(full);   /* room was left: nothing more now */
+	assert_int_equal(framer_next(&f, &line, &n, &total), FRAME_LINE);
+	assert_int_equal(n, 3);
+	assert_memory_equal(line, "one", 3);
+	assert_int_equal(framer_next(&f, &line, &n, &total), FRAME_NONE);
+	assert_int_equal(write(fds[1], "o", 1), 1);
+	close(fds[1]);
+	assert_int_equal(framer_read(&f, fds[0], NULL), 1);
+	assert_int_equal(framer_read(&f, fds[0], NULL), 0);   /* end: "two" completed */
+	assert_int_equal(framer_next(&f, &line, &n, &total), FRAME_LINE);
+	assert_int_equal(n, 3);
+	assert_memory_equal(line, "two", 3);
+	assert_int_equal(framer_next(&f, &line, &n, &total), FRAME_NONE);
+	close(fds[0]);
+	assert_int_equal(framer_read(&f, fds[0], NULL), -1);   /* a closed descriptor: the error */
+	assert_int_equal(errno, EBADF);
+	framer_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_read_fd),
 		cmocka_unit_test_teardown(test_split_byte_by_byte, teardown),
 		cmocka_unit_test_teardown(test_many_per_push, teardown),
 		cmocka_unit_test_teardown(test_partial_last_line, teardown),

@@ -403,11 +403,15 @@ static void exchange_fail(struct exchange *ex, const char *reason)
 	answer_error(ex, rpc_errorf(NULL, RPC_BACKEND_GONE, "%s: %s", ex->to->name, reason));
 }
 
-/* Gives EX's request its id on TO (its progress token too) and sends it. */
-static void forward_request(struct exchange *ex, struct peer *to)
+/*
+ * Gives EX's request M (ex->m, or the caller's message when no module was on
+ * its way) its id on TO, its progress token too, and sends it; M is
+ * released.
+ */
+static void forward_request(struct exchange *ex, struct peer *to, struct msg *m)
 {
-	struct msg moved, *m = &ex->m;
-	if (to->answers_inline) {
+	struct msg moved;
+	if (m == &ex->m && to->answers_inline) {
 		/* the responder may answer, and so end EX, before send_to returns */
 		msg_move(&moved, &ex->m);
 		m = &moved;
@@ -471,6 +475,51 @@ static void walk_forward(struct exchange *ex)
 	mw_walk_forward(&ex->walk);
 }
 
+/*
+ * Routes EX's request M (ex->m, or the caller's message when no module was
+ * on its way) and sends it on, through the responder's own modules if it
+ * has some; or answers it. M is released or moved into EX.
+ */
+static void route_request(struct exchange *ex, struct msg *m)
+{
+	if (ex->routed) {
+		forward_request(ex, ex->to, m);
+		return;
+	}
+	int code = 0;
+	char why[300] = "";
+	struct peer *to = ex->from->role == PEER_CLIENT ?
+		route_to_backend(ex->from, m, ex->method, &code, why, sizeof why) :
+		route_client(ex->from, ex->method, &code, why, sizeof why);
+	if (!to || !to->ready) {
+		if (m != &ex->m)
+			msg_release(m);
+		answer_unroutable(ex, to, code, why[0] ? why : NULL);
+		return;
+	}
+	ex->routed = true;
+	ex->to = to;
+	ex->ctx.backend = backend_of(ex->from, to);
+	if (!ex->ctx.client)  /* a module (auth) may have set the principal */
+		ex->ctx.client = principal_of(ex->from, to);
+	if (to->role == PEER_BACKEND && pipeline_size(to->pl) > 0) {
+		/* on to the backend's own modules, which see its own names */
+		if (m != &ex->m)
+			msg_move(&ex->m, m);
+		ex->pl[1] = pipeline_ref(to->pl);
+		ex->walk.stage[1] = ex->pl[1];
+		if (!ex->ctx.id)
+			ex->ctx.id = msg_val_json(&ex->from_id);
+		if (!ex->name) {
+			ex->name = msg_subject(&ex->m);
+			ex->ctx.name = ex->name;
+		}
+		walk_forward(ex);
+		return;
+	}
+	forward_request(ex, to, m);
+}
+
 /* The request walked the pipeline: route it, or answer it. */
 static void request_walked(struct mw_walk *w, enum mw_verdict v)
 {
@@ -489,34 +538,7 @@ static void request_walked(struct mw_walk *w, enum mw_verdict v)
 		deliver_response(ex);
 		return;
 	}
-	if (ex->routed) {
-		forward_request(ex, ex->to);
-		return;
-	}
-	int code = 0;
-	char why[300] = "";
-	struct peer *to = ex->from->role == PEER_CLIENT ?
-		route_to_backend(ex->from, &ex->m, ex->method, &code, why, sizeof why) :
-		route_client(ex->from, ex->method, &code, why, sizeof why);
-	if (!to || !to->ready) {
-		answer_unroutable(ex, to, code, why[0] ? why : NULL);
-		return;
-	}
-	ex->routed = true;
-	ex->to = to;
-	ex->ctx.backend = backend_of(ex->from, to);
-	if (!ex->ctx.client)  /* a module (auth) may have set the principal */
-		ex->ctx.client = principal_of(ex->from, to);
-	if (to->role == PEER_BACKEND && pipeline_size(to->pl) > 0) {
-		/* on to the backend's own modules, which see its own names */
-		ex->pl[1] = pipeline_ref(to->pl);
-		ex->walk.stage[1] = ex->pl[1];
-		if (!ex->ctx.id)
-			ex->ctx.id = msg_val_json(&ex->from_id);
-		walk_forward(ex);
-		return;
-	}
-	forward_request(ex, to);
+	route_request(ex, &ex->m);
 }
 
 /* Sends a reply of the chain's own to a request it could not take in. */
@@ -579,14 +601,36 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 	}
 	ex->walk.stage[0] = ex->pl[0];
 	ex->walk.done = request_walked;
-	msg_move(&ex->m, m);
-	if (pipeline_size(ex->pl[0]) + pipeline_size(ex->pl[1]) > 0) {
-		/* what modules are told: the subject and the id */
-		ex->name = msg_subject(&ex->m);
-		ex->ctx.name = ex->name;
-		ex->ctx.id = msg_val_json(&ex->from_id);
+	if (pipeline_size(ex->pl[0]) + pipeline_size(ex->pl[1]) == 0) {
+		route_request(ex, m);   /* no module on its way: the message stays where it is */
+		return;
 	}
+	msg_move(&ex->m, m);
+	/* what modules are told: the subject and the id */
+	ex->name = msg_subject(&ex->m);
+	ex->ctx.name = ex->name;
+	ex->ctx.id = msg_val_json(&ex->from_id);
 	walk_forward(ex);
+}
+
+/* Hands EX's response M (ex->m, or the caller's when no module saw it) to the requester; frees EX. */
+static void deliver(struct exchange *ex, struct msg *m)
+{
+	if (ex->on_response) {
+		json_t *t = msg_tree(m);
+		if (!t) {
+			msg_set_tree(m, rpc_errorf(NULL, RPC_INTERNAL_ERROR,
+						   "mcp-chain could not read the response"));
+			t = m->tree;
+		}
+		ex->on_response(ex, t, ex->arg);
+	} else if (ex->from && !ex->abandoned) {
+		if (msg_set_id(m, &ex->from_id) < 0 || send_to(ex->from, m, ex, false) < 0)
+			log_debug("%s: response to \"%s\" not delivered", ex->from->name, ex->method);
+	}
+	if (m != &ex->m)
+		msg_release(m);
+	exchange_free(ex);
 }
 
 /* The response walked back: hand it to the requester. */
@@ -595,19 +639,7 @@ static void response_walked(struct mw_walk *w, enum mw_verdict v)
 	struct exchange *ex = container_of(w, struct exchange, walk);
 	(void)v;
 	ex->walking = false;
-	if (ex->on_response) {
-		json_t *t = msg_tree(&ex->m);
-		if (!t) {
-			msg_set_tree(&ex->m, rpc_errorf(NULL, RPC_INTERNAL_ERROR,
-							"mcp-chain could not read the response"));
-			t = ex->m.tree;
-		}
-		ex->on_response(ex, t, ex->arg);
-	} else if (ex->from && !ex->abandoned) {
-		if (msg_set_id(&ex->m, &ex->from_id) < 0 || send_to(ex->from, &ex->m, ex, false) < 0)
-			log_debug("%s: response to \"%s\" not delivered", ex->from->name, ex->method);
-	}
-	exchange_free(ex);
+	deliver(ex, &ex->m);
 }
 
 /* Sends EX's message (its response, in ex->m) back through the modules. */
@@ -641,6 +673,11 @@ static void on_response(struct peer *to, struct msg *m)
 	ex->in_sent = false;
 	ex->ctx.response_bytes = to->rx_bytes;
 	msg_release(&ex->m);
+	if (ex->walk.reached == 0) {   /* no module saw the request: none sees this */
+		ex->responded = true;
+		deliver(ex, m);
+		return;
+	}
 	msg_move(&ex->m, m);
 	deliver_response(ex);
 }

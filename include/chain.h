@@ -94,9 +94,21 @@ struct chain_router {
 /* Sets C's router (borrowed; NULL for none): it must outlive its use. */
 void chain_set_router(struct chain *c, struct chain_router *r);
 
-/* The peer whose initialize a front calls for CLIENT (a peer of a chain),
- * or NULL when there is none. */
+/* The peer that answers CLIENT's initialize (a backend, or a router's own
+ * peer), or NULL when there is none. */
 struct peer *chain_init_target(struct peer *client);
+
+/*
+ * A front's initialize: the handshake with CLIENT's target (see
+ * chain_init_target) with the client's PARAMS (borrowed); CB gets the
+ * response (borrowed) once, with ARG. Returns 0, or -1 with a reason in
+ * WHY (N bytes) when no backend can take it now.
+ */
+int chain_initialize(struct peer *client, json_t *params,
+		     void (*cb)(void *arg, json_t *response), void *arg, char *why, size_t n);
+
+/* Forgets the handshake started for ARG by chain_initialize (its client is going). */
+void chain_forget_initialize(struct peer *client, void *arg);
 
 /* Handles a message from peer FROM; takes what *M owns (M is left empty). */
 void chain_receive_msg(struct peer *from, struct msg *m);

@@ -146,6 +146,30 @@ struct peer *chain_init_target(struct peer *client)
 	return chain_first_peer(c, PEER_BACKEND);
 }
 
+/* A front's initialize, at the peer that answers it. */
+int chain_initialize(struct peer *client, json_t *params,
+		     void (*cb)(void *arg, json_t *response), void *arg, char *why, size_t n)
+{
+	struct peer *to = chain_init_target(client);
+	if (!to) {
+		snprintf(why, n, "no backend is configured");
+		return -1;
+	}
+	if (to->ops->initialize && to->ops->initialize(to, params, cb, arg) == 0)
+		return 0;
+	snprintf(why, n, "backend %s is not available%s%s%s", to->name,
+		 to->why_down[0] ? " (" : "", to->why_down, to->why_down[0] ? ")" : "");
+	return -1;
+}
+
+/* Forgets a front's pending initialize. */
+void chain_forget_initialize(struct peer *client, void *arg)
+{
+	struct peer *to = chain_init_target(client);
+	if (to && to->ops->forget_initialize)
+		to->ops->forget_initialize(to, arg);
+}
+
 /* The first registered peer of a role. */
 struct peer *chain_first_peer(struct chain *c, enum peer_role role)
 {

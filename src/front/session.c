@@ -290,11 +290,6 @@ static void on_initialize(struct session *s, json_t *msg, json_t *id)
 		reply_error(s, id, RPC_INVALID_PARAMS, bad);
 		return;
 	}
-	struct peer *be = chain_init_target(&s->peer);
-	if (!be) {
-		reply_error(s, id, RPC_BACKEND_GONE, "no backend is configured");
-		return;
-	}
 	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
 	json_t *fwd = json_deep_copy(params);
 	json_object_set_new(fwd, "protocolVersion", json_string(negotiate(asked)));
@@ -306,13 +301,11 @@ static void on_initialize(struct session *s, json_t *msg, json_t *id)
 	s->peer.principal = s->principal;
 	s->init_id = json_incref(id);
 	s->state = SESSION_INITIALIZING;
-	if (be->ops->initialize(be, fwd, on_backend_init, s) < 0) {
+	char why[300];
+	if (chain_initialize(&s->peer, fwd, on_backend_init, s, why, sizeof why) < 0) {
 		s->init_id = NULL;
 		s->state = SESSION_UNINITIALIZED;
-		char text[300];
-		snprintf(text, sizeof text, "backend %s is not available%s%s%s", be->name,
-			 be->why_down[0] ? " (" : "", be->why_down, be->why_down[0] ? ")" : "");
-		reply_error(s, id, RPC_BACKEND_GONE, text);
+		reply_error(s, id, RPC_BACKEND_GONE, why);
 		json_decref(id);
 	}
 	json_decref(fwd);
@@ -471,9 +464,7 @@ void session_close(struct session *s, const char *reason)
 		return;
 	if (s->state == SESSION_INITIALIZING && s->init_id) {
 		/* the backend's answer would come too late: say so now */
-		struct peer *be = chain_init_target(&s->peer);
-		if (be && be->ops->forget_initialize)
-			be->ops->forget_initialize(be, s);
+		chain_forget_initialize(&s->peer, s);
 		json_t *e = rpc_errorf(s->init_id, RPC_BACKEND_GONE,
 			"the backend was not ready before the session ended (%s)", reason);
 		send_msg(s, e, NULL);

@@ -21,7 +21,8 @@ int msg_val_set(struct msg_val *v, const char *p, size_t n)
 	if (n > UINT32_MAX)
 		return -1;
 	if (n <= sizeof v->buf) {
-		memcpy(v->buf, p, n);
+		for (size_t i = 0; i < n; i++)   /* a few bytes: no call */
+			v->buf[i] = p[i];
 	} else {
 		if (!(v->heap = malloc(n)))
 			return -1;
@@ -224,11 +225,15 @@ void msg_move(struct msg *dst, struct msg *src)
 /* Frees a message's contents. */
 void msg_release(struct msg *m)
 {
+	if (!m->tree && !m->raw)
+		return;   /* empty already: bytes, copies and replacements go together */
 	if (m->tree)
 		json_decref(m->tree);
-	free(m->own);
+	if (m->own)   /* on every message: no calls for what is not there */
+		free(m->own);
 	for (int i = 0; i < 3; i++)
-		free(m->set[i].heap);
+		if (m->set[i].heap)
+			free(m->set[i].heap);
 	forget(m);
 }
 

@@ -5,7 +5,7 @@
  *   { "mcpServers": { "NAME": { "command": "...", "args": [...],
  *                               "env": {...}, "cwd": "..." } },
  *     "maxMessageBytes": 134217728, "shutdownGraceMs": 2000,
- *     "logLevel": "info", "middleware": [ ... ] }
+ *     "clientStallMs": 60000, "logLevel": "info", "middleware": [ ... ] }
  *
  * Every error is reported, not just the first: a syntax error as
  * FILE:LINE:COLUMN, any other as FILE: /json/pointer/to/key: message.
@@ -57,6 +57,9 @@ struct cfg {
 	double init_join;         /* several backends: seconds the client's
 				   * initialize waits for the slow ones (the
 				   * earlier of this and init_timeout) */
+	double client_stall;      /* seconds the stdio client may leave a full
+				   * stdout unread before its session ends;
+				   * 0: wait forever */
 	char *separator;          /* between prefix and name (default "__") */
 	bool status;              /* expose the mcp-chain://status resource */
 	bool status_set;          /* "status" given explicitly */
@@ -105,5 +108,6 @@ char *cfg_expand(const char *s, char *err, size_t errlen);
 #define CFG_DEFAULT_GRACE 2.0
 #define CFG_DEFAULT_INIT_TIMEOUT 60.0
 #define CFG_DEFAULT_INIT_JOIN 5.0
+#define CFG_DEFAULT_CLIENT_STALL 60.0
 
 #endif

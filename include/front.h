@@ -12,6 +12,12 @@
  * wait in the framer; every reply, the ones mcp-chain makes itself
  * included, then has a bounded queue. Nothing is dropped: input resumes
  * once stdout drains. The end of input is reported after its last line.
+ *
+ * A client that stops reading for good: once stdout is full, if its queue
+ * has not shrunk for the stall time (stdio_front_set_stall; off until
+ * set), the front drops what is queued, closes the session (its open
+ * requests are cancelled at the backends) and reports "client stopped
+ * reading" to its owner.
  */
 #ifndef MCPC_FRONT_H
 #define MCPC_FRONT_H
@@ -36,6 +42,12 @@ struct stdio_front *stdio_front_new(struct chain *chain, size_t max, front_close
  */
 struct stdio_front *stdio_front_new_fds(struct chain *chain, int in_fd, int out_fd, size_t max,
 					front_closed_fn on_closed, void *arg);
+
+/*
+ * Ends the session when stdout has been full for SECONDS with nothing
+ * read meanwhile; 0 waits forever (the default). May be called again (reload).
+ */
+void stdio_front_set_stall(struct stdio_front *f, double seconds);
 
 /* Stops reading stdin (stdout stays usable). */
 void stdio_front_stop_reading(struct stdio_front *f);

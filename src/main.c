@@ -374,6 +374,7 @@ static void reload(struct app *a)
 	a->old[a->nold++] = a->cfg;
 	chain_set_pipeline(a->chain, n->pipeline);  /* requests in flight keep the old one */
 	chain_set_max_open(a->chain, n->max_open);
+	stdio_front_set_stall(a->front, n->client_stall);
 	aggregate_reconfigure(a->agg, n);
 	reconcile_backends(a, n);
 	aggregate_reconfigure(a->agg, n);  /* names with the kept backends' new prefixes */
@@ -526,6 +527,7 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	a.front = stdio_front_new(a.chain, cfg->max_message, on_front_closed, &a);
 	if (!a.front)
 		return 1;
+	stdio_front_set_stall(a.front, cfg->client_stall);
 	ev_check_init(&a.check, on_check);
 	a.check.data = &a;
 	ev_check_start(loop, &a.check);

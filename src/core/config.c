@@ -557,7 +557,7 @@ static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
 
 static const char *const top_keys[] = {
 	"mcpServers", "maxMessageBytes", "maxOpenRequests", "shutdownGraceMs", "initTimeoutMs",
-	"initJoinMs", "logLevel", "separator", "status",
+	"initJoinMs", "clientStallMs", "logLevel", "separator", "status",
 	"middleware", NULL
 };
 
@@ -573,13 +573,15 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 	load_servers(c, cfg, json_object_get(root, "mcpServers"));
 	double max = (double)CFG_DEFAULT_MAX_MESSAGE, grace = CFG_DEFAULT_GRACE * 1000;
 	double init = CFG_DEFAULT_INIT_TIMEOUT * 1000, join = CFG_DEFAULT_INIT_JOIN * 1000;
-	double open = CFG_DEFAULT_MAX_OPEN;
+	double open = CFG_DEFAULT_MAX_OPEN, stall = CFG_DEFAULT_CLIENT_STALL * 1000;
 	opt_uint(c, root, "maxMessageBytes", 4096, 4294967296.0, &max);
 	opt_uint(c, root, "maxOpenRequests", 1, 1000000, &open);
 	cfg->max_open = (size_t)open;
 	opt_uint(c, root, "shutdownGraceMs", 0, 600000, &grace);
 	opt_uint(c, root, "initTimeoutMs", 100, 3600000, &init);
 	opt_uint(c, root, "initJoinMs", 0, 3600000, &join);
+	opt_uint(c, root, "clientStallMs", 0, 86400000, &stall);
+	cfg->client_stall = stall / 1000.0;
 	cfg->max_message = (size_t)max;
 	cfg->grace = grace / 1000.0;
 	cfg->init_timeout = init / 1000.0;

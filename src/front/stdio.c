@@ -28,6 +28,10 @@ struct stdio_front {
 	bool eof;             /* input ended; lines may still wait in the framer */
 	bool paused;          /* the chain paused the client's input */
 	bool out_full;        /* stdout's queue is above WRITER_HIGH_WATER */
+	bool stalled;         /* the client stopped reading: output is dropped */
+	double stall_after;   /* seconds without progress while full; 0: never */
+	ev_timer stall_timer; /* runs while out_full, every stall_after */
+	size_t stall_mark;    /* bytes queued at the last tick */
 	front_closed_fn on_closed;
 	void *arg;
 };
@@ -60,10 +64,21 @@ static void input_resume(struct stdio_front *f)
 		ev_feed_event(EV_DEFAULT, &f->in_io, EV_READ);
 }
 
+/* Starts the stall watch (stdout just went above the high-water mark). */
+static void stall_watch_start(struct stdio_front *f)
+{
+	if (f->stall_after <= 0)
+		return;
+	f->stall_mark = writer_queued(&f->out);
+	f->stall_timer.repeat = f->stall_after;
+	ev_timer_again(EV_DEFAULT, &f->stall_timer);
+}
+
 /*
  * After a write: above the high-water mark, stop reading the client (the
  * replies mcp-chain makes itself, to parse errors for one, would grow the
- * queue without bound) and pause the backends' output.
+ * queue without bound), pause the backends' output, and start watching for
+ * a client that has stopped reading for good.
  */
 static void check_full(struct stdio_front *f)
 {
@@ -72,12 +87,15 @@ static void check_full(struct stdio_front *f)
 	f->out_full = true;
 	input_update(f);
 	chain_congestion(session_peer(f->session), true);
+	stall_watch_start(f);
 }
 
 /* The session's write function: a line on stdout. */
 static int write_msg(void *arg, json_t *msg)
 {
 	struct stdio_front *f = arg;
+	if (f->stalled)
+		return 0;  /* nobody reads it: dropped, as if written to a closed pipe */
 	int rc = writer_send(&f->out, msg);
 	check_full(f);
 	return rc;
@@ -87,9 +105,40 @@ static int write_msg(void *arg, json_t *msg)
 static int write_raw(void *arg, const struct iovec *iov, int n)
 {
 	struct stdio_front *f = arg;
+	if (f->stalled)
+		return 0;
 	int rc = writer_send_iov(&f->out, iov, n);
 	check_full(f);
 	return rc;
+}
+
+/*
+ * The client read nothing for stall_after seconds with stdout full: end
+ * the session as at the end of input. What is queued is dropped (nobody
+ * reads it, and the exit would otherwise wait for it), the requests still
+ * open are cancelled at the backends with the reason, and the owner is told.
+ */
+static void on_stall(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct stdio_front *f = w->data;
+	(void)revents;
+	size_t queued = writer_queued(&f->out);
+	if (queued < f->stall_mark) {  /* it read something: wait again */
+		f->stall_mark = queued;
+		return;
+	}
+	ev_timer_stop(loop, w);
+	log_warn("client: stopped reading for %.0f s (%zu bytes waiting for stdout); "
+		 "closing the session", f->stall_after, queued);
+	f->stalled = true;
+	f->out.on_drain = NULL;
+	f->out.on_error = NULL;
+	f->out.failed = true;  /* no more writes; the queue goes */
+	ev_io_stop(loop, &f->out.io);
+	buf_release(&f->out.out);
+	stdio_front_stop_reading(f);
+	session_close(f->session, "client stopped reading");
+	f->on_closed(f, "client stopped reading", f->arg);
 }
 
 /* stdout drained: let the client's input and the backends' output flow again. */
@@ -100,6 +149,7 @@ static void on_out_drain(struct writer *w, void *arg)
 	chain_congestion(session_peer(f->session), false);
 	if (f->out_full) {
 		f->out_full = false;
+		ev_timer_stop(EV_DEFAULT, &f->stall_timer);
 		input_resume(f);
 	}
 }
@@ -251,6 +301,8 @@ struct stdio_front *stdio_front_new_fds(struct chain *chain, int in_fd, int out_
 	int fl = fcntl(in_fd, F_GETFL);
 	if (fl >= 0)
 		fcntl(in_fd, F_SETFL, fl | O_NONBLOCK);
+	ev_init(&f->stall_timer, on_stall);
+	f->stall_timer.data = f;
 	ev_io_init(&f->in_io, on_stdin, in_fd, EV_READ);
 	f->in_io.data = f;
 	ev_io_start(EV_DEFAULT, &f->in_io);
@@ -266,6 +318,16 @@ void stdio_front_stop_reading(struct stdio_front *f)
 	f->reading = false;
 	ev_io_stop(EV_DEFAULT, &f->in_io);
 	ev_clear_pending(EV_DEFAULT, &f->in_io);
+}
+
+/* Seconds without progress on a full stdout before the session ends; 0: never. */
+void stdio_front_set_stall(struct stdio_front *f, double seconds)
+{
+	f->stall_after = seconds;
+	if (seconds <= 0)
+		ev_timer_stop(EV_DEFAULT, &f->stall_timer);
+	else if (f->out_full && !f->stalled && !ev_is_active(&f->stall_timer))
+		stall_watch_start(f);
 }
 
 /* The session. */
@@ -286,6 +348,7 @@ void stdio_front_free(struct stdio_front *f)
 	if (!f)
 		return;
 	stdio_front_stop_reading(f);
+	ev_timer_stop(EV_DEFAULT, &f->stall_timer);
 	f->out.on_drain = NULL;
 	f->out.on_error = NULL;
 	writer_flush(&f->out);

@@ -578,6 +578,26 @@ static void test_init_join(void **state)
 	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"initJoinMs\":\"5s\"}", msg);
 }
 
+/* clientStallMs: how long a stdio client may leave a full stdout unread. */
+static void test_client_stall(void **state)
+{
+	(void)state;
+	struct cfg *c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}}}");
+	assert_true(c->client_stall == CFG_DEFAULT_CLIENT_STALL);
+	assert_true(CFG_DEFAULT_CLIENT_STALL == 60.0);
+	cfg_free(c);
+	c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"clientStallMs\":1500}");
+	assert_true(c->client_stall == 1.5);
+	cfg_free(c);
+	c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"clientStallMs\":0}");
+	assert_true(c->client_stall == 0.0);   /* wait forever */
+	cfg_free(c);
+	const char *msg = NAME ": /clientStallMs: must be an integer from 0 to 86400000";
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"clientStallMs\":-1}", msg);
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"clientStallMs\":86400001}", msg);
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"clientStallMs\":\"60s\"}", msg);
+}
+
 static void test_log_level(void **state)
 {
 	(void)state;
@@ -696,6 +716,7 @@ int main(void)
 		cmocka_unit_test(test_max_message_bounds),
 		cmocka_unit_test(test_init_timeout),
 		cmocka_unit_test(test_init_join),
+		cmocka_unit_test(test_client_stall),
 		cmocka_unit_test(test_log_level),
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_cfg_error),

@@ -6,7 +6,9 @@
  * without bound: reading stops above WRITER_HIGH_WATER, and once the
  * client reads again every line is answered, exactly once, and the end
  * of input comes after the last one. The chain pausing the client (a
- * backend's input full) stops reading too.
+ * backend's input full) stops reading too. A client that stops reading
+ * for good ends its session after the stall time (stdio_front_set_stall),
+ * unless it keeps reading, however slowly.
  */
 #include <errno.h>
 #include <setjmp.h>
@@ -225,6 +227,102 @@ static void test_eof_while_full_answers_everything(void **state)
 	assert_int_equal(parse_errors, sent);
 }
 
+/* ---- a client that stopped reading ---- */
+
+static void on_alarm(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	*(bool *)w->data = true;
+}
+
+/*
+ * Runs the loop for SECONDS (or until the front closes), reading up to
+ * READ_BYTES of the replies every 50 ms when READ_BYTES is not 0.
+ */
+static void run_for(double seconds, size_t read_bytes)
+{
+	bool done = false;
+	ev_timer alarm;
+	ev_timer_init(&alarm, on_alarm, seconds, 0.);
+	alarm.data = &done;
+	ev_timer_start(EV_DEFAULT, &alarm);
+	while (!done && !closed) {
+		bool tick = false;
+		ev_timer t;
+		ev_timer_init(&t, on_alarm, 0.05, 0.);
+		t.data = &tick;
+		ev_timer_start(EV_DEFAULT, &t);
+		while (!tick && !done && !closed)
+			ev_run(EV_DEFAULT, EVRUN_ONCE);
+		ev_timer_stop(EV_DEFAULT, &t);
+		if (read_bytes) {
+			char buf[4096];
+			size_t left = read_bytes;
+			ssize_t n;
+			while (left && (n = read(cout[1], buf, left < sizeof buf ? left : sizeof buf)) > 0)
+				left -= (size_t)n;
+		}
+	}
+	ev_timer_stop(EV_DEFAULT, &alarm);
+}
+
+/* Writes lines, reading nothing, until the front stops taking them. */
+static void fill_until_stalled(void)
+{
+	int stalled = 0;
+	for (int i = 0; i < 200000 && stalled < 200; i++) {
+		stalled = write_lines(1000000) ? 0 : stalled + 1;
+		spin();
+	}
+	assert_true(stalled >= 200);
+	assert_true(stdio_front_queued(F) > WRITER_HIGH_WATER);
+}
+
+/* Stdout full and nothing read for the stall time: the session ends, the queue goes. */
+static void test_stalled_reader_ends_session(void **state)
+{
+	(void)state;
+	fill_until_stalled();
+	stdio_front_set_stall(F, 0.6);   /* set while full (a reload): counts from now */
+	run_for(0.2, 0);
+	assert_false(closed);   /* not before the stall time */
+	run_for(2.0, 0);
+	assert_true(closed);
+	assert_string_equal(closed_why, "client stopped reading");
+	assert_int_equal(stdio_front_queued(F), 0);
+	/* later replies are dropped, not queued */
+	write_lines(10);
+	for (int i = 0; i < 100; i++)
+		spin();
+	assert_int_equal(stdio_front_queued(F), 0);
+}
+
+/* A client that reads, however slowly, is not dropped; once it stops, it is. */
+static void test_slow_reader_is_kept(void **state)
+{
+	(void)state;
+	fill_until_stalled();
+	stdio_front_set_stall(F, 0.5);
+	run_for(1.5, 32768);  /* at most 1 MB in all: never drains 4 MiB, but progresses */
+	assert_false(closed);
+	assert_true(stdio_front_queued(F) > WRITER_HIGH_WATER / 2);
+	run_for(2.0, 0);
+	assert_true(closed);
+	assert_string_equal(closed_why, "client stopped reading");
+}
+
+/* With no stall time (0) the front waits as long as it takes. */
+static void test_no_stall_time_waits(void **state)
+{
+	(void)state;
+	stdio_front_set_stall(F, 0);
+	fill_until_stalled();
+	run_for(0.6, 0);
+	assert_false(closed);
+	assert_true(stdio_front_queued(F) > WRITER_HIGH_WATER);
+}
+
 /* ---- the chain pausing the client ---- */
 
 static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
@@ -276,6 +374,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_eof_while_full_answers_everything, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_chain_pause_stops_input, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stalled_reader_ends_session, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_slow_reader_is_kept, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_stall_time_waits, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -33,6 +33,7 @@
 #include "cli.h"
 #include "config.h"
 #include "front.h"
+#include "http_front.h"
 #include "curl_ev.h"
 #include "log.h"
 #include "middleware.h"
@@ -54,6 +55,7 @@ struct app {
 	struct backend **backends; /* including those a reload stopped */
 	size_t nbackends;
 	struct stdio_front *front;
+	struct http_front *http;   /* --listen: the HTTP front instead of stdio */
 	struct chain *chain;
 	enum phase phase;
 	int signals;               /* SIGINT/SIGTERM received */
@@ -64,7 +66,7 @@ struct app {
 };
 
 static const char usage[] =
-	"usage: mcp-chain --config FILE [--log-level LEVEL] [--log-file FILE]\n"
+	"usage: mcp-chain --config FILE [--listen ADDR:PORT] [--log-level LEVEL] [--log-file FILE]\n"
 	"       mcp-chain check FILE\n"
 	"       mcp-chain audit verify FILE\n"
 	"       mcp-chain list|call|read|prompt [-c FILE] ...   (docs/cli.md)\n"
@@ -76,6 +78,9 @@ static const char usage[] =
 	"(Claude's \"mcpServers\" format), through the configured middleware.\n"
 	"\n"
 	"  -c, --config FILE      configuration file (or $MCP_CHAIN_CONFIG)\n"
+	"      --listen ADDR:PORT serve Streamable HTTP on ADDR:PORT (\"[::1]:PORT\",\n"
+	"                         PORT, or \"-\" for the \"listen\" section) instead of\n"
+	"                         stdio; port 0 takes a free port (logged)\n"
 	"  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
 	"                         (or $MCP_CHAIN_LOG; overrides \"logLevel\")\n"
 	"      --log-file FILE    append logs to FILE instead of stderr\n"
@@ -164,8 +169,12 @@ static void begin_stop_at(struct app *a, const char *why, enum log_level level)
 		return;
 	log_msg(level, "shutting down: %s", why);
 	a->phase = STOPPING;
-	stdio_front_stop_reading(a->front);
-	session_close(stdio_front_session(a->front), "mcp-chain is shutting down");
+	if (a->front) {
+		stdio_front_stop_reading(a->front);
+		session_close(stdio_front_session(a->front), "mcp-chain is shutting down");
+	}
+	if (a->http)
+		http_front_stop(a->http, "mcp-chain is shutting down");
 	for (size_t i = 0; i < a->nbackends; i++)
 		backend_stop(a->backends[i], a->cfg->grace);
 	ev_timer_stop(EV_DEFAULT, &a->deadline);
@@ -197,7 +206,7 @@ static void on_check(struct ev_loop *loop, ev_check *w, int revents)
 		begin_stop_at(a, "end of input and no request open", LOG_DEBUG);
 	if (a->phase == STOPPING && !any_running(a)) {
 		writer_flush_all();
-		if (stdio_front_queued(a->front) == 0)
+		if (!a->front || stdio_front_queued(a->front) == 0)
 			ev_break(loop, EVBREAK_ALL);
 	}
 }
@@ -494,8 +503,33 @@ static struct backend *add_backend(struct app *a, struct cfg *c, struct cfg_serv
 	return b;
 }
 
+/* /readyz: true when every backend is ready. */
+static bool all_ready(void *arg)
+{
+	struct app *a = arg;
+	for (size_t i = 0; i < a->nbackends; i++)
+		if (backend_state(a->backends[i]) != BACKEND_READY &&
+		    backend_state(a->backends[i]) != BACKEND_GONE)
+			return false;
+	return true;
+}
+
+/* --listen: the HTTP front on SPEC ("-": the "listen" section as it is). */
+static int start_http(struct app *a, const char *spec)
+{
+	if (strcmp(spec, "-") != 0 && cfg_listen_parse(&a->cfg->listen, spec) < 0) {
+		log_error("--listen %s: expected ADDR:PORT, [V6]:PORT or PORT (numeric addresses)", spec);
+		return -1;
+	}
+	a->http = http_front_new(a->chain, &a->cfg->listen, a->cfg->max_message);
+	if (!a->http)
+		return -1;
+	http_front_set_ready(a->http, all_ready, a);
+	return 0;
+}
+
 /* Runs the proxy until shutdown. */
-static int run(struct cfg **cfgp, const char *level_flag)
+static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 {
 	struct cfg *cfg = *cfgp;
 	struct app a = { .cfg = cfg, .level_flag = level_flag };
@@ -518,8 +552,8 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	}
 	for (size_t i = 0; i < a.nbackends; i++)  /* all start at once */
 		backend_start(a.backends[i]);
-	a.front = stdio_front_new(a.chain, cfg->max_message, on_front_closed, &a);
-	if (!a.front)
+	if (listen ? start_http(&a, listen) < 0 :
+	    !(a.front = stdio_front_new(a.chain, cfg->max_message, on_front_closed, &a)))
 		return 1;
 	ev_check_init(&a.check, on_check);
 	a.check.data = &a;
@@ -530,6 +564,7 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	ev_check_stop(loop, &a.check);
 	ev_timer_stop(loop, &a.deadline);
 	stdio_front_free(a.front);
+	http_front_free(a.http);
 	for (size_t i = 0; i < a.nbackends; i++)  /* before the router: its */
 		backend_free(a.backends[i]);      /* list requests end here */
 	router_release();
@@ -554,11 +589,13 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "log-file", required_argument, NULL, 'f' },
 		{ "record", required_argument, NULL, 'r' },
+		{ "listen", required_argument, NULL, 'L' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *config = getenv("MCP_CHAIN_CONFIG"), *level = NULL, *record = NULL;
+	const char *listen = NULL;
 	int c;
 	mw_use_registry(mw_registry);
 	/* The shell commands (src/cli/): a client of the chain, not the chain. */
@@ -570,6 +607,7 @@ int main(int argc, char **argv)
 		case 'c': config = optarg; break;
 		case 'l': level = optarg; break;
 		case 'r': record = optarg; break;
+		case 'L': listen = optarg; break;
 		case 'f':
 			if (log_open_file(optarg) < 0) {
 				fprintf(stderr, "mcp-chain: cannot open log file %s\n", optarg);
@@ -623,7 +661,7 @@ int main(int argc, char **argv)
 		cfg_free(cfg);
 		return 1;
 	}
-	int rc = run(&cfg, lf);
+	int rc = run(&cfg, lf, listen);
 	cli_record_stop(rec);
 	cfg_free(cfg);
 	return rc;

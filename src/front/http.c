@@ -204,13 +204,18 @@ static void stream_abort(struct hreq *r, const char *reason)
 	stream_wake(r);
 }
 
-/* Appends one message line to R; bounded for a reader that stalls. */
+/*
+ * Appends one message line to R. A reader that stalls is dropped once
+ * more than streamBufferBytes wait before a message: memory stays bounded
+ * (by that and one message), and one large message always passes.
+ */
 static void stream_send(struct hreq *r, const char *line, size_t n)
 {
 	struct hsess *hs = r->sess;
-	int rc = r->sse ? http_sse_event(&r->out, ++hs->next_event, line, n)
+	bool stalled = buf_pending(&r->out) > r->f->stream_buffer;
+	int rc = stalled ? -1 : r->sse ? http_sse_event(&r->out, ++hs->next_event, line, n)
 			: buf_append(&r->out, line, n);
-	if (rc < 0 || buf_pending(&r->out) > r->f->stream_buffer) {
+	if (rc < 0) {
 		log_warn("http: session #%u: dropped a %s stream whose client does not read "
 			 "(%zu bytes waiting)", hs->serial, r == hs->get ? "GET" : "POST",
 			 buf_pending(&r->out));

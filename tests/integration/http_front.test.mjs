@@ -283,3 +283,97 @@ test('the GET stream carries what is not tied to a request; event ids on every e
       req.destroy();
     });
   });
+
+test('a server→client request (sampling) reaches the SDK client on its GET stream, and its answer the backend',
+  { ...T, skip: SKIP_NO_FIXTURE }, async () => {
+    const { CreateMessageRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+    await withChain(fixtureServer(), {}, async (chain) => {
+      const transport = new StreamableHTTPClientTransport(chain.url);
+      const client = new Client(DEFAULT_CLIENT_INFO, { capabilities: { sampling: {} } });
+      const asked = [];
+      client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+        asked.push(req.params.messages[0].content.text);
+        return { role: 'assistant', content: { type: 'text', text: 'sampled over http' }, model: 'm' };
+      });
+      await client.connect(transport);
+      const r = await client.callTool({ name: 'sample', arguments: {} });
+      assert.deepEqual(asked, ['hello']);
+      assert.match(JSON.stringify(r), /sampled over http/);
+      await transport.terminateSession();
+      await client.close();
+    });
+  });
+
+test('a batch is answered in a 2025-03-26 session and refused (400) in a 2025-06-18 one',
+  { ...T, skip: SKIP_NO_FIXTURE }, async () => {
+    // one chain each: a backend answers later sessions' initialize from its
+    // cached result, so every session of a chain gets the first one's version
+    const batch = JSON.stringify([
+      { jsonrpc: '2.0', id: 'a', method: 'ping' },
+      { jsonrpc: '2.0', method: 'notifications/roots/list_changed' },
+      { jsonrpc: '2.0', id: 'b', method: 'tools/call', params: { name: 'echo', arguments: { n: 2 } } },
+    ]);
+    const init = async (port, protocolVersion) => {
+      const r = await request(port, { headers: { ...JSON_HEADERS, Accept: 'application/json' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { ...INIT, protocolVersion } }) });
+      assert.equal(JSON.parse(r.body).result.protocolVersion, protocolVersion);
+      const sid = r.headers['mcp-session-id'];
+      await request(port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': sid },
+        body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) });
+      return sid;
+    };
+    await withChain(fixtureServer(), {}, async (chain) => {
+      const old = await init(chain.port, '2025-03-26');
+      const ok = await request(chain.port, { headers: { ...JSON_HEADERS, Accept: 'application/json', 'Mcp-Session-Id': old,
+        'MCP-Protocol-Version': '2025-03-26' }, body: batch });
+      assert.equal(ok.status, 200, ok.body);
+      const answers = JSON.parse(ok.body);
+      assert.deepEqual(answers.map((a) => a.id).sort(), ['a', 'b']);
+      const sse = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': old }, body: batch });
+      assert.equal(sse.status, 200, sse.body);
+      assert.match(sse.body, /^id: \d+\nevent: message\ndata: \[/);
+      const only = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': old },
+        body: JSON.stringify([{ jsonrpc: '2.0', method: 'notifications/roots/list_changed' }]) });
+      assert.equal(only.status, 202, 'a batch of notifications is accepted');
+    });
+    await withChain(fixtureServer(), {}, async (chain) => {
+      const neu = await init(chain.port, '2025-06-18');
+      const no = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': neu }, body: batch });
+      assert.equal(no.status, 400, no.body);
+      assert.equal(JSON.parse(no.body).error.code, -32600);
+    });
+  });
+
+test('an idle session expires (then 404); a connection over maxConnections gets 503',
+  { ...T, skip: SKIP_NO_FIXTURE }, async () => {
+    const extra = { listen: { sessionIdleMs: 1000, maxConnections: 2 } };
+    await withChain(fixtureServer(), { extra }, async (chain) => {
+      const sid = await rawSession(chain.port);
+      await waitFor(() => /session #1 ended \(expired after being idle\)/.test(chain.stderr),
+        { timeoutMs: 5000, what: 'the session to expire' });
+      const r = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': sid },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }) });
+      assert.equal(r.status, 404);
+      // two open streams hold both connections; a third is refused
+      const s1 = await rawSession(chain.port);
+      const s2 = await rawSession(chain.port);
+      const open = [];
+      for (const s of [s1, s2]) {
+        const req = http.request({ host: '127.0.0.1', port: chain.port, method: 'GET', path: '/mcp', agent: false,
+          headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': s } });
+        req.on('error', () => {});
+        const res = await new Promise((resolve) => { req.on('response', resolve); req.end(); });
+        assert.equal(res.statusCode, 200);
+        open.push(req);
+      }
+      const third = await request(chain.port, { method: 'GET', path: '/healthz' }).catch((e) => ({ status: 0, body: String(e) }));
+      const busy = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': s1 },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping' }) });
+      assert.equal(busy.status, 503, busy.body);
+      assert.ok(third.status === 200 || third.status === 503, `healthz: ${third.status}`);
+      for (const req of open) req.destroy();
+      await waitFor(async () => (await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': s1,
+        Accept: 'application/json' }, body: JSON.stringify({ jsonrpc: '2.0', id: 4, method: 'ping' }) })).status === 200,
+      { what: 'the connections to be free again' });
+    });
+  });

@@ -608,10 +608,10 @@ static void note_request(struct hreq *r, struct msg *m)
  * Reads what the body asks: the requests it carries (into R), whether it
  * is an initialize. Returns false when it is not JSON (*ERR: the -32700).
  */
-static bool scan_body(struct hreq *r, bool *is_init, json_t **err)
+static bool scan_body(struct hreq *r, bool *is_init, bool *is_discover, json_t **err)
 {
 	struct msg m;
-	*is_init = false;
+	*is_init = *is_discover = false;
 	if (msg_init_line(&m, r->body.data ? r->body.data : "", buf_pending(&r->body), err) < 0)
 		return false;
 	if (json_is_array(m.tree)) {
@@ -626,6 +626,7 @@ static bool scan_body(struct hreq *r, bool *is_init, json_t **err)
 	} else {
 		const char *method = msg_method(&m);
 		*is_init = method && strcmp(method, "initialize") == 0;
+		*is_discover = method && strcmp(method, "server/discover") == 0;
 		note_request(r, &m);
 	}
 	msg_release(&m);
@@ -670,12 +671,31 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 	return reply_stream(r, sid);
 }
 
+/*
+ * server/discover without a session: a 2026-07-28 client probing. We
+ * speak the initialize handshake, so it gets what a session answers
+ * (session.c), -32601, and falls back to initialize.
+ */
+static enum MHD_Result reply_discover(struct hreq *r, struct MHD_Connection *c)
+{
+	json_t *id = msg_val_json(&r->ids[0]);
+	json_t *e = rpc_error(id, RPC_METHOD_NOT_FOUND,
+		"Method not found: server/discover (this server speaks the initialize handshake; "
+		"protocol versions 2024-11-05 to 2025-11-25)", NULL);
+	char *s = json_dumps(e, JSON_COMPACT);
+	json_decref(e);
+	json_decref(id);
+	enum MHD_Result rc = reply(r, c, MHD_HTTP_OK, JSON_TYPE, s ? s : "", s ? strlen(s) : 0, NULL);
+	free(s);
+	return rc;
+}
+
 /* A complete POST. */
 static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
 {
 	struct MHD_Connection *c = r->conn;
 	json_t *err = NULL;
-	bool is_init;
+	bool is_init, is_discover;
 	struct hsess *hs;
 	const char *why;
 	if (r->reject)
@@ -686,7 +706,7 @@ static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
 			 f->max_message);
 		return reply_error(r, c, MHD_HTTP_CONTENT_TOO_LARGE, RPC_INVALID_REQUEST, text);
 	}
-	if (!scan_body(r, &is_init, &err)) {
+	if (!scan_body(r, &is_init, &is_discover, &err)) {
 		char *s = json_dumps(err, JSON_COMPACT);
 		json_decref(err);
 		enum MHD_Result rc = reply(r, c, MHD_HTTP_BAD_REQUEST, JSON_TYPE, s ? s : "",
@@ -694,6 +714,8 @@ static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
 		free(s);
 		return rc;
 	}
+	if (is_discover && r->nids == 1 && !header(c, SID_HEADER))
+		return reply_discover(r, c);
 	if (is_init && !header(c, SID_HEADER)) {
 		if (f->stopped || !(hs = sess_new(f)))
 			return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,

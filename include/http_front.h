@@ -39,6 +39,15 @@ void http_front_set_ready(struct http_front *f, bool (*ready)(void *arg), void *
 size_t http_front_sessions(const struct http_front *f);
 
 /*
+ * Begins a graceful stop: the listening socket closes, GET streams end,
+ * new requests get 503; requests already open go on (http_front_busy).
+ */
+void http_front_drain(struct http_front *f);
+
+/* Requests of every session still waiting for their response. */
+size_t http_front_busy(const struct http_front *f);
+
+/*
  * Stops accepting connections and ends every session with REASON: open
  * requests are cancelled, streams end. Idempotent.
  */

@@ -159,7 +159,23 @@ static int cmd_check(const char *path)
 /* Number of client requests still open. */
 static size_t open_client_requests(struct app *a)
 {
+	if (a->http)
+		return http_front_busy(a->http);
 	return a->front && session_busy(stdio_front_session(a->front));
+}
+
+/*
+ * --listen: the first SIGTERM/SIGINT drains (no new connection; open
+ * requests get up to the grace period, their backends untouched), then
+ * the stop as at the end of input.
+ */
+static void begin_drain_http(struct app *a, const char *why)
+{
+	log_info("shutting down: %s: finishing open requests", why);
+	http_front_drain(a->http);
+	a->phase = DRAINING;
+	ev_timer_set(&a->deadline, a->cfg->grace, 0.);
+	ev_timer_start(EV_DEFAULT, &a->deadline);
 }
 
 /* Closes the session and starts stopping the backends; logs WHY at LEVEL. */
@@ -410,7 +426,11 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		reload(a);
 		return;
 	}
-	if (a->signals++ == 0) {
+	if (a->signals++ == 0 && a->http && a->phase == RUNNING) {
+		begin_drain_http(a, name);
+		return;
+	}
+	if (a->signals == 1) {
 		signal_backends(a, w->signum);
 		begin_stop(a, name);
 		return;

@@ -106,6 +106,7 @@ struct http_front {
 	ev_io io;
 	ev_timer tm;
 	bool in_run, kick, stopped;
+	bool draining;            /* no new connection, session or stream */
 	struct hmap sessions;     /* sid -> hsess */
 	unsigned serial;
 	bool (*ready)(void *arg);
@@ -714,6 +715,9 @@ static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
 		free(s);
 		return rc;
 	}
+	if (f->draining && r->nids > 0)
+		return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+				   "Service Unavailable: mcp-chain is shutting down");
 	if (is_discover && r->nids == 1 && !header(c, SID_HEADER))
 		return reply_discover(r, c);
 	if (is_init && !header(c, SID_HEADER)) {
@@ -740,6 +744,9 @@ static enum MHD_Result on_get(struct http_front *f, struct hreq *r)
 	unsigned status = find_session(f, c, &hs, &why);
 	if (status)
 		return reply_error(r, c, status, -32000, why);
+	if (f->draining)
+		return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+				   "Service Unavailable: mcp-chain is shutting down");
 	if (hs->get)
 		return reply_error(r, c, MHD_HTTP_CONFLICT, -32000,
 				   "Conflict: this session's GET stream is already open");
@@ -1079,17 +1086,58 @@ static void end_all(struct http_front *f, const char *reason)
 	free(all);
 }
 
+/* Closes the listening socket: no new connection. */
+static void stop_accepting(struct http_front *f)
+{
+	if (!f->d || f->draining)
+		return;
+	f->draining = true;
+	MHD_socket s = MHD_quiesce_daemon(f->d);
+	if (s != MHD_INVALID_SOCKET)
+		close(s);
+}
+
+/* Ends the GET stream of a session (a hmap_each callback). */
+static void end_get(void *value, void *arg)
+{
+	struct hsess *hs = value;
+	(void)arg;
+	if (hs->get)
+		stream_finish(hs->get);
+}
+
+/* Stops accepting, ends GET streams; open requests go on. */
+void http_front_drain(struct http_front *f)
+{
+	stop_accepting(f);
+	hmap_each(&f->sessions, end_get, NULL);
+	log_info("http: draining (%zu session(s), %zu request(s) open)", f->sessions.count,
+		 http_front_busy(f));
+}
+
+/* Adds a session's awaited responses to *ARG (a hmap_each callback). */
+static void count_pending(void *value, void *arg)
+{
+	struct hsess *hs = value;
+	for (struct hreq *r = hs->streams; r; r = r->next)
+		*(size_t *)arg += r->pending;
+}
+
+/* Requests still waiting for their response, in every session. */
+size_t http_front_busy(const struct http_front *f)
+{
+	size_t n = 0;
+	hmap_each(&f->sessions, count_pending, &n);
+	return n;
+}
+
 /* Stops accepting and ends the sessions. */
 void http_front_stop(struct http_front *f, const char *reason)
 {
 	if (f->stopped)
 		return;
 	f->stopped = true;
-	if (f->d) {
-		MHD_socket s = MHD_quiesce_daemon(f->d);
-		if (s != MHD_INVALID_SOCKET)
-			close(s);
-	}
+	stop_accepting(f);
 	end_all(f, reason);
 }
 

@@ -381,3 +381,31 @@ test('an idle session expires (then 404); a connection over maxConnections gets 
       { what: 'the connections to be free again' });
     });
   });
+
+test('SIGTERM drains: no new connection, the open request still gets its answer, then exit 0',
+  { ...T, skip: SKIP_NO_FIXTURE }, async () => {
+    const chain = await startChain(fixtureServer(), { extra: { shutdownGraceMs: 5000 } });
+    try {
+      const sid = await rawSession(chain.port);
+      const slow = request(chain.port, { headers: { ...JSON_HEADERS, Accept: 'application/json', 'Mcp-Session-Id': sid },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'slow', arguments: { ms: 800, steps: 1 } } }) });
+      await waitFor(() => /tools\/call|http#1/.test(chain.stderr), { what: 'the call to start' });
+      await sleep(100);
+      chain.proc.kill('SIGTERM');
+      await waitFor(() => /http: draining/.test(chain.stderr), { what: 'the drain to begin' });
+      const refused = await request(chain.port, { method: 'GET', path: '/healthz' }).then(() => false, () => true);
+      assert.ok(refused, 'a new connection is refused while draining');
+      const r = await slow;
+      assert.equal(r.status, 200, r.body);
+      assert.equal(JSON.parse(r.body).result.content[0].text, 'done');
+      const end = await Promise.race([chain.exited, sleep(8000).then(() => null)]);
+      assert.deepEqual(end, { code: 0, signal: null });
+      assert.match(chain.stderr, /session #1 ended \(mcp-chain is shutting down\)/);
+      assert.doesNotMatch(chain.stderr, /AddressSanitizer|runtime error/);
+    } catch (e) {
+      e.message += `\n--- mcp-chain stderr (tail) ---\n${chain.stderr.slice(-3000)}`;
+      throw e;
+    } finally {
+      await chain.stop();
+    }
+  });

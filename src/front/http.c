@@ -376,14 +376,24 @@ static void to_get_stream(struct hsess *hs, const char *line, size_t n)
 			 "message(s) held for it", hs->serial, dropped);
 }
 
-/* The JSON text of a batch answer's first id into V. */
-static void batch_first_id(json_t *arr, struct msg_val *v)
+/* The stream waiting for a batch's answers: the first of its ids that
+ * routes (an invalid element's error may have a null id); its id into V. */
+static struct hreq *batch_stream(struct hsess *hs, json_t *arr, struct msg_val *v)
 {
-	json_t *id = json_object_get(json_array_get(arr, 0), "id");
-	char *s = id ? json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
-	if (s)
-		msg_val_set(v, s, strlen(s));
-	free(s);
+	size_t i;
+	json_t *e;
+	json_array_foreach(arr, i, e) {
+		json_t *id = json_object_get(e, "id");
+		char *s = id ? json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+		msg_val_release(v);
+		if (s)
+			msg_val_set(v, s, strlen(s));
+		free(s);
+		struct hreq *r = v->n ? http_routes_peek_id(&hs->routes, v) : NULL;
+		if (r)
+			return r;
+	}
+	return NULL;
 }
 
 /*
@@ -406,8 +416,7 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 	}
 	if (json_is_array(m.tree)) {
 		response = true;
-		batch_first_id(m.tree, &v);
-		r = v.n ? http_routes_peek_id(&hs->routes, &v) : NULL;
+		r = batch_stream(hs, m.tree, &v);
 		if (r)
 			r->pending = 1;  /* the whole batch answers it at once */
 	} else if (!msg_method(&m)) {
@@ -659,7 +668,7 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 		hs->current = NULL;
 	buf_release(&r->body);
 	if (buf_pending(&r->err) > 0) {
-		stream_detach(r, "answered with an error");
+		stream_detach(r, NULL);  /* refused whole: nothing of it is open */
 		return reply(r, c, MHD_HTTP_BAD_REQUEST, JSON_TYPE, r->err.data,
 			     buf_pending(&r->err), sid);
 	}

@@ -339,6 +339,11 @@ test('a batch is answered in a 2025-03-26 session and refused (400) in a 2025-06
       const only = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': old },
         body: JSON.stringify([{ jsonrpc: '2.0', method: 'notifications/roots/list_changed' }]) });
       assert.equal(only.status, 202, 'a batch of notifications is accepted');
+      const mixed = await request(chain.port, { headers: { ...JSON_HEADERS, Accept: 'application/json', 'Mcp-Session-Id': old },
+        body: JSON.stringify([{ bad: 1 }, { jsonrpc: '2.0', id: 'x', method: 'ping' }]) });
+      assert.equal(mixed.status, 200, mixed.body);
+      assert.deepEqual(JSON.parse(mixed.body).map((a) => a.id), [null, 'x'],
+        'an answer array whose first id is null still reaches its POST');
     });
     await withChain(fixtureServer(), {}, async (chain) => {
       const neu = await init(chain.port, '2025-06-18');

@@ -90,6 +90,7 @@ struct hsess {
 	struct hreq *current;     /* the POST being handed to the session */
 	struct held *held, **held_tail;
 	size_t held_bytes;
+	size_t held_dropped;      /* since a GET stream last opened */
 	uint64_t next_event;
 	ev_timer idle;
 };
@@ -371,9 +372,10 @@ static void to_get_stream(struct hsess *hs, const char *line, size_t n)
 		free(old);
 		dropped++;
 	}
-	if (dropped)
-		log_warn("http: session #%u: no GET stream open: dropped the %zu oldest "
-			 "message(s) held for it", hs->serial, dropped);
+	if (dropped && hs->held_dropped == 0)  /* once until a GET stream opens */
+		log_warn("http: session #%u: no GET stream open and %zu bytes held for it: "
+			 "dropping the oldest messages", hs->serial, hs->held_bytes);
+	hs->held_dropped += dropped;
 }
 
 /* The stream waiting for a batch's answers: the first of its ids that
@@ -408,7 +410,7 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 	json_t *err = NULL;
 	struct msg_val v = { .n = 0 };
 	struct hreq *r = NULL;
-	bool response = false;
+	bool response = false, orphan = false;
 	if (msg_init_line(&m, line, n, &err) < 0) {
 		json_decref(err);
 		to_get_stream(hs, line, n);
@@ -426,8 +428,9 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 	} else if (strcmp(msg_method(&m), "notifications/progress") == 0 &&
 		   msg_token_get(&m, &v) == 1) {
 		r = http_routes_token(&hs->routes, &v);
+		orphan = !r;  /* its request's POST is gone */
 		if (r && !r->sse)
-			r = NULL;
+			r = NULL;  /* a JSON body has no room for it: the GET stream */
 	}
 	msg_release(&m);
 	if (response && !r && hs->current && !hs->current->queued) {
@@ -437,8 +440,9 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 		stream_finish(hs->current);
 		return;
 	}
-	if (response && !r) {
-		log_debug("http: session #%u: a response nobody waits for was dropped", hs->serial);
+	if ((response || orphan) && !r) {
+		log_debug("http: session #%u: a %s nobody waits for was dropped", hs->serial,
+			  response ? "response" : "progress notification");
 	} else if (r) {
 		if (response)
 			http_routes_drop_id(&hs->routes, &v, r);
@@ -770,6 +774,10 @@ static enum MHD_Result on_get(struct http_front *f, struct hreq *r)
 	}
 	hs->held_tail = &hs->held;
 	hs->held_bytes = 0;
+	if (hs->held_dropped)
+		log_info("http: session #%u: GET stream open; %zu message(s) held for it were "
+			 "dropped", hs->serial, hs->held_dropped);
+	hs->held_dropped = 0;
 	return reply_stream(r, NULL);
 }
 

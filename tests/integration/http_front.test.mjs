@@ -6,6 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import http from 'node:http';
+import net from 'node:net';
 import { existsSync, readFileSync } from 'node:fs';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -413,4 +414,31 @@ test('SIGTERM drains: no new connection, the open request still gets its answer,
     } finally {
       await chain.stop();
     }
+  });
+
+test('a client that stops reading its SSE stream is dropped at streamBufferBytes; its request is cancelled',
+  { ...T, skip: SKIP_NO_FIXTURE }, async () => {
+    const log = tmpPath(`http-stall-${process.pid}.log`);
+    const extra = { listen: { streamBufferBytes: 65536 } };
+    await withChain(fixtureServer(['--cancel-log', log]), { extra }, async (chain) => {
+      const sid = await rawSession(chain.port);
+      const body = JSON.stringify({ jsonrpc: '2.0', id: 'flood', method: 'tools/call',
+        params: { name: 'slow', arguments: { ms: 3000, steps: 60000 }, _meta: { progressToken: 'p' } } });
+      const sock = net.connect(chain.port, '127.0.0.1');
+      sock.on('error', () => {});
+      await new Promise((r) => sock.once('connect', r));
+      sock.write(`POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${chain.port}\r\nContent-Type: application/json\r\n` +
+        `Accept: application/json, text/event-stream\r\nMcp-Session-Id: ${sid}\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+      sock.pause();  // never read: the kernel's buffers fill, then ours
+      await waitFor(() => /dropped a POST stream whose client does not read/.test(chain.stderr),
+        { timeoutMs: 20_000, what: 'the stalled stream to be dropped' });
+      // (the backend logs its own id for the request: the chain's, not "flood")
+      await waitFor(() => existsSync(log) && readFileSync(log, 'utf8').trim().split('\n').length === 1,
+        { timeoutMs: 5000, what: 'the backend to see the cancellation' });
+      sock.destroy();
+      const r = await request(chain.port, { headers: { ...JSON_HEADERS, Accept: 'application/json', 'Mcp-Session-Id': sid },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }) });
+      assert.equal(r.status, 200, 'the session lives on');
+    });
   });

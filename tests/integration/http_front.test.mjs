@@ -442,3 +442,18 @@ test('a client that stops reading its SSE stream is dropped at streamBufferBytes
       assert.equal(r.status, 200, 'the session lives on');
     });
   });
+
+test('a connection whose headers stall is closed after connectionTimeoutMs',
+  { ...T, skip: SKIP_NO_FIXTURE }, async () => {
+    await withChain(fixtureServer(), { extra: { listen: { connectionTimeoutMs: 1000 } } }, async (chain) => {
+      const sock = net.connect(chain.port, '127.0.0.1');
+      sock.on('error', () => {});
+      await new Promise((r) => sock.once('connect', r));
+      const t0 = Date.now();
+      const closed = new Promise((r) => sock.once('close', r));
+      sock.write('POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n');  // and nothing more
+      await Promise.race([closed, sleep(5000).then(() => { throw new Error('the stalled connection stayed open'); })]);
+      const took = Date.now() - t0;
+      assert.ok(took >= 900 && took < 4000, `closed after ${took} ms`);
+    });
+  });

@@ -51,6 +51,14 @@ struct held {
 	char line[];
 };
 
+/* An event sent on a GET stream, kept for a client that resumes. */
+struct sent_ev {
+	struct sent_ev *next;
+	uint64_t id;
+	size_t n;
+	char bytes[];             /* the framed event */
+};
+
 /* One HTTP request; a POST with requests, or a GET, is also a stream. */
 struct hreq {
 	struct http_front *f;
@@ -91,6 +99,8 @@ struct hsess {
 	struct held *held, **held_tail;
 	size_t held_bytes;
 	size_t held_dropped;      /* since a GET stream last opened */
+	struct sent_ev *ring, **ring_tail;  /* the GET stream's last events */
+	size_t ring_bytes;
 	uint64_t next_event;
 	ev_timer idle;
 };
@@ -115,6 +125,7 @@ struct http_front {
 };
 
 static void front_kick(struct http_front *f);
+static void ring_add(struct hsess *hs, uint64_t id, const char *bytes, size_t n);
 
 /* ---- streams ---- */
 
@@ -214,9 +225,16 @@ static void stream_abort(struct hreq *r, const char *reason)
 static void stream_send(struct hreq *r, const char *line, size_t n)
 {
 	struct hsess *hs = r->sess;
+	if (!hs)
+		return;  /* dropped while a batch of messages was being sent */
 	bool stalled = buf_pending(&r->out) > r->f->stream_buffer;
-	int rc = stalled ? -1 : r->sse ? http_sse_event(&r->out, ++hs->next_event, line, n)
+	size_t before = buf_pending(&r->out);
+	uint64_t id = ++hs->next_event;
+	int rc = stalled ? -1 : r->sse ? http_sse_event(&r->out, id, line, n)
 			: buf_append(&r->out, line, n);
+	if (rc == 0 && r == hs->get)
+		ring_add(hs, id, r->out.data + r->out.len - (buf_pending(&r->out) - before),
+			 buf_pending(&r->out) - before);
 	if (rc < 0) {
 		log_warn("http: session #%u: dropped a %s stream whose client does not read "
 			 "(%zu bytes waiting)", hs->serial, r == hs->get ? "GET" : "POST",
@@ -335,6 +353,71 @@ static enum MHD_Result reply_stream(struct hreq *r, const char *sid)
 }
 
 /* ---- sessions ---- */
+
+/* Keeps a GET event for resumption; the oldest go past streamBufferBytes. */
+static void ring_add(struct hsess *hs, uint64_t id, const char *bytes, size_t n)
+{
+	struct sent_ev *e = malloc(sizeof *e + n);
+	if (!e)
+		return;
+	e->next = NULL;
+	e->id = id;
+	e->n = n;
+	memcpy(e->bytes, bytes, n);
+	*hs->ring_tail = e;
+	hs->ring_tail = &e->next;
+	hs->ring_bytes += n;
+	while (hs->ring_bytes > hs->f->stream_buffer && hs->ring != e) {
+		struct sent_ev *old = hs->ring;
+		hs->ring = old->next;
+		hs->ring_bytes -= old->n;
+		free(old);
+	}
+}
+
+/* Frees the kept GET events. */
+static void ring_clear(struct hsess *hs)
+{
+	while (hs->ring) {
+		struct sent_ev *e = hs->ring;
+		hs->ring = e->next;
+		free(e);
+	}
+	hs->ring_tail = &hs->ring;
+	hs->ring_bytes = 0;
+}
+
+/*
+ * A GET with Last-Event-ID LAST: the kept GET events after it go first
+ * on R. Only when LAST is one of them (or older than all kept, a gap that
+ * is logged): an id of a POST stream's event replays nothing.
+ */
+static void ring_replay(struct hsess *hs, struct hreq *r, const char *last)
+{
+	char *end;
+	if (!last || !hs->ring)
+		return;
+	errno = 0;
+	unsigned long long n = strtoull(last, &end, 10);
+	if (errno || end == last || *end)
+		return;
+	struct sent_ev *e = hs->ring;
+	if (n + 1 < e->id) {
+		log_warn("http: session #%u: GET stream resumed after event %llu; events up to %llu "
+			 "were no longer kept", hs->serial, n, (unsigned long long)e->id - 1);
+	} else {
+		while (e && e->id != n)
+			e = e->next;
+		if (!e)
+			return;
+		e = e->next;
+	}
+	size_t count = 0;
+	for (; e; e = e->next, count++)
+		buf_append(&r->out, e->bytes, e->n);
+	log_debug("http: session #%u: GET stream resumed: %zu event(s) sent again", hs->serial,
+		  count);
+}
 
 /* Frees the lines held for the GET stream. */
 static void held_clear(struct hsess *hs)
@@ -502,6 +585,7 @@ static void sess_end(struct hsess *hs, const char *reason)
 	session_free(hs->s);
 	http_routes_release(&hs->routes);
 	held_clear(hs);
+	ring_clear(hs);
 	log_info("http: session #%u ended (%s)", hs->serial, reason);
 	free(hs);
 }
@@ -532,6 +616,7 @@ static struct hsess *sess_new(struct http_front *f)
 	hs->f = f;
 	hs->serial = ++f->serial;
 	hs->held_tail = &hs->held;
+	hs->ring_tail = &hs->ring;
 	http_routes_init(&hs->routes);
 	snprintf(name, sizeof name, "http#%u", hs->serial);
 	hs->s = session_new(f->chain, name, sess_write, hs);
@@ -766,12 +851,14 @@ static enum MHD_Result on_get(struct http_front *f, struct hreq *r)
 	r->sse = true;
 	sess_add_stream(hs, r);
 	hs->get = r;
+	ring_replay(hs, r, header(c, "Last-Event-ID"));
 	while (hs->held) {
 		struct held *h = hs->held;
 		hs->held = h->next;
-		http_sse_event(&r->out, ++hs->next_event, h->line, h->n);
+		stream_send(r, h->line, h->n);
 		free(h);
 	}
+	held_clear(hs);  /* empty, unless the stream was dropped on the way */
 	hs->held_tail = &hs->held;
 	hs->held_bytes = 0;
 	if (hs->held_dropped)

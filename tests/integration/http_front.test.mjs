@@ -457,3 +457,65 @@ test('a connection whose headers stall is closed after connectionTimeoutMs',
       assert.ok(took >= 900 && took < 4000, `closed after ${took} ms`);
     });
   });
+
+/** Opens the GET stream of SID (again while the last one's end is not yet
+ * seen: 409); collects its events as {id, data}. */
+async function openGet(port, sid, lastEventId) {
+  const headers = { Accept: 'text/event-stream', 'Mcp-Session-Id': sid };
+  if (lastEventId !== undefined) headers['Last-Event-ID'] = String(lastEventId);
+  let req, res;
+  for (let tries = 0; ; tries++) {
+    req = http.request({ host: '127.0.0.1', port, method: 'GET', path: '/mcp', agent: false, headers });
+    req.on('error', () => {});
+    res = await new Promise((r) => { req.on('response', r); req.end(); });
+    if (res.statusCode !== 409 || tries > 50) break;
+    req.destroy();
+    await sleep(100);
+  }
+  assert.equal(res.statusCode, 200);
+  const get = { req, events: [], closed: false };
+  let text = '';
+  res.setEncoding('utf8');
+  res.on('data', (c) => {
+    text += c;
+    let i;
+    while ((i = text.indexOf('\n\n')) >= 0) {
+      const ev = text.slice(0, i);
+      text = text.slice(i + 2);
+      get.events.push({ id: Number(/^id: (\d+)/.exec(ev)[1]), data: JSON.parse(/\ndata: (.*)$/.exec(ev)[1]) });
+    }
+  });
+  res.on('close', () => { get.closed = true; });
+  return get;
+}
+
+test('a GET stream resumed with Last-Event-ID gets the events after it again, then what was held',
+  { ...T, skip: SKIP_NO_FIXTURE }, async () => {
+    await withChain(fixtureServer(), {}, async (chain) => {
+      const sid = await rawSession(chain.port);
+      const notify = async (kind, id) => {
+        const r = await request(chain.port, { headers: { ...JSON_HEADERS, Accept: 'application/json', 'Mcp-Session-Id': sid },
+          body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'notify', arguments: { kind } } }) });
+        assert.equal(r.status, 200, r.body);
+      };
+      const first = await openGet(chain.port, sid);
+      await notify('tools', 10);
+      await notify('prompts', 11);
+      await waitFor(() => first.events.length === 2, { what: 'two events on the GET stream' });
+      first.req.destroy();
+      await sleep(200);
+      await notify('resources', 12);  // held: no GET stream open (or sent on the dying one)
+      const again = await openGet(chain.port, sid, first.events[0].id);
+      await waitFor(() => again.events.length === 2, { what: 'the replayed and the held event' });
+      assert.deepEqual(again.events.map((e) => e.data.method),
+        ['notifications/prompts/list_changed', 'notifications/resources/list_changed']);
+      assert.equal(again.events[0].id, first.events[1].id, 'a replayed event keeps its id');
+      assert.ok(again.events[1].id > first.events[1].id);
+      again.req.destroy();
+      const fromPost = await openGet(chain.port, sid, 999999);
+      await notify('tools', 13);
+      await waitFor(() => fromPost.events.length === 1, { what: 'the new event' });
+      assert.equal(fromPost.events[0].data.method, 'notifications/tools/list_changed', 'an unknown id replays nothing');
+      fromPost.req.destroy();
+    });
+  });

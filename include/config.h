@@ -5,7 +5,11 @@
  *   { "mcpServers": { "NAME": { "command": "...", "args": [...],
  *                               "env": {...}, "cwd": "..." } },
  *     "maxMessageBytes": 134217728, "shutdownGraceMs": 2000,
- *     "clientStallMs": 60000, "logLevel": "info", "middleware": [ ... ] }
+ *     "clientStallMs": 60000, "logLevel": "info", "middleware": [ ... ],
+ *     "listen": { "address": "127.0.0.1", "port": 8080, "path": "/mcp",
+ *                 "allowedOrigins": [...], "allowedHosts": [...],
+ *                 "maxConnections": 256, "connectionTimeoutMs": 60000,
+ *                 "sessionIdleMs": 1800000, "streamBufferBytes": 8388608 } }
  *
  * Every error is reported, not just the first: a syntax error as
  * FILE:LINE:COLUMN, any other as FILE: /json/pointer/to/key: message.
@@ -45,6 +49,24 @@ struct cfg_server {
 				    * in a loaded config), not started */
 };
 
+/*
+ * The "listen" section: the Streamable HTTP front (used with --listen, or
+ * when the section is given). Strings owned by the config.
+ */
+struct cfg_listen {
+	bool set;                 /* the section was given */
+	char *address;            /* numeric IPv4 or IPv6; default 127.0.0.1 */
+	unsigned port;            /* default 8080; 0: any free port */
+	char *path;               /* the MCP endpoint; default /mcp */
+	char **origins;           /* extra allowed Origin values, NULL-terminated */
+	char **hosts;             /* extra allowed Host names, NULL-terminated */
+	unsigned max_connections; /* default 256 */
+	double conn_timeout;      /* seconds a connection may idle; default 60 */
+	double session_idle;      /* seconds before an idle session expires; default 1800 */
+	size_t stream_buffer;     /* bytes held for a slow reader or a closed
+				   * GET stream; default 8 MiB */
+};
+
 struct cfg {
 	char *path;
 	json_t *root;             /* owned: the parsed document */
@@ -67,7 +89,14 @@ struct cfg {
 	enum log_level log_level;
 	json_t *middleware;       /* borrowed from root: top-level modules, or NULL */
 	struct pipeline *pipeline; /* owned: the global pipeline, not started */
+	struct cfg_listen listen;
 };
+
+/*
+ * Parses SPEC, "HOST:PORT", "[V6]:PORT" or "PORT", into L's address and
+ * port (replacing them); returns 0, or -1 when it is malformed.
+ */
+int cfg_listen_parse(struct cfg_listen *l, const char *spec);
 
 /* A list of error lines, each "FILE...: message". */
 struct cfg_errors {
@@ -109,5 +138,8 @@ char *cfg_expand(const char *s, char *err, size_t errlen);
 #define CFG_DEFAULT_INIT_TIMEOUT 60.0
 #define CFG_DEFAULT_INIT_JOIN 5.0
 #define CFG_DEFAULT_CLIENT_STALL 60.0
+#define CFG_DEFAULT_LISTEN_ADDRESS "127.0.0.1"
+#define CFG_DEFAULT_LISTEN_PORT 8080
+#define CFG_DEFAULT_LISTEN_PATH "/mcp"
 
 #endif

@@ -34,6 +34,7 @@
 #include "cli.h"
 #include "config.h"
 #include "front.h"
+#include "http_front.h"
 #include "curl_ev.h"
 #include "log.h"
 #include "middleware.h"
@@ -54,6 +55,7 @@ struct app {
 	struct backend **backends; /* including those a reload stopped */
 	size_t nbackends;
 	struct stdio_front *front;
+	struct http_front *http;   /* --listen: the HTTP front instead of stdio */
 	struct chain *chain;
 	struct aggregate *agg;     /* the chain's router: one backend or several */
 	enum phase phase;
@@ -65,7 +67,7 @@ struct app {
 };
 
 static const char usage[] =
-	"usage: mcp-chain --config FILE [--log-level LEVEL] [--log-file FILE]\n"
+	"usage: mcp-chain --config FILE [--listen ADDR:PORT] [--log-level LEVEL] [--log-file FILE]\n"
 	"       mcp-chain check FILE\n"
 	"       mcp-chain audit verify FILE\n"
 	"       mcp-chain list|call|read|prompt [-c FILE] ...   (docs/cli.md)\n"
@@ -77,6 +79,9 @@ static const char usage[] =
 	"(Claude's \"mcpServers\" format), through the configured middleware.\n"
 	"\n"
 	"  -c, --config FILE      configuration file (or $MCP_CHAIN_CONFIG)\n"
+	"      --listen ADDR:PORT serve Streamable HTTP on ADDR:PORT (\"[::1]:PORT\",\n"
+	"                         PORT, or \"-\" for the \"listen\" section) instead of\n"
+	"                         stdio; port 0 takes a free port (logged)\n"
 	"  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
 	"                         (or $MCP_CHAIN_LOG; overrides \"logLevel\")\n"
 	"      --log-file FILE    append logs to FILE instead of stderr\n"
@@ -155,7 +160,23 @@ static int cmd_check(const char *path)
 /* Number of client requests still open. */
 static size_t open_client_requests(struct app *a)
 {
+	if (a->http)
+		return http_front_busy(a->http);
 	return a->front && session_busy(stdio_front_session(a->front));
+}
+
+/*
+ * --listen: the first SIGTERM/SIGINT drains (no new connection; open
+ * requests get up to the grace period, their backends untouched), then
+ * the stop as at the end of input.
+ */
+static void begin_drain_http(struct app *a, const char *why)
+{
+	log_info("shutting down: %s: finishing open requests", why);
+	http_front_drain(a->http);
+	a->phase = DRAINING;
+	ev_timer_set(&a->deadline, a->cfg->grace, 0.);
+	ev_timer_start(EV_DEFAULT, &a->deadline);
 }
 
 /* Closes the session and starts stopping the backends; logs WHY at LEVEL. */
@@ -165,8 +186,12 @@ static void begin_stop_at(struct app *a, const char *why, enum log_level level)
 		return;
 	log_msg(level, "shutting down: %s", why);
 	a->phase = STOPPING;
-	stdio_front_stop_reading(a->front);
-	session_close(stdio_front_session(a->front), "mcp-chain is shutting down");
+	if (a->front) {
+		stdio_front_stop_reading(a->front);
+		session_close(stdio_front_session(a->front), "mcp-chain is shutting down");
+	}
+	if (a->http)
+		http_front_stop(a->http, "mcp-chain is shutting down");
 	for (size_t i = 0; i < a->nbackends; i++)
 		backend_stop(a->backends[i], a->cfg->grace);
 	ev_timer_stop(EV_DEFAULT, &a->deadline);
@@ -198,7 +223,7 @@ static void on_check(struct ev_loop *loop, ev_check *w, int revents)
 		begin_stop_at(a, "end of input and no request open", LOG_DEBUG);
 	if (a->phase == STOPPING && !any_running(a)) {
 		writer_flush_all();
-		if (stdio_front_queued(a->front) == 0)
+		if (!a->front || stdio_front_queued(a->front) == 0)
 			ev_break(loop, EVBREAK_ALL);
 	}
 }
@@ -374,7 +399,8 @@ static void reload(struct app *a)
 	a->old[a->nold++] = a->cfg;
 	chain_set_pipeline(a->chain, n->pipeline);  /* requests in flight keep the old one */
 	chain_set_max_open(a->chain, n->max_open);
-	stdio_front_set_stall(a->front, n->client_stall);
+	if (a->front)
+		stdio_front_set_stall(a->front, n->client_stall);
 	aggregate_reconfigure(a->agg, n);
 	reconcile_backends(a, n);
 	aggregate_reconfigure(a->agg, n);  /* names with the kept backends' new prefixes */
@@ -404,7 +430,11 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		reload(a);
 		return;
 	}
-	if (a->signals++ == 0) {
+	if (a->signals++ == 0 && a->http && a->phase == RUNNING) {
+		begin_drain_http(a, name);
+		return;
+	}
+	if (a->signals == 1) {
 		signal_backends(a, w->signum);
 		begin_stop(a, name);
 		return;
@@ -497,8 +527,33 @@ static struct backend *add_backend(struct app *a, struct cfg *c, struct cfg_serv
 	return b;
 }
 
+/* /readyz: true when every backend is ready. */
+static bool all_ready(void *arg)
+{
+	struct app *a = arg;
+	for (size_t i = 0; i < a->nbackends; i++)
+		if (backend_state(a->backends[i]) != BACKEND_READY &&
+		    backend_state(a->backends[i]) != BACKEND_GONE)
+			return false;
+	return true;
+}
+
+/* --listen: the HTTP front on SPEC ("-": the "listen" section as it is). */
+static int start_http(struct app *a, const char *spec)
+{
+	if (strcmp(spec, "-") != 0 && cfg_listen_parse(&a->cfg->listen, spec) < 0) {
+		log_error("--listen %s: expected ADDR:PORT, [V6]:PORT or PORT (numeric addresses)", spec);
+		return -1;
+	}
+	a->http = http_front_new(a->chain, &a->cfg->listen, a->cfg->max_message);
+	if (!a->http)
+		return -1;
+	http_front_set_ready(a->http, all_ready, a);
+	return 0;
+}
+
 /* Runs the proxy until shutdown. */
-static int run(struct cfg **cfgp, const char *level_flag)
+static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 {
 	struct cfg *cfg = *cfgp;
 	struct app a = { .cfg = cfg, .level_flag = level_flag };
@@ -524,10 +579,11 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	}
 	for (size_t i = 0; i < a.nbackends; i++)  /* all start at once */
 		backend_start(a.backends[i]);
-	a.front = stdio_front_new(a.chain, cfg->max_message, on_front_closed, &a);
-	if (!a.front)
+	if (listen ? start_http(&a, listen) < 0 :
+	    !(a.front = stdio_front_new(a.chain, cfg->max_message, on_front_closed, &a)))
 		return 1;
-	stdio_front_set_stall(a.front, cfg->client_stall);
+	if (a.front)
+		stdio_front_set_stall(a.front, cfg->client_stall);
 	ev_check_init(&a.check, on_check);
 	a.check.data = &a;
 	ev_check_start(loop, &a.check);
@@ -537,6 +593,7 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	ev_check_stop(loop, &a.check);
 	ev_timer_stop(loop, &a.deadline);
 	stdio_front_free(a.front);
+	http_front_free(a.http);
 	for (size_t i = 0; i < a.nbackends; i++)  /* before the aggregate: its */
 		backend_free(a.backends[i]);      /* list requests end here */
 	chain_set_router(a.chain, NULL);
@@ -562,11 +619,13 @@ int main(int argc, char **argv)
 		{ "log-level", required_argument, NULL, 'l' },
 		{ "log-file", required_argument, NULL, 'f' },
 		{ "record", required_argument, NULL, 'r' },
+		{ "listen", required_argument, NULL, 'L' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *config = getenv("MCP_CHAIN_CONFIG"), *level = NULL, *record = NULL;
+	const char *listen = NULL;
 	int c;
 	mw_use_registry(mw_registry);
 	/* The shell commands (src/cli/): a client of the chain, not the chain. */
@@ -578,6 +637,7 @@ int main(int argc, char **argv)
 		case 'c': config = optarg; break;
 		case 'l': level = optarg; break;
 		case 'r': record = optarg; break;
+		case 'L': listen = optarg; break;
 		case 'f':
 			if (log_open_file(optarg) < 0) {
 				fprintf(stderr, "mcp-chain: cannot open log file %s\n", optarg);
@@ -631,7 +691,7 @@ int main(int argc, char **argv)
 		cfg_free(cfg);
 		return 1;
 	}
-	int rc = run(&cfg, lf);
+	int rc = run(&cfg, lf, listen);
 	cli_record_stop(rec);
 	cfg_free(cfg);
 	return rc;

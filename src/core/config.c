@@ -7,6 +7,7 @@
  */
 #include "config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -558,8 +559,139 @@ static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
 static const char *const top_keys[] = {
 	"mcpServers", "maxMessageBytes", "maxOpenRequests", "shutdownGraceMs", "initTimeoutMs",
 	"initJoinMs", "clientStallMs", "logLevel", "separator", "status",
-	"middleware", NULL
+	"middleware", "listen", NULL
 };
+
+static const char *const listen_keys[] = {
+	"address", "port", "path", "allowedOrigins", "allowedHosts", "maxConnections",
+	"connectionTimeoutMs", "sessionIdleMs", "streamBufferBytes", NULL
+};
+
+/* True when S is a numeric IPv4 or IPv6 address. */
+static bool numeric_address(const char *s)
+{
+	unsigned char a[16];
+	return inet_pton(AF_INET, s, a) == 1 || inet_pton(AF_INET6, s, a) == 1;
+}
+
+/* Parses "HOST:PORT", "[V6]:PORT" or "PORT". */
+int cfg_listen_parse(struct cfg_listen *l, const char *spec)
+{
+	char host[64] = "";
+	const char *port = spec;
+	if (spec[0] == '[') {
+		const char *end = strchr(spec, ']');
+		if (!end || end[1] != ':' || (size_t)(end - spec - 1) >= sizeof host)
+			return -1;
+		memcpy(host, spec + 1, (size_t)(end - spec - 1));
+		host[end - spec - 1] = '\0';
+		port = end + 2;
+	} else if (strchr(spec, ':')) {
+		const char *colon = strrchr(spec, ':');
+		if ((size_t)(colon - spec) >= sizeof host || strchr(spec, ':') != colon)
+			return -1;
+		memcpy(host, spec, (size_t)(colon - spec));
+		host[colon - spec] = '\0';
+		port = colon + 1;
+	}
+	char *end;
+	errno = 0;
+	unsigned long p = strtoul(port, &end, 10);
+	if (!*port || *end || errno || p > 65535 || !isdigit((unsigned char)*port))
+		return -1;
+	if (host[0] && !numeric_address(host))
+		return -1;
+	if (host[0]) {
+		free(l->address);
+		l->address = strdup(host);
+	}
+	l->port = (unsigned)p;
+	return 0;
+}
+
+/* Reads an optional array of strings at PATH into a NULL-terminated vector. */
+static char **opt_strv(struct ctx *c, json_t *v, const char *path)
+{
+	if (!v)
+		return NULL;
+	if (!json_is_array(v)) {
+		bad(c, path, "must be an array of strings");
+		return NULL;
+	}
+	char **out = calloc(json_array_size(v) + 1, sizeof *out);
+	size_t i, n = 0;
+	json_t *e;
+	json_array_foreach(v, i, e) {
+		char p[512], num[24];
+		snprintf(num, sizeof num, "%zu", i);
+		path_join(p, sizeof p, path, num);
+		if (!json_is_string(e) || !json_string_length(e))
+			bad(c, p, "must be a non-empty string");
+		else if (out)
+			out[n++] = strdup(json_string_value(e));
+	}
+	return out;
+}
+
+/* Reads an integer member KEY of OBJ (at PATH) from MIN to MAX into *OUT. */
+static void opt_int_at(struct ctx *c, json_t *obj, const char *path, const char *key,
+		       double min, double max, double *out)
+{
+	char p[512];
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return;
+	path_join(p, sizeof p, path, key);
+	if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max)
+		bad(c, p, "must be an integer from %.0f to %.0f", min, max);
+	else
+		*out = (double)json_integer_value(v);
+}
+
+/* Reads "listen"; the defaults apply without it (for --listen). */
+static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
+{
+	double port = CFG_DEFAULT_LISTEN_PORT, conns = 256, tmo = 60000, idle = 1800000;
+	double sbuf = 8 << 20;
+	const char *path = "/listen";
+	l->address = strdup(CFG_DEFAULT_LISTEN_ADDRESS);
+	l->path = strdup(CFG_DEFAULT_LISTEN_PATH);
+	if (v && !json_is_object(v)) {
+		bad(c, path, "must be an object");
+		v = NULL;
+	}
+	if (v) {
+		l->set = true;
+		check_keys(c, v, path, listen_keys);
+		json_t *a = json_object_get(v, "address");
+		if (a && (!json_is_string(a) || !numeric_address(json_string_value(a)))) {
+			bad(c, "/listen/address", "must be a numeric IPv4 or IPv6 address");
+		} else if (a) {
+			free(l->address);
+			l->address = strdup(json_string_value(a));
+		}
+		json_t *p = json_object_get(v, "path");
+		if (p && (!json_is_string(p) || json_string_value(p)[0] != '/' ||
+			  strpbrk(json_string_value(p), "?# \t\r\n"))) {
+			bad(c, "/listen/path", "must be a path starting with \"/\"");
+		} else if (p) {
+			free(l->path);
+			l->path = strdup(json_string_value(p));
+		}
+		l->origins = opt_strv(c, json_object_get(v, "allowedOrigins"), "/listen/allowedOrigins");
+		l->hosts = opt_strv(c, json_object_get(v, "allowedHosts"), "/listen/allowedHosts");
+		opt_int_at(c, v, path, "port", 0, 65535, &port);
+		opt_int_at(c, v, path, "maxConnections", 1, 65536, &conns);
+		opt_int_at(c, v, path, "connectionTimeoutMs", 1000, 86400000, &tmo);
+		opt_int_at(c, v, path, "sessionIdleMs", 1000, 604800000, &idle);
+		opt_int_at(c, v, path, "streamBufferBytes", 65536, 4294967296.0, &sbuf);
+	}
+	l->port = (unsigned)port;
+	l->max_connections = (unsigned)conns;
+	l->conn_timeout = tmo / 1000.0;
+	l->session_idle = idle / 1000.0;
+	l->stream_buffer = (size_t)sbuf;
+}
 
 /* Reads the top-level options. */
 static void load_top(struct ctx *c, struct cfg *cfg)
@@ -603,6 +735,7 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 		else
 			cfg->has_log_level = true;
 	}
+	load_listen(c, &cfg->listen, json_object_get(root, "listen"));
 	cfg->middleware = json_object_get(root, "middleware");
 	if (cfg->middleware && !json_is_array(cfg->middleware))
 		bad(c, "/middleware", "must be an array of modules");
@@ -682,6 +815,10 @@ void cfg_free(struct cfg *c)
 		pipeline_unref(s->pipeline);
 	}
 	pipeline_unref(c->pipeline);
+	free(c->listen.address);
+	free(c->listen.path);
+	free_strv(c->listen.origins);
+	free_strv(c->listen.hosts);
 	free(c->servers);
 	free(c->separator);
 	free(c->path);

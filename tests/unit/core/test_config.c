@@ -690,6 +690,90 @@ static void test_cfg_error(void **state)
 	assert_int_equal(e.count, 0);
 }
 
+/* Without "listen" the HTTP front's defaults apply; set is false. */
+static void test_listen_defaults(void **state)
+{
+	(void)state;
+	struct cfg *c = load_ok("{\"mcpServers\":{\"s\":{\"command\":\"srv\"}}}");
+	assert_false(c->listen.set);
+	assert_string_equal(c->listen.address, "127.0.0.1");
+	assert_int_equal(c->listen.port, 8080);
+	assert_string_equal(c->listen.path, "/mcp");
+	assert_null(c->listen.origins);
+	assert_int_equal(c->listen.max_connections, 256);
+	assert_true(c->listen.conn_timeout == 60.0);
+	assert_true(c->listen.session_idle == 1800.0);
+	assert_int_equal(c->listen.stream_buffer, 8 << 20);
+	cfg_free(c);
+}
+
+/* Every "listen" member is read. */
+static void test_listen_section(void **state)
+{
+	(void)state;
+	struct cfg *c = load_ok("{\"mcpServers\":{\"s\":{\"command\":\"srv\"}},"
+		"\"listen\":{\"address\":\"::1\",\"port\":0,\"path\":\"/x/mcp\","
+		"\"allowedOrigins\":[\"https://app.example\"],\"allowedHosts\":[\"mcp.local\"],"
+		"\"maxConnections\":4,\"connectionTimeoutMs\":2000,\"sessionIdleMs\":5000,"
+		"\"streamBufferBytes\":65536}}");
+	assert_true(c->listen.set);
+	assert_string_equal(c->listen.address, "::1");
+	assert_int_equal(c->listen.port, 0);
+	assert_string_equal(c->listen.path, "/x/mcp");
+	assert_string_equal(c->listen.origins[0], "https://app.example");
+	assert_null(c->listen.origins[1]);
+	assert_string_equal(c->listen.hosts[0], "mcp.local");
+	assert_int_equal(c->listen.max_connections, 4);
+	assert_true(c->listen.conn_timeout == 2.0);
+	assert_true(c->listen.session_idle == 5.0);
+	assert_int_equal(c->listen.stream_buffer, 65536);
+	cfg_free(c);
+}
+
+/* Bad "listen" members are each reported at their pointer. */
+static void test_listen_errors(void **state)
+{
+	(void)state;
+	struct cfg_errors e = { 0 };
+	struct cfg *c = cfg_load_string("{\"mcpServers\":{\"s\":{\"command\":\"srv\"}},"
+		"\"listen\":{\"address\":\"localhost\",\"port\":70000,\"path\":\"mcp\","
+		"\"allowedOrigins\":[1],\"maxConnections\":0,\"bogus\":1}}", NAME, &e);
+	assert_null(c);
+	assert_true(has_error(&e, NAME ": /listen/address: must be a numeric IPv4 or IPv6 address"));
+	assert_true(has_error(&e, NAME ": /listen/port: must be an integer from 0 to 65535"));
+	assert_true(has_error(&e, NAME ": /listen/path: must be a path starting with \"/\""));
+	assert_true(has_error(&e, NAME ": /listen/allowedOrigins/0: must be a non-empty string"));
+	assert_true(has_error(&e, NAME ": /listen/maxConnections: must be an integer from 1 to 65536"));
+	assert_true(has_error(&e, NAME ": /listen/bogus: unknown key"));
+	cfg_errors_release(&e);
+}
+
+/* --listen's HOST:PORT, [V6]:PORT and PORT forms; bad ones change nothing. */
+static void test_listen_parse(void **state)
+{
+	(void)state;
+	struct cfg_listen l = { .address = strdup("127.0.0.1"), .port = 8080 };
+	assert_int_equal(cfg_listen_parse(&l, "127.0.0.2:9000"), 0);
+	assert_string_equal(l.address, "127.0.0.2");
+	assert_int_equal(l.port, 9000);
+	assert_int_equal(cfg_listen_parse(&l, "[::1]:0"), 0);
+	assert_string_equal(l.address, "::1");
+	assert_int_equal(l.port, 0);
+	assert_int_equal(cfg_listen_parse(&l, "8081"), 0);
+	assert_string_equal(l.address, "::1");
+	assert_int_equal(l.port, 8081);
+	assert_int_equal(cfg_listen_parse(&l, "localhost:80"), -1);
+	assert_int_equal(cfg_listen_parse(&l, "1.2.3.4:99999"), -1);
+	assert_int_equal(cfg_listen_parse(&l, "1.2.3.4:"), -1);
+	assert_int_equal(cfg_listen_parse(&l, "[::1]8080"), -1);
+	assert_int_equal(cfg_listen_parse(&l, "::1:8080"), -1);
+	assert_int_equal(cfg_listen_parse(&l, "-1"), -1);
+	assert_string_equal(l.address, "::1");
+	assert_int_equal(l.port, 8081);
+	free(l.address);
+}
+
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -720,6 +804,10 @@ int main(void)
 		cmocka_unit_test(test_log_level),
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_cfg_error),
+		cmocka_unit_test(test_listen_defaults),
+		cmocka_unit_test(test_listen_section),
+		cmocka_unit_test(test_listen_errors),
+		cmocka_unit_test(test_listen_parse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,59 @@
+/*
+ * http_front.h - the Streamable HTTP front: many client sessions over
+ * HTTP (MCP revisions 2025-03-26 to 2025-11-25), on the loop.
+ *
+ * libmicrohttpd runs in its external epoll mode: one ev_io watches its
+ * epoll descriptor and one ev_timer follows MHD_get_timeout after every
+ * MHD_run; a response stream waiting for messages suspends its connection
+ * and the session's output resumes it. No thread, no blocking call.
+ *
+ * Each Mcp-Session-Id is one struct session (session.h). What a session
+ * writes goes to the POST that carried the request it answers (or whose
+ * progress token it carries), else to the session's GET stream, else into
+ * a bounded per-session backlog. docs/http-front.md has the design.
+ */
+#ifndef MCPC_HTTP_FRONT_H
+#define MCPC_HTTP_FRONT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+struct chain;
+struct cfg_listen;
+struct http_front;
+
+/*
+ * Starts listening as L says (copied) for sessions of CHAIN; messages up
+ * to MAX bytes. Logs the address it listens on (with the port it got
+ * when L->port is 0). Returns NULL (logged) when it cannot.
+ */
+struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *l, size_t max);
+
+/* The port it listens on. */
+unsigned http_front_port(const struct http_front *f);
+
+/* Sets what /readyz asks: true when every backend is ready. */
+void http_front_set_ready(struct http_front *f, bool (*ready)(void *arg), void *arg);
+
+/* Sessions open now. */
+size_t http_front_sessions(const struct http_front *f);
+
+/*
+ * Begins a graceful stop: the listening socket closes, GET streams end,
+ * new requests get 503; requests already open go on (http_front_busy).
+ */
+void http_front_drain(struct http_front *f);
+
+/* Requests of every session still waiting for their response. */
+size_t http_front_busy(const struct http_front *f);
+
+/*
+ * Stops accepting connections and ends every session with REASON: open
+ * requests are cancelled, streams end. Idempotent.
+ */
+void http_front_stop(struct http_front *f, const char *reason);
+
+/* Stops (if needed) and frees everything. */
+void http_front_free(struct http_front *f);
+
+#endif

@@ -1,0 +1,1268 @@
+/*
+ * http.c - the Streamable HTTP front: libmicrohttpd driven from libev,
+ * one struct session per Mcp-Session-Id, and the routing of what each
+ * session writes to the HTTP stream that waits for it (http_front.h,
+ * docs/http-front.md).
+ *
+ * Objects: a struct hreq is one HTTP request; a POST that carries
+ * requests, and a GET, become response streams (an SSE stream, or a JSON
+ * body sent in chunks). A stream is owned jointly by its connection (the
+ * request context, released in on_completed) and its response (the
+ * reader's context, released when libmicrohttpd destroys the response):
+ * it is freed when both have let go. A struct hsess is one session; it
+ * lists its open streams, and a stream points back to it until it is
+ * detached (its request ended, or the session did).
+ */
+#include "http_front.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ev.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "config.h"
+#include "hmap.h"
+#include "http_util.h"
+#include "log.h"
+#include "msg.h"
+#include "rpc.h"
+#include "session.h"
+
+#define JSON_TYPE "application/json"
+#define SSE_TYPE "text/event-stream"
+#define SID_HEADER "Mcp-Session-Id"
+#define VERSION_HEADER "MCP-Protocol-Version"
+
+enum req_kind { REQ_POST, REQ_GET, REQ_DELETE, REQ_OTHER };
+
+struct hsess;
+
+/* A line held for a GET stream that is not open. */
+struct held {
+	struct held *next;
+	size_t n;
+	char line[];
+};
+
+/* An event sent on a GET stream, kept for a client that resumes. */
+struct sent_ev {
+	struct sent_ev *next;
+	uint64_t id;
+	size_t n;
+	char bytes[];             /* the framed event */
+};
+
+/* One HTTP request; a POST with requests, or a GET, is also a stream. */
+struct hreq {
+	struct http_front *f;
+	struct MHD_Connection *conn;
+	enum req_kind kind;
+	int refs;
+	struct buf body;          /* the POST body as it arrives */
+	bool too_big;             /* over maxMessageBytes: discarded */
+	int reject;               /* an HTTP status decided from the headers */
+	const char *reject_text;
+	/* as a stream */
+	struct hsess *sess;       /* NULL once detached */
+	struct buf out;           /* bytes the reader has not taken */
+	struct buf err;           /* a null-id error answered at once (400) */
+	bool sse;
+	bool queued;              /* its response is queued */
+	bool done;                /* end once OUT is sent */
+	bool aborted;             /* close the connection */
+	bool suspended;
+	size_t pending;           /* responses still awaited */
+	struct msg_val *ids;      /* the requests it carries (for cancellation) */
+	size_t nids;
+	struct msg_val *tokens;   /* their progress tokens */
+	size_t ntokens;
+	ev_io watch;              /* the client's EOF while suspended */
+	struct hreq *next;        /* in the session's streams */
+};
+
+struct hsess {
+	struct http_front *f;
+	char sid[HTTP_SID_LEN + 1];
+	unsigned serial;          /* names it in logs: the id is a secret */
+	struct session *s;
+	struct http_routes routes;
+	struct hreq *streams;
+	struct hreq *get;         /* the GET stream, or NULL */
+	struct hreq *current;     /* the POST being handed to the session */
+	struct held *held, **held_tail;
+	size_t held_bytes;
+	size_t held_dropped;      /* since a GET stream last opened */
+	struct sent_ev *ring, **ring_tail;  /* the GET stream's last events */
+	size_t ring_bytes;
+	uint64_t next_event;
+	ev_timer idle;
+};
+
+struct http_front {
+	struct chain *chain;
+	struct MHD_Daemon *d;
+	char *address, *path;
+	char **origins, **hosts;
+	unsigned port;
+	unsigned max_conns, conns;
+	double session_idle;
+	size_t max_message, stream_buffer;
+	ev_io io;
+	ev_timer tm;
+	bool in_run, kick, stopped;
+	bool draining;            /* no new connection, session or stream */
+	struct hmap sessions;     /* sid -> hsess */
+	unsigned serial;
+	bool (*ready)(void *arg);
+	void *ready_arg;
+};
+
+static void front_kick(struct http_front *f);
+static void ring_add(struct hsess *hs, uint64_t id, const char *bytes, size_t n);
+
+/* ---- streams ---- */
+
+/* Drops a reference to R; frees it with the last. */
+static void req_unref(struct hreq *r)
+{
+	if (--r->refs > 0)
+		return;
+	ev_io_stop(EV_DEFAULT, &r->watch);
+	buf_release(&r->body);
+	buf_release(&r->out);
+	buf_release(&r->err);
+	for (size_t i = 0; i < r->nids; i++)
+		msg_val_release(&r->ids[i]);
+	for (size_t i = 0; i < r->ntokens; i++)
+		msg_val_release(&r->tokens[i]);
+	free(r->ids);
+	free(r->tokens);
+	free(r);
+}
+
+/* Lets a suspended stream's connection run again. */
+static void stream_wake(struct hreq *r)
+{
+	if (!r->suspended)
+		return;
+	r->suspended = false;
+	ev_io_stop(EV_DEFAULT, &r->watch);
+	MHD_resume_connection(r->conn);
+	front_kick(r->f);
+}
+
+/* Sends the session a cancellation of each request R still waits for. */
+static void stream_cancel(struct hreq *r, struct hsess *hs, const char *reason)
+{
+	for (size_t i = 0; i < r->nids; i++) {
+		if (!http_routes_drop_id(&hs->routes, &r->ids[i], r))
+			continue;
+		const struct msg_val *id = &r->ids[i];
+		char *line = NULL;
+		int n = asprintf(&line, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+				 "\"params\":{\"requestId\":%.*s,\"reason\":\"%s\"}}",
+				 (int)id->n, msg_val_text(id), reason);
+		if (n > 0)
+			session_receive_line(hs->s, line, (size_t)n);
+		free(line);
+	}
+}
+
+/* Takes R out of its session: what it waited for is cancelled with
+ * REASON (NULL: nothing is left to cancel). */
+static void stream_detach(struct hreq *r, const char *reason)
+{
+	struct hsess *hs = r->sess;
+	if (!hs)
+		return;
+	r->sess = NULL;
+	for (struct hreq **pp = &hs->streams; *pp; pp = &(*pp)->next) {
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	}
+	if (hs->get == r)
+		hs->get = NULL;
+	if (hs->current == r)
+		hs->current = NULL;
+	for (size_t i = 0; i < r->ntokens; i++)
+		http_routes_drop_token(&hs->routes, &r->tokens[i], r);
+	if (reason && r->pending > 0)
+		stream_cancel(r, hs, reason);
+	for (size_t i = 0; i < r->nids; i++)
+		http_routes_drop_id(&hs->routes, &r->ids[i], r);
+}
+
+/* Ends R once what it holds is sent. */
+static void stream_finish(struct hreq *r)
+{
+	r->done = true;
+	stream_detach(r, NULL);
+	stream_wake(r);
+}
+
+/* Drops R's connection: the client stalled or left. */
+static void stream_abort(struct hreq *r, const char *reason)
+{
+	r->aborted = true;
+	stream_detach(r, reason);
+	stream_wake(r);
+}
+
+/*
+ * Appends one message line to R. A reader that stalls is dropped once
+ * more than streamBufferBytes wait before a message: memory stays bounded
+ * (by that and one message), and one large message always passes.
+ */
+static void stream_send(struct hreq *r, const char *line, size_t n)
+{
+	struct hsess *hs = r->sess;
+	if (!hs)
+		return;  /* dropped while a batch of messages was being sent */
+	bool stalled = buf_pending(&r->out) > r->f->stream_buffer;
+	size_t before = buf_pending(&r->out);
+	uint64_t id = ++hs->next_event;
+	int rc = stalled ? -1 : r->sse ? http_sse_event(&r->out, id, line, n)
+			: buf_append(&r->out, line, n);
+	if (rc == 0 && r == hs->get)
+		ring_add(hs, id, r->out.data + r->out.len - (buf_pending(&r->out) - before),
+			 buf_pending(&r->out) - before);
+	if (rc < 0) {
+		log_warn("http: session #%u: dropped a %s stream whose client does not read "
+			 "(%zu bytes waiting)", hs->serial, r == hs->get ? "GET" : "POST",
+			 buf_pending(&r->out));
+		stream_abort(r, "the client's stream stalled");
+		return;
+	}
+	stream_wake(r);
+}
+
+/* The client closed its end while its stream was suspended. */
+static void on_watch(struct ev_loop *loop, ev_io *w, int revents)
+{
+	struct hreq *r = w->data;
+	char c;
+	(void)loop;
+	(void)revents;
+	ssize_t n = recv(w->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0) {
+		ev_io_stop(EV_DEFAULT, w);  /* the client sent more: not an end */
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (r->sess)
+		log_debug("http: session #%u: client closed a stream", r->sess->serial);
+	stream_abort(r, "the client disconnected");
+}
+
+/* The response's reader: what is queued, or suspend until more comes. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
+{
+	struct hreq *r = cls;
+	(void)pos;
+	if (r->aborted)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	size_t n = buf_pending(&r->out);
+	if (n > 0) {
+		n = n < max ? n : max;
+		memcpy(out, r->out.data + r->out.off, n);
+		buf_consume(&r->out, n);
+		buf_shrink(&r->out, 65536);
+		return (ssize_t)n;
+	}
+	if (r->done)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	MHD_suspend_connection(r->conn);
+	r->suspended = true;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci) {
+		ev_io_set(&r->watch, ci->connect_fd, EV_READ);
+		ev_io_start(EV_DEFAULT, &r->watch);
+	}
+	return 0;
+}
+
+/* The response let go of its stream. */
+static void stream_free_cb(void *cls)
+{
+	req_unref(cls);
+}
+
+/* ---- replies ---- */
+
+/* Queues a complete response; CTYPE may be NULL for an empty body. */
+static enum MHD_Result reply(struct hreq *r, struct MHD_Connection *c, unsigned status,
+			     const char *ctype, const char *body, size_t n, const char *sid)
+{
+	struct MHD_Response *resp =
+		MHD_create_response_from_buffer(n, (void *)body, MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	if (ctype)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	if (sid)
+		MHD_add_response_header(resp, SID_HEADER, sid);
+	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, POST, DELETE");
+	enum MHD_Result rc = MHD_queue_response(c, status, resp);
+	MHD_destroy_response(resp);
+	if (r)
+		r->queued = true;
+	return rc;
+}
+
+/* Queues STATUS with a JSON-RPC error body (id null) saying TEXT. */
+static enum MHD_Result reply_error(struct hreq *r, struct MHD_Connection *c, unsigned status,
+				   int code, const char *text)
+{
+	json_t *e = rpc_error(NULL, code, text, NULL);
+	char *s = json_dumps(e, JSON_COMPACT);
+	json_decref(e);
+	enum MHD_Result rc = reply(r, c, status, JSON_TYPE, s ? s : "", s ? strlen(s) : 0, NULL);
+	free(s);
+	return rc;
+}
+
+/* Queues R's stream response: SSE or a JSON body, as it comes. */
+static enum MHD_Result reply_stream(struct hreq *r, const char *sid)
+{
+	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
+		stream_read, r, stream_free_cb);
+	if (!resp)
+		return MHD_NO;
+	r->refs++;
+	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->sse ? SSE_TYPE : JSON_TYPE);
+	if (r->sse)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+	if (sid)
+		MHD_add_response_header(resp, SID_HEADER, sid);
+	enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
+	MHD_destroy_response(resp);
+	r->queued = true;
+	return rc;
+}
+
+/* ---- sessions ---- */
+
+/* Keeps a GET event for resumption; the oldest go past streamBufferBytes. */
+static void ring_add(struct hsess *hs, uint64_t id, const char *bytes, size_t n)
+{
+	struct sent_ev *e = malloc(sizeof *e + n);
+	if (!e)
+		return;
+	e->next = NULL;
+	e->id = id;
+	e->n = n;
+	memcpy(e->bytes, bytes, n);
+	*hs->ring_tail = e;
+	hs->ring_tail = &e->next;
+	hs->ring_bytes += n;
+	while (hs->ring_bytes > hs->f->stream_buffer && hs->ring != e) {
+		struct sent_ev *old = hs->ring;
+		hs->ring = old->next;
+		hs->ring_bytes -= old->n;
+		free(old);
+	}
+}
+
+/* Frees the kept GET events. */
+static void ring_clear(struct hsess *hs)
+{
+	while (hs->ring) {
+		struct sent_ev *e = hs->ring;
+		hs->ring = e->next;
+		free(e);
+	}
+	hs->ring_tail = &hs->ring;
+	hs->ring_bytes = 0;
+}
+
+/*
+ * A GET with Last-Event-ID LAST: the kept GET events after it go first
+ * on R. Only when LAST is one of them (or older than all kept, a gap that
+ * is logged): an id of a POST stream's event replays nothing.
+ */
+static void ring_replay(struct hsess *hs, struct hreq *r, const char *last)
+{
+	char *end;
+	if (!last || !hs->ring)
+		return;
+	errno = 0;
+	unsigned long long n = strtoull(last, &end, 10);
+	if (errno || end == last || *end)
+		return;
+	struct sent_ev *e = hs->ring;
+	if (n + 1 < e->id) {
+		log_warn("http: session #%u: GET stream resumed after event %llu; events up to %llu "
+			 "were no longer kept", hs->serial, n, (unsigned long long)e->id - 1);
+	} else {
+		while (e && e->id != n)
+			e = e->next;
+		if (!e)
+			return;
+		e = e->next;
+	}
+	size_t count = 0;
+	for (; e; e = e->next, count++)
+		buf_append(&r->out, e->bytes, e->n);
+	log_debug("http: session #%u: GET stream resumed: %zu event(s) sent again", hs->serial,
+		  count);
+}
+
+/* Frees the lines held for the GET stream. */
+static void held_clear(struct hsess *hs)
+{
+	while (hs->held) {
+		struct held *h = hs->held;
+		hs->held = h->next;
+		free(h);
+	}
+	hs->held_tail = &hs->held;
+	hs->held_bytes = 0;
+}
+
+/* A message for the GET stream: sent, or held (oldest dropped) until one opens. */
+static void to_get_stream(struct hsess *hs, const char *line, size_t n)
+{
+	if (hs->get) {
+		stream_send(hs->get, line, n);
+		return;
+	}
+	struct held *h = malloc(sizeof *h + n);
+	if (!h)
+		return;
+	h->next = NULL;
+	h->n = n;
+	memcpy(h->line, line, n);
+	*hs->held_tail = h;
+	hs->held_tail = &h->next;
+	hs->held_bytes += n;
+	size_t dropped = 0;
+	while (hs->held_bytes > hs->f->stream_buffer && hs->held != h) {
+		struct held *old = hs->held;
+		hs->held = old->next;
+		hs->held_bytes -= old->n;
+		free(old);
+		dropped++;
+	}
+	if (dropped && hs->held_dropped == 0)  /* once until a GET stream opens */
+		log_warn("http: session #%u: no GET stream open and %zu bytes held for it: "
+			 "dropping the oldest messages", hs->serial, hs->held_bytes);
+	hs->held_dropped += dropped;
+}
+
+/* The stream waiting for a batch's answers: the first of its ids that
+ * routes (an invalid element's error may have a null id); its id into V. */
+static struct hreq *batch_stream(struct hsess *hs, json_t *arr, struct msg_val *v)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach(arr, i, e) {
+		json_t *id = json_object_get(e, "id");
+		char *s = id ? json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+		msg_val_release(v);
+		if (s)
+			msg_val_set(v, s, strlen(s));
+		free(s);
+		struct hreq *r = v->n ? http_routes_peek_id(&hs->routes, v) : NULL;
+		if (r)
+			return r;
+	}
+	return NULL;
+}
+
+/*
+ * Routes one line the session wrote: a response to the stream waiting for
+ * its id, progress to the SSE stream of the request with its token, an
+ * error to a request that had no usable id to the POST being read, and
+ * everything else to the GET stream.
+ */
+static void route_line(struct hsess *hs, const char *line, size_t n)
+{
+	struct msg m;
+	json_t *err = NULL;
+	struct msg_val v = { .n = 0 };
+	struct hreq *r = NULL;
+	bool response = false, orphan = false;
+	if (msg_init_line(&m, line, n, &err) < 0) {
+		json_decref(err);
+		to_get_stream(hs, line, n);
+		return;
+	}
+	if (json_is_array(m.tree)) {
+		response = true;
+		r = batch_stream(hs, m.tree, &v);
+		if (r)
+			r->pending = 1;  /* the whole batch answers it at once */
+	} else if (!msg_method(&m)) {
+		response = true;
+		if (msg_id_get(&m, &v) == 0)
+			r = http_routes_peek_id(&hs->routes, &v);
+	} else if (strcmp(msg_method(&m), "notifications/progress") == 0 &&
+		   msg_token_get(&m, &v) == 1) {
+		r = http_routes_token(&hs->routes, &v);
+		orphan = !r;  /* its request's POST is gone */
+		if (r && !r->sse)
+			r = NULL;  /* a JSON body has no room for it: the GET stream */
+	}
+	msg_release(&m);
+	if (response && !r && hs->current && !hs->current->queued) {
+		/* no usable id: an answer to the body being read (400) */
+		buf_append(&hs->current->err, line, n);
+		msg_val_release(&v);
+		stream_finish(hs->current);
+		return;
+	}
+	if ((response || orphan) && !r) {
+		log_debug("http: session #%u: a %s nobody waits for was dropped", hs->serial,
+			  response ? "response" : "progress notification");
+	} else if (r) {
+		if (response)
+			http_routes_drop_id(&hs->routes, &v, r);
+		stream_send(r, line, n);
+		if (response && r->sess && --r->pending == 0)
+			stream_finish(r);
+	} else {
+		to_get_stream(hs, line, n);
+	}
+	msg_val_release(&v);
+}
+
+/* The session's write function. */
+static int sess_write(void *arg, json_t *msg)
+{
+	char *s = json_dumps(msg, JSON_COMPACT);
+	if (!s)
+		return -1;
+	route_line(arg, s, strlen(s));
+	free(s);
+	return 0;
+}
+
+/* The session's raw write function: the pieces of one line. */
+static int sess_write_raw(void *arg, const struct iovec *iov, int n)
+{
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	char *line = malloc(len ? len : 1);
+	if (!line)
+		return -1;
+	len = 0;
+	for (int i = 0; i < n; i++) {
+		memcpy(line + len, iov[i].iov_base, iov[i].iov_len);
+		len += iov[i].iov_len;
+	}
+	route_line(arg, line, len);
+	free(line);
+	return 0;
+}
+
+/* Ends HS: its streams end, its requests are cancelled; logs REASON. */
+static void sess_end(struct hsess *hs, const char *reason)
+{
+	struct http_front *f = hs->f;
+	hmap_del(&f->sessions, hs->sid, HTTP_SID_LEN);
+	ev_timer_stop(EV_DEFAULT, &hs->idle);
+	while (hs->streams) {
+		struct hreq *r = hs->streams;
+		if (r == hs->get)
+			stream_finish(r);         /* an orderly end of the GET stream */
+		else
+			stream_abort(r, NULL);    /* session_close answers for them */
+	}
+	session_close(hs->s, reason);
+	session_free(hs->s);
+	http_routes_release(&hs->routes);
+	held_clear(hs);
+	ring_clear(hs);
+	log_info("http: session #%u ended (%s)", hs->serial, reason);
+	free(hs);
+}
+
+/* A session idle for too long expires (not while a stream is open). */
+static void on_idle(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct hsess *hs = w->data;
+	(void)loop;
+	(void)revents;
+	if (hs->streams) {
+		ev_timer_again(EV_DEFAULT, w);
+		return;
+	}
+	sess_end(hs, "expired after being idle");
+}
+
+/* A new session; NULL when out of memory or randomness. */
+static struct hsess *sess_new(struct http_front *f)
+{
+	struct hsess *hs = calloc(1, sizeof *hs);
+	char name[32];
+	if (!hs || http_sid_new(hs->sid) < 0) {
+		free(hs);
+		log_error("http: cannot make a session id");
+		return NULL;
+	}
+	hs->f = f;
+	hs->serial = ++f->serial;
+	hs->held_tail = &hs->held;
+	hs->ring_tail = &hs->ring;
+	http_routes_init(&hs->routes);
+	snprintf(name, sizeof name, "http#%u", hs->serial);
+	hs->s = session_new(f->chain, name, sess_write, hs);
+	if (!hs->s || hmap_put(&f->sessions, hs->sid, HTTP_SID_LEN, hs) < 0) {
+		session_free(hs->s);
+		free(hs);
+		return NULL;
+	}
+	session_set_write_raw(hs->s, sess_write_raw);
+	ev_init(&hs->idle, on_idle);
+	hs->idle.repeat = f->session_idle;
+	hs->idle.data = hs;
+	ev_timer_again(EV_DEFAULT, &hs->idle);
+	log_info("http: session #%u started", hs->serial);
+	return hs;
+}
+
+/* Adds R to HS's open streams. */
+static void sess_add_stream(struct hsess *hs, struct hreq *r)
+{
+	r->sess = hs;
+	r->next = hs->streams;
+	hs->streams = r;
+}
+
+/* ---- requests ---- */
+
+/* A header of C, or NULL. */
+static const char *header(struct MHD_Connection *c, const char *name)
+{
+	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+}
+
+/*
+ * Finds the session a request names: 0 with *HS, or an HTTP status (400
+ * without a session id, 404 for one we do not know) with *WHY.
+ */
+static unsigned find_session(struct http_front *f, struct MHD_Connection *c,
+			     struct hsess **hs, const char **why)
+{
+	const char *sid = header(c, SID_HEADER);
+	const char *v = header(c, VERSION_HEADER);
+	*hs = NULL;
+	if (!sid) {
+		*why = "Bad Request: Mcp-Session-Id header is required";
+		return MHD_HTTP_BAD_REQUEST;
+	}
+	if (!http_sid_valid(sid) || !(*hs = hmap_get(&f->sessions, sid, HTTP_SID_LEN))) {
+		*why = "Session not found";
+		return MHD_HTTP_NOT_FOUND;
+	}
+	if (v && !session_version_supported(v)) {
+		*why = "Bad Request: unsupported MCP-Protocol-Version";
+		*hs = NULL;
+		return MHD_HTTP_BAD_REQUEST;
+	}
+	ev_timer_again(EV_DEFAULT, &(*hs)->idle);
+	return 0;
+}
+
+/* Records the requests in the message M of R: ids and progress tokens. */
+static void note_request(struct hreq *r, struct msg *m)
+{
+	struct rpc_info in;
+	if (msg_classify(m, &in) != RPC_REQUEST)
+		return;
+	struct msg_val *ids = realloc(r->ids, (r->nids + 1) * sizeof *ids);
+	if (!ids)
+		return;
+	r->ids = ids;
+	memset(&ids[r->nids], 0, sizeof ids[0]);
+	if (msg_id_get(m, &ids[r->nids]) < 0)
+		return;
+	r->nids++;
+	struct msg_val tok = { .n = 0 };
+	if (msg_token_get(m, &tok) == 1) {
+		struct msg_val *t = realloc(r->tokens, (r->ntokens + 1) * sizeof *t);
+		if (t) {
+			r->tokens = t;
+			r->tokens[r->ntokens++] = tok;
+			return;
+		}
+	}
+	msg_val_release(&tok);
+}
+
+/*
+ * Reads what the body asks: the requests it carries (into R), whether it
+ * is an initialize. Returns false when it is not JSON (*ERR: the -32700).
+ */
+static bool scan_body(struct hreq *r, bool *is_init, bool *is_discover, json_t **err)
+{
+	struct msg m;
+	*is_init = *is_discover = false;
+	if (msg_init_line(&m, r->body.data ? r->body.data : "", buf_pending(&r->body), err) < 0)
+		return false;
+	if (json_is_array(m.tree)) {
+		size_t i;
+		json_t *e;
+		json_array_foreach(m.tree, i, e) {
+			struct msg one;
+			msg_init_tree(&one, json_incref(e));
+			note_request(r, &one);
+			msg_release(&one);
+		}
+	} else {
+		const char *method = msg_method(&m);
+		*is_init = method && strcmp(method, "initialize") == 0;
+		*is_discover = method && strcmp(method, "server/discover") == 0;
+		note_request(r, &m);
+	}
+	msg_release(&m);
+	return true;
+}
+
+/* Hands R's body to HS's session and queues what answers it. */
+static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is_init)
+{
+	struct MHD_Connection *c = r->conn;
+	const char *sid = is_init ? hs->sid : NULL;
+	for (size_t i = 0; i < r->nids; i++) {
+		if (http_routes_add_id(&hs->routes, &r->ids[i], r) != 0) {
+			for (size_t j = 0; j < i; j++)
+				http_routes_drop_id(&hs->routes, &r->ids[j], r);
+			r->nids = 0;  /* nothing of ours to cancel */
+			return reply_error(r, c, MHD_HTTP_BAD_REQUEST, RPC_INVALID_REQUEST,
+				"Bad Request: a request with this id is already open in this session");
+		}
+	}
+	for (size_t i = 0; i < r->ntokens; i++)
+		http_routes_add_token(&hs->routes, &r->tokens[i], r);
+	r->pending = r->nids;
+	r->sse = http_accepts(header(c, MHD_HTTP_HEADER_ACCEPT), SSE_TYPE);
+	sess_add_stream(hs, r);
+	hs->current = r;
+	session_receive_line(hs->s, r->body.data, buf_pending(&r->body));
+	if (hs->current == r)
+		hs->current = NULL;
+	buf_release(&r->body);
+	if (buf_pending(&r->err) > 0) {
+		stream_detach(r, NULL);  /* refused whole: nothing of it is open */
+		return reply(r, c, MHD_HTTP_BAD_REQUEST, JSON_TYPE, r->err.data,
+			     buf_pending(&r->err), sid);
+	}
+	if (r->nids == 0) {
+		stream_detach(r, NULL);
+		return reply(r, c, MHD_HTTP_ACCEPTED, NULL, "", 0, sid);
+	}
+	if (r->done && !r->sse)
+		return reply(r, c, MHD_HTTP_OK, JSON_TYPE, r->out.data, buf_pending(&r->out), sid);
+	return reply_stream(r, sid);
+}
+
+/*
+ * server/discover without a session: a 2026-07-28 client probing. We
+ * speak the initialize handshake, so it gets what a session answers
+ * (session.c), -32601, and falls back to initialize.
+ */
+static enum MHD_Result reply_discover(struct hreq *r, struct MHD_Connection *c)
+{
+	json_t *id = msg_val_json(&r->ids[0]);
+	json_t *e = rpc_error(id, RPC_METHOD_NOT_FOUND,
+		"Method not found: server/discover (this server speaks the initialize handshake; "
+		"protocol versions 2024-11-05 to 2025-11-25)", NULL);
+	char *s = json_dumps(e, JSON_COMPACT);
+	json_decref(e);
+	json_decref(id);
+	enum MHD_Result rc = reply(r, c, MHD_HTTP_OK, JSON_TYPE, s ? s : "", s ? strlen(s) : 0, NULL);
+	free(s);
+	return rc;
+}
+
+/* A complete POST. */
+static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
+{
+	struct MHD_Connection *c = r->conn;
+	json_t *err = NULL;
+	bool is_init, is_discover;
+	struct hsess *hs;
+	const char *why;
+	if (r->reject)
+		return reply_error(r, c, (unsigned)r->reject, -32000, r->reject_text);
+	if (r->too_big) {
+		char text[160];
+		snprintf(text, sizeof text, "message too large: it exceeds maxMessageBytes (%zu)",
+			 f->max_message);
+		return reply_error(r, c, MHD_HTTP_CONTENT_TOO_LARGE, RPC_INVALID_REQUEST, text);
+	}
+	if (!scan_body(r, &is_init, &is_discover, &err)) {
+		char *s = json_dumps(err, JSON_COMPACT);
+		json_decref(err);
+		enum MHD_Result rc = reply(r, c, MHD_HTTP_BAD_REQUEST, JSON_TYPE, s ? s : "",
+					   s ? strlen(s) : 0, NULL);
+		free(s);
+		return rc;
+	}
+	if (f->draining && r->nids > 0)
+		return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+				   "Service Unavailable: mcp-chain is shutting down");
+	if (is_discover && r->nids == 1 && !header(c, SID_HEADER))
+		return reply_discover(r, c);
+	if (is_init && !header(c, SID_HEADER)) {
+		if (f->stopped || !(hs = sess_new(f)))
+			return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+					   "Service Unavailable: cannot open a session now");
+	} else {
+		unsigned status = find_session(f, c, &hs, &why);
+		if (status)
+			return reply_error(r, c, status, -32000, why);
+	}
+	return post_to_session(r, hs, is_init);
+}
+
+/* A GET: the session's stream for messages not tied to a request. */
+static enum MHD_Result on_get(struct http_front *f, struct hreq *r)
+{
+	struct MHD_Connection *c = r->conn;
+	struct hsess *hs;
+	const char *why;
+	if (!http_accepts(header(c, MHD_HTTP_HEADER_ACCEPT), SSE_TYPE))
+		return reply_error(r, c, MHD_HTTP_NOT_ACCEPTABLE, -32000,
+				   "Not Acceptable: the GET stream is text/event-stream");
+	unsigned status = find_session(f, c, &hs, &why);
+	if (status)
+		return reply_error(r, c, status, -32000, why);
+	if (f->draining)
+		return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+				   "Service Unavailable: mcp-chain is shutting down");
+	if (hs->get)
+		return reply_error(r, c, MHD_HTTP_CONFLICT, -32000,
+				   "Conflict: this session's GET stream is already open");
+	r->sse = true;
+	sess_add_stream(hs, r);
+	hs->get = r;
+	ring_replay(hs, r, header(c, "Last-Event-ID"));
+	while (hs->held) {
+		struct held *h = hs->held;
+		hs->held = h->next;
+		stream_send(r, h->line, h->n);
+		free(h);
+	}
+	held_clear(hs);  /* empty, unless the stream was dropped on the way */
+	hs->held_tail = &hs->held;
+	hs->held_bytes = 0;
+	if (hs->held_dropped)
+		log_info("http: session #%u: GET stream open; %zu message(s) held for it were "
+			 "dropped", hs->serial, hs->held_dropped);
+	hs->held_dropped = 0;
+	return reply_stream(r, NULL);
+}
+
+/* A DELETE: the client ends its session. */
+static enum MHD_Result on_delete(struct http_front *f, struct hreq *r)
+{
+	struct hsess *hs;
+	const char *why;
+	unsigned status = find_session(f, r->conn, &hs, &why);
+	if (status)
+		return reply_error(r, r->conn, status, -32000, why);
+	sess_end(hs, "deleted by the client");
+	return reply(r, r->conn, MHD_HTTP_OK, NULL, "", 0, NULL);
+}
+
+/* /healthz and /readyz. */
+static enum MHD_Result on_health(struct http_front *f, struct MHD_Connection *c, bool ready)
+{
+	bool ok = !ready || !f->ready || f->ready(f->ready_arg);
+	const char *body = ok ? "ok\n" : "not ready\n";
+	return reply(NULL, c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
+		     body, strlen(body), NULL);
+}
+
+/*
+ * Checks what the headers allow before any body is read: 0, or an HTTP
+ * status with *WHY. Host and Origin first (DNS rebinding), then the method.
+ */
+static unsigned check_headers(struct http_front *f, struct MHD_Connection *c,
+			      const char *method, enum req_kind *kind, const char **why)
+{
+	*kind = strcmp(method, "POST") == 0 ? REQ_POST : strcmp(method, "GET") == 0 ? REQ_GET :
+		strcmp(method, "DELETE") == 0 ? REQ_DELETE : REQ_OTHER;
+	if (f->conns > f->max_conns) {
+		*why = "Service Unavailable: too many connections";
+		return MHD_HTTP_SERVICE_UNAVAILABLE;
+	}
+	if (!http_host_allowed(header(c, MHD_HTTP_HEADER_HOST), f->port, f->hosts)) {
+		*why = "Forbidden: Host not allowed";
+		return MHD_HTTP_FORBIDDEN;
+	}
+	if (!http_origin_allowed(header(c, "Origin"), f->port, f->origins)) {
+		*why = "Forbidden: Origin not allowed";
+		return MHD_HTTP_FORBIDDEN;
+	}
+	if (*kind == REQ_OTHER) {
+		*why = "Method Not Allowed";
+		return MHD_HTTP_METHOD_NOT_ALLOWED;
+	}
+	if (*kind == REQ_POST && !http_is_json_type(header(c, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+		*why = "Unsupported Media Type: POST application/json";
+		return MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
+	}
+	return 0;
+}
+
+/* libmicrohttpd's request handler: called for the headers, each piece of
+ * body, and once more at the end of the body. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+				  const char *method, const char *version, const char *data,
+				  size_t *size, void **req_cls)
+{
+	struct http_front *f = cls;
+	struct hreq *r = *req_cls;
+	(void)version;
+	if (!r) {
+		if (strcmp(url, f->path) != 0) {
+			if (strcmp(method, "GET") == 0 && strcmp(url, "/healthz") == 0)
+				return on_health(f, c, false);
+			if (strcmp(method, "GET") == 0 && strcmp(url, "/readyz") == 0)
+				return on_health(f, c, true);
+			return reply(NULL, c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n", 10, NULL);
+		}
+		if (!(r = calloc(1, sizeof *r)))
+			return MHD_NO;
+		r->f = f;
+		r->conn = c;
+		r->refs = 1;
+		ev_init(&r->watch, on_watch);
+		r->watch.data = r;
+		*req_cls = r;
+		const char *why = NULL;
+		unsigned status = check_headers(f, c, method, &r->kind, &why);
+		if (status && r->kind == REQ_POST) {
+			r->reject = (int)status;  /* answered once the body is read (and dropped) */
+			r->reject_text = why;
+			return MHD_YES;
+		}
+		if (status)
+			return reply_error(r, c, status, -32000, why);
+		if (r->kind == REQ_GET)
+			return on_get(f, r);
+		if (r->kind == REQ_DELETE)
+			return on_delete(f, r);
+		return MHD_YES;
+	}
+	if (*size > 0) {
+		if (!r->reject && !r->too_big && buf_pending(&r->body) + *size > f->max_message) {
+			r->too_big = true;
+			buf_release(&r->body);
+		}
+		if (!r->reject && !r->too_big && buf_append(&r->body, data, *size) < 0)
+			return MHD_NO;
+		*size = 0;
+		return MHD_YES;
+	}
+	if (r->kind == REQ_POST && !r->queued)
+		return on_post(f, r);
+	return MHD_YES;
+}
+
+/* A request ended: a stream still waiting was left by its client. */
+static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
+			 enum MHD_RequestTerminationCode toe)
+{
+	struct hreq *r = *req_cls;
+	(void)cls;
+	(void)c;
+	if (!r)
+		return;
+	*req_cls = NULL;
+	ev_io_stop(EV_DEFAULT, &r->watch);
+	stream_detach(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? NULL : "the client disconnected");
+	req_unref(r);
+}
+
+/* Counts connections (for the 503 above the limit). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+			  enum MHD_ConnectionNotificationCode toe)
+{
+	struct http_front *f = cls;
+	(void)c;
+	(void)socket_context;
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+		f->conns++;
+	else if (f->conns > 0)
+		f->conns--;
+}
+
+/* libmicrohttpd's own messages, at debug level. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	(void)cls;
+	if (log_enabled(LOG_DEBUG))
+		log_vmsg(LOG_DEBUG, fmt, ap);
+}
+
+/* ---- the loop ---- */
+
+/* Arms the timer from libmicrohttpd's next deadline (or at once). */
+static void front_arm(struct http_front *f)
+{
+	MHD_UNSIGNED_LONG_LONG ms = 0;
+	ev_timer_stop(EV_DEFAULT, &f->tm);
+	if (f->kick) {
+		f->kick = false;
+		ev_timer_set(&f->tm, 0., 0.);
+	} else if (MHD_get_timeout(f->d, &ms) == MHD_YES) {
+		ev_timer_set(&f->tm, (double)ms / 1000.0, 0.);
+	} else {
+		return;
+	}
+	ev_timer_start(EV_DEFAULT, &f->tm);
+}
+
+/* Lets libmicrohttpd do what is ready, then re-arms. */
+static void front_run(struct http_front *f)
+{
+	f->in_run = true;
+	MHD_run(f->d);
+	f->in_run = false;
+	front_arm(f);
+}
+
+/* A connection was resumed: run libmicrohttpd soon. */
+static void front_kick(struct http_front *f)
+{
+	f->kick = true;
+	if (!f->in_run && f->d)
+		front_arm(f);
+}
+
+static void on_io(struct ev_loop *loop, ev_io *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	front_run(w->data);
+}
+
+static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	front_run(w->data);
+}
+
+/* ---- life ---- */
+
+/* A copy of a NULL-terminated string vector (NULL stays NULL). */
+static char **strv_dup(char *const *v)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	if (!v)
+		return NULL;
+	char **out = calloc(n + 1, sizeof *out);
+	for (size_t i = 0; out && i < n; i++)
+		out[i] = strdup(v[i]);
+	return out;
+}
+
+/* Frees a NULL-terminated string vector. */
+static void strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* True for an address only this machine reaches. */
+static bool loopback(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return (ntohl(((const struct sockaddr_in *)ss)->sin_addr.s_addr) >> 24) == 127;
+	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+}
+
+/* Starts libmicrohttpd on the address; 0 or -1 (logged). */
+static int front_listen(struct http_front *f, unsigned port, unsigned timeout)
+{
+	struct sockaddr_storage ss;
+	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	memset(&ss, 0, sizeof ss);
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+	if (inet_pton(AF_INET, f->address, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+	} else if (inet_pton(AF_INET6, f->address, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		flags |= MHD_USE_IPv6;
+	} else {
+		return log_fail("http: %s is not a numeric address", f->address);
+	}
+	if (!loopback(&ss))
+		log_warn("http: listening on %s, which other machines may reach: check "
+			 "\"allowedHosts\", \"allowedOrigins\" and add authentication", f->address);
+	f->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, f,
+		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+		MHD_OPTION_CONNECTION_LIMIT, f->max_conns + 16,
+		MHD_OPTION_CONNECTION_TIMEOUT, timeout,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, f,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, f,
+		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, f,
+		MHD_OPTION_END);
+	if (!f->d)
+		return log_fail("http: cannot listen on %s port %u: %s", f->address, port,
+				strerror(errno));
+	const union MHD_DaemonInfo *di = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT);
+	f->port = di ? di->port : port;
+	di = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!di)
+		return log_fail("http: libmicrohttpd has no epoll descriptor");
+	ev_io_init(&f->io, on_io, di->epoll_fd, EV_READ);
+	f->io.data = f;
+	ev_io_start(EV_DEFAULT, &f->io);
+	ev_init(&f->tm, on_timer);
+	f->tm.data = f;
+	front_arm(f);
+	return 0;
+}
+
+/* Starts the front. */
+struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *l, size_t max)
+{
+	struct http_front *f = calloc(1, sizeof *f);
+	struct hmap empty = HMAP_INIT;
+	if (!f)
+		return NULL;
+	f->chain = chain;
+	f->sessions = empty;
+	f->address = strdup(l->address ? l->address : CFG_DEFAULT_LISTEN_ADDRESS);
+	f->path = strdup(l->path ? l->path : CFG_DEFAULT_LISTEN_PATH);
+	f->origins = strv_dup(l->origins);
+	f->hosts = strv_dup(l->hosts);
+	f->max_conns = l->max_connections ? l->max_connections : 256;
+	f->session_idle = l->session_idle > 0 ? l->session_idle : 1800;
+	f->stream_buffer = l->stream_buffer ? l->stream_buffer : (8 << 20);
+	f->max_message = max;
+	unsigned timeout = l->conn_timeout >= 1 ? (unsigned)l->conn_timeout : 60;
+	if (front_listen(f, l->port, timeout) < 0) {
+		http_front_free(f);
+		return NULL;
+	}
+	bool v6 = strchr(f->address, ':') != NULL;
+	log_info("http: listening on http://%s%s%s:%u%s", v6 ? "[" : "", f->address,
+		 v6 ? "]" : "", f->port, f->path);
+	return f;
+}
+
+unsigned http_front_port(const struct http_front *f) { return f->port; }
+
+void http_front_set_ready(struct http_front *f, bool (*ready)(void *arg), void *arg)
+{
+	f->ready = ready;
+	f->ready_arg = arg;
+}
+
+size_t http_front_sessions(const struct http_front *f) { return f->sessions.count; }
+
+/* Ends every session (the map changes under us: one at a time). */
+static void end_all(struct http_front *f, const char *reason)
+{
+	size_t n;
+	void **all = hmap_drain(&f->sessions, &n);
+	for (size_t i = 0; i < n; i++) {
+		struct hsess *hs = all[i];
+		hmap_put(&f->sessions, hs->sid, HTTP_SID_LEN, hs);  /* sess_end removes it */
+		sess_end(hs, reason);
+	}
+	free(all);
+}
+
+/* Closes the listening socket: no new connection. */
+static void stop_accepting(struct http_front *f)
+{
+	if (!f->d || f->draining)
+		return;
+	f->draining = true;
+	MHD_socket s = MHD_quiesce_daemon(f->d);
+	if (s != MHD_INVALID_SOCKET)
+		close(s);
+}
+
+/* Ends the GET stream of a session (a hmap_each callback). */
+static void end_get(void *value, void *arg)
+{
+	struct hsess *hs = value;
+	(void)arg;
+	if (hs->get)
+		stream_finish(hs->get);
+}
+
+/* Stops accepting, ends GET streams; open requests go on. */
+void http_front_drain(struct http_front *f)
+{
+	stop_accepting(f);
+	hmap_each(&f->sessions, end_get, NULL);
+	log_info("http: draining (%zu session(s), %zu request(s) open)", f->sessions.count,
+		 http_front_busy(f));
+}
+
+/* Adds a session's awaited responses to *ARG (a hmap_each callback). */
+static void count_pending(void *value, void *arg)
+{
+	struct hsess *hs = value;
+	for (struct hreq *r = hs->streams; r; r = r->next)
+		*(size_t *)arg += r->pending;
+}
+
+/* Requests still waiting for their response, in every session. */
+size_t http_front_busy(const struct http_front *f)
+{
+	size_t n = 0;
+	hmap_each(&f->sessions, count_pending, &n);
+	return n;
+}
+
+/* Stops accepting and ends the sessions. */
+void http_front_stop(struct http_front *f, const char *reason)
+{
+	if (f->stopped)
+		return;
+	f->stopped = true;
+	stop_accepting(f);
+	end_all(f, reason);
+}
+
+/* Frees the front: every connection is resumed before the daemon stops. */
+void http_front_free(struct http_front *f)
+{
+	if (!f)
+		return;
+	http_front_stop(f, "mcp-chain is shutting down");
+	if (f->d) {
+		front_run(f);
+		ev_io_stop(EV_DEFAULT, &f->io);
+		ev_timer_stop(EV_DEFAULT, &f->tm);
+		struct MHD_Daemon *d = f->d;
+		f->d = NULL;
+		MHD_stop_daemon(d);
+	}
+	hmap_release(&f->sessions);
+	strv_free(f->origins);
+	strv_free(f->hosts);
+	free(f->address);
+	free(f->path);
+	free(f);
+}

@@ -1,0 +1,198 @@
+/*
+ * test_http_util.c - unit tests for src/front/http_util.c: Host and Origin
+ * checks, Accept and Content-Type parsing, session ids, SSE framing and
+ * the routing table of the HTTP front.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "http_util.h"
+
+/* Loopback names with our port or none; anything else refused. */
+static void test_host(void **state)
+{
+	(void)state;
+	assert_true(http_host_allowed("localhost:8080", 8080, NULL));
+	assert_true(http_host_allowed("LOCALHOST:8080", 8080, NULL));
+	assert_true(http_host_allowed("127.0.0.1:8080", 8080, NULL));
+	assert_true(http_host_allowed("[::1]:8080", 8080, NULL));
+	assert_true(http_host_allowed("localhost", 8080, NULL));
+	assert_false(http_host_allowed("localhost:8081", 8080, NULL));
+	assert_false(http_host_allowed("evil.example:8080", 8080, NULL));
+	assert_false(http_host_allowed("localhost.evil.example", 8080, NULL));
+	assert_false(http_host_allowed("127.0.0.1:8080x", 8080, NULL));
+	assert_false(http_host_allowed("127.0.0.1:", 8080, NULL));
+	assert_false(http_host_allowed("[::1", 8080, NULL));
+	assert_false(http_host_allowed("", 8080, NULL));
+	assert_false(http_host_allowed(NULL, 8080, NULL));
+}
+
+/* Extra hosts: exactly, or any port for an entry without one. */
+static void test_host_extra(void **state)
+{
+	(void)state;
+	char *extra[] = { "mcp.internal", "gw.example:443", NULL };
+	assert_true(http_host_allowed("mcp.internal", 8080, extra));
+	assert_true(http_host_allowed("mcp.internal:9999", 8080, extra));
+	assert_true(http_host_allowed("gw.example:443", 8080, extra));
+	assert_false(http_host_allowed("gw.example:444", 8080, extra));
+	assert_false(http_host_allowed("gw.example", 8080, extra));
+	assert_true(http_host_allowed("localhost:8080", 8080, extra));
+}
+
+/* No Origin passes (not a browser); a loopback origin needs our port. */
+static void test_origin(void **state)
+{
+	(void)state;
+	char *extra[] = { "https://app.example", NULL };
+	assert_true(http_origin_allowed(NULL, 8080, NULL));
+	assert_true(http_origin_allowed("http://localhost:8080", 8080, NULL));
+	assert_true(http_origin_allowed("https://127.0.0.1:8080", 8080, NULL));
+	assert_true(http_origin_allowed("http://[::1]:8080", 8080, NULL));
+	assert_false(http_origin_allowed("http://localhost", 8080, NULL));
+	assert_false(http_origin_allowed("http://localhost:9", 8080, NULL));
+	assert_false(http_origin_allowed("http://evil.example:8080", 8080, NULL));
+	assert_false(http_origin_allowed("http://localhost:8080/x", 8080, NULL));
+	assert_false(http_origin_allowed("null", 8080, NULL));
+	assert_false(http_origin_allowed("file://localhost:8080", 8080, NULL));
+	assert_false(http_origin_allowed("https://app.example", 8080, NULL));
+	assert_true(http_origin_allowed("https://app.example", 8080, extra));
+	assert_false(http_origin_allowed("https://app.example.evil", 8080, extra));
+}
+
+/* Accept lists: spaces, parameters, q=0, case. */
+static void test_accept(void **state)
+{
+	(void)state;
+	assert_true(http_accepts("application/json, text/event-stream", "text/event-stream"));
+	assert_true(http_accepts("text/event-stream", "text/event-stream"));
+	assert_true(http_accepts("application/json;q=0.9,Text/Event-Stream ; q=0.5", "text/event-stream"));
+	assert_false(http_accepts("application/json", "text/event-stream"));
+	assert_false(http_accepts("*/*", "text/event-stream"));
+	assert_false(http_accepts("text/event-stream;q=0", "text/event-stream"));
+	assert_false(http_accepts("text/event-streams", "text/event-stream"));
+	assert_false(http_accepts("", "text/event-stream"));
+	assert_false(http_accepts(NULL, "text/event-stream"));
+	assert_true(http_accepts("text/event-stream;q=0, application/json", "application/json"));
+}
+
+/* Content-Type: application/json with or without parameters. */
+static void test_content_type(void **state)
+{
+	(void)state;
+	assert_true(http_is_json_type("application/json"));
+	assert_true(http_is_json_type("Application/JSON; charset=utf-8"));
+	assert_true(http_is_json_type("application/json;charset=utf-8"));
+	assert_false(http_is_json_type("application/jsonx"));
+	assert_false(http_is_json_type("text/plain"));
+	assert_false(http_is_json_type(""));
+	assert_false(http_is_json_type(NULL));
+}
+
+/* Ids are 32 hex digits, valid by our check, and differ. */
+static void test_sid(void **state)
+{
+	(void)state;
+	char a[HTTP_SID_LEN + 1], b[HTTP_SID_LEN + 1];
+	assert_int_equal(http_sid_new(a), 0);
+	assert_int_equal(http_sid_new(b), 0);
+	assert_int_equal(strlen(a), HTTP_SID_LEN);
+	assert_true(http_sid_valid(a));
+	assert_true(http_sid_valid(b));
+	assert_string_not_equal(a, b);
+	assert_false(http_sid_valid("x"));
+	assert_false(http_sid_valid(NULL));
+	a[3] = 'G';
+	assert_false(http_sid_valid(a));
+	char longer[HTTP_SID_LEN + 2];
+	memset(longer, 'a', sizeof longer - 1);
+	longer[sizeof longer - 1] = '\0';
+	assert_false(http_sid_valid(longer));
+}
+
+/* Appends an event and compares the whole buffer with WANT. */
+static void check_event(uint64_t id, const char *data, const char *want)
+{
+	struct buf b = BUF_INIT;
+	assert_int_equal(http_sse_event(&b, id, data, strlen(data)), 0);
+	assert_int_equal(buf_pending(&b), strlen(want));
+	assert_memory_equal(b.data + b.off, want, strlen(want));
+	buf_release(&b);
+}
+
+/* One data line per line of input; CR, LF and CRLF all split; ids on every event. */
+static void test_sse(void **state)
+{
+	(void)state;
+	check_event(7, "{\"a\":1}", "id: 7\nevent: message\ndata: {\"a\":1}\n\n");
+	check_event(8, "a\nb", "id: 8\nevent: message\ndata: a\ndata: b\n\n");
+	check_event(9, "a\r\nb\rc", "id: 9\nevent: message\ndata: a\ndata: b\ndata: c\n\n");
+	check_event(10, "a\n\nb", "id: 10\nevent: message\ndata: a\ndata: \ndata: b\n\n");
+	check_event(11, "", "id: 11\nevent: message\ndata: \n\n");
+	check_event(UINT64_MAX, "x", "id: 18446744073709551615\nevent: message\ndata: x\n\n");
+}
+
+/* Sets V to the JSON text T. */
+static struct msg_val val(const char *t)
+{
+	struct msg_val v = { .n = 0 };
+	msg_val_set(&v, t, strlen(t));
+	return v;
+}
+
+/* Ids by value (1 is not "1"; spelling does not matter); tokens apart. */
+static void test_routes(void **state)
+{
+	(void)state;
+	struct http_routes r;
+	int s1, s2;
+	struct msg_val one = val("1"), one_s = val("\"1\""), one_real = val("1.0"), esc = val("\"\\u0061\""),
+		a = val("\"a\""), tok = val("\"t\""), none = { .n = 0 }, null = val("null");
+	http_routes_init(&r);
+	assert_int_equal(http_routes_add_id(&r, &one, &s1), 0);
+	assert_int_equal(http_routes_add_id(&r, &one_s, &s2), 0);
+	assert_int_equal(http_routes_add_id(&r, &one_real, &s2), 1);  /* 1.0 is 1: already open */
+	assert_int_equal(http_routes_add_id(&r, &none, &s1), -1);
+	assert_int_equal(http_routes_add_id(&r, &null, &s1), -1);
+	assert_ptr_equal(http_routes_peek_id(&r, &one_real), &s1);
+	assert_ptr_equal(http_routes_peek_id(&r, &one_s), &s2);
+	assert_int_equal(http_routes_add_id(&r, &esc, &s2), 0);
+	assert_ptr_equal(http_routes_peek_id(&r, &a), &s2);       /* "\u0061" is "a" */
+	assert_false(http_routes_drop_id(&r, &a, &s1));           /* not s1's */
+	assert_true(http_routes_drop_id(&r, &a, &s2));
+	assert_null(http_routes_peek_id(&r, &a));
+	assert_ptr_equal(http_routes_take_id(&r, &one), &s1);
+	assert_null(http_routes_take_id(&r, &one));
+	assert_null(http_routes_peek_id(&r, &null));
+
+	assert_int_equal(http_routes_add_token(&r, &tok, &s1), 0);
+	assert_null(http_routes_peek_id(&r, &tok));               /* a token is not an id */
+	assert_ptr_equal(http_routes_token(&r, &tok), &s1);
+	http_routes_drop_token(&r, &tok, &s2);                    /* not s2's: stays */
+	assert_ptr_equal(http_routes_token(&r, &tok), &s1);
+	http_routes_drop_token(&r, &tok, &s1);
+	assert_null(http_routes_token(&r, &tok));
+	http_routes_release(&r);
+	msg_val_release(&esc);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_host),
+		cmocka_unit_test(test_host_extra),
+		cmocka_unit_test(test_origin),
+		cmocka_unit_test(test_accept),
+		cmocka_unit_test(test_content_type),
+		cmocka_unit_test(test_sid),
+		cmocka_unit_test(test_sse),
+		cmocka_unit_test(test_routes),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -60,7 +60,7 @@ struct app {
 	int signals;               /* SIGINT/SIGTERM received */
 	int forced;                /* the signal that forced the exit, or 0 */
 	ev_signal sigterm, sigint, sighup;
-	ev_check check;
+	ev_prepare step;           /* advances the shutdown before the loop sleeps */
 	ev_timer deadline;
 };
 
@@ -189,8 +189,13 @@ static bool any_running(struct app *a)
 	return false;
 }
 
-/* After each loop iteration: advance the shutdown when it can. */
-static void on_check(struct ev_loop *loop, ev_check *w, int revents)
+/*
+ * Before the loop sleeps, after the iteration's callbacks: advance the
+ * shutdown when it can. (An ev_check would run before those callbacks, so
+ * the answer to the last open request would leave the loop asleep until
+ * the grace period's deadline.)
+ */
+static void on_step(struct ev_loop *loop, ev_prepare *w, int revents)
 {
 	struct app *a = w->data;
 	(void)revents;
@@ -528,13 +533,13 @@ static int run(struct cfg **cfgp, const char *level_flag)
 	if (!a.front)
 		return 1;
 	stdio_front_set_stall(a.front, cfg->client_stall);
-	ev_check_init(&a.check, on_check);
-	a.check.data = &a;
-	ev_check_start(loop, &a.check);
+	ev_prepare_init(&a.step, on_step);
+	a.step.data = &a;
+	ev_prepare_start(loop, &a.step);
 	ev_init(&a.deadline, on_deadline);
 	a.deadline.data = &a;
 	ev_run(loop, 0);
-	ev_check_stop(loop, &a.check);
+	ev_prepare_stop(loop, &a.step);
 	ev_timer_stop(loop, &a.deadline);
 	stdio_front_free(a.front);
 	for (size_t i = 0; i < a.nbackends; i++)  /* before the aggregate: its */

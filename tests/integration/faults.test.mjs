@@ -178,7 +178,7 @@ test('1,000 requests in flight, then end of input: each answered once, exit 0, n
     });
   });
 
-test('50 SIGHUP reloads while calls flow: none lost or answered twice, RSS bounded', T, async () => {
+test('50 SIGHUP reloads while calls flow: none lost or answered twice, RSS bounded', T, async (t) => {
   const base = { mcpServers: { fx: { ...fx(), timeout: 30_000 } } };
   const alt = { mcpServers: { fx: { ...fx(), timeout: 20_000 } },
     middleware: [{ use: 'limit', rules: [{ concurrency: 64, queue: 256 }] }] };
@@ -237,6 +237,7 @@ test('50 SIGHUP reloads while calls flow: none lost or answered twice, RSS bound
      * expected, far below a leaked pipeline or backend per reload.
      */
     const growth = rss[1] - rss[0];
+    t.diagnostic(`${calls} calls, 50 reloads in ${stormMs} ms; RSS ${rss[0]} kB after 10, ${rss[1]} kB after 50`);
     assert.ok(growth < 2048, `RSS grew ${growth} kB over 40 reloads (${rss[0]} -> ${rss[1]} kB)`);
     await finish(c, kids);
     return kids;

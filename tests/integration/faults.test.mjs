@@ -230,15 +230,17 @@ test('50 SIGHUP reloads while calls flow: none lost or answered twice, RSS bound
     assert.deepEqual(errors.map((e) => e.raw).slice(0, 3), [], 'no call failed');
     assert.ok(stormMs < 30_000, `the storm took ${stormMs} ms`);
     /*
-     * Bound: each reload keeps the configuration it replaced (main.c keeps
-     * them until exit, as stopped backends may point into them): a few kB
-     * each. 40 reloads after the warm-up may cost that and allocator
-     * slack, not megabytes: 2 MiB is ~50 kB a reload, far above the
-     * expected, far below a leaked pipeline or backend per reload.
+     * Bound: a replaced configuration is freed once no backend points into
+     * it (here at once: the backend is kept), so a release build stays flat
+     * (1000 reloads: +0 kB; +2.5 MB when main.c kept every one). Under ASan
+     * freed blocks sit in the quarantine (1 MiB here) and its allocator
+     * caches per size class: about 1.5 MB over these 40 reloads. 4 MiB,
+     * ~100 kB a reload, is above that noise and below a leaked backend or
+     * pipeline per reload (pipes, 64 kB buffers, a module's state).
      */
     const growth = rss[1] - rss[0];
     t.diagnostic(`${calls} calls, 50 reloads in ${stormMs} ms; RSS ${rss[0]} kB after 10, ${rss[1]} kB after 50`);
-    assert.ok(growth < 2048, `RSS grew ${growth} kB over 40 reloads (${rss[0]} -> ${rss[1]} kB)`);
+    assert.ok(growth < 4096, `RSS grew ${growth} kB over 40 reloads (${rss[0]} -> ${rss[1]} kB)`);
     await finish(c, kids);
     return kids;
   });

@@ -326,7 +326,9 @@ void stdio_front_set_stall(struct stdio_front *f, double seconds)
 	f->stall_after = seconds;
 	if (seconds <= 0)
 		ev_timer_stop(EV_DEFAULT, &f->stall_timer);
-	else if (f->out_full && !f->stalled && !ev_is_active(&f->stall_timer))
+	else if (ev_is_active(&f->stall_timer))
+		f->stall_timer.repeat = seconds;  /* from the next tick */
+	else if (f->out_full && !f->stalled)
 		stall_watch_start(f);
 }
 

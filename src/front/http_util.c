@@ -177,17 +177,19 @@ int http_sse_event(struct buf *out, uint64_t id, const char *data, size_t n)
 	if (buf_append(out, head, (size_t)h) < 0)
 		return -1;
 	size_t i = 0;
-	do {
+	bool broke;
+	do {   /* one data line per line of DATA, the last one too when DATA ends a line */
 		size_t j = i;
 		while (j < n && data[j] != '\n' && data[j] != '\r')
 			j++;
 		if (buf_append(out, "data: ", 6) < 0 || buf_append(out, data + i, j - i) < 0 ||
 		    buf_append(out, "\n", 1) < 0)
 			return -1;
+		broke = j < n;
 		if (j < n && data[j] == '\r' && j + 1 < n && data[j + 1] == '\n')
 			j++;
 		i = j + 1;
-	} while (i < n);
+	} while (i < n || (broke && i == n));
 	return buf_append(out, "\n", 1);
 }
 

@@ -1,0 +1,110 @@
+/*
+ * fuzz_http.c - libFuzzer target for the HTTP front's request handling
+ * (src/front/http_util.c): the Host, Origin, Accept and Content-Type
+ * checks and session ids on any header text, with no undefined behaviour
+ * and the shapes they promise; and SSE framing against the SSE parser
+ * (src/external/sse.c): any data written as an event by http_sse_event
+ * reads back as exactly one event with that data (its line breaks, CR,
+ * LF or CRLF, read as LF), that id and the type "message".
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "http_util.h"
+#include "sse.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond) do { if (!(cond)) { \
+	fprintf(stderr, "fuzz_http: line %d: %s\n", __LINE__, #cond); abort(); } } while (0)
+
+struct got {
+	int events;
+	char *data;
+	size_t len;
+	char id[32];
+	char type[16];
+};
+
+static int on_event(const struct sse_event *ev, void *arg)
+{
+	struct got *g = arg;
+	g->events++;
+	free(g->data);
+	g->data = malloc(ev->len + 1);
+	CHECK(g->data);
+	memcpy(g->data, ev->data, ev->len);
+	g->len = ev->len;
+	snprintf(g->id, sizeof g->id, "%s", ev->id ? ev->id : "");
+	snprintf(g->type, sizeof g->type, "%s", ev->type ? ev->type : "");
+	return 0;
+}
+
+/* DATA with every CR, LF or CRLF read as one LF, into OUT (N bytes); its length. */
+static size_t normalized(const char *d, size_t n, char *out)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (d[i] == '\r') {
+			out[o++] = '\n';
+			if (i + 1 < n && d[i + 1] == '\n')
+				i++;
+		} else {
+			out[o++] = d[i];
+		}
+	}
+	return o;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	char *s = malloc(size + 1);
+	CHECK(s);
+	memcpy(s, data, size);
+	s[size] = '\0';   /* a header value as libmicrohttpd hands it (up to a NUL) */
+	char *const extra[] = { "example.test:8080", "http://app.example.test", NULL };
+	unsigned port = size ? data[0] * 256u + (size > 1 ? data[1] : 0) : 8080;
+	(void)http_host_allowed(s, port, extra);
+	(void)http_host_allowed(s, port, NULL);
+	(void)http_origin_allowed(s, port, extra);
+	(void)http_accepts(s, "text/event-stream");
+	(void)http_accepts(s, "application/json");
+	(void)http_is_json_type(s);
+	if (http_sid_valid(s)) {
+		CHECK(strlen(s) == HTTP_SID_LEN);
+		for (const char *c = s; *c; c++)
+			CHECK((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'));
+	}
+
+	/* SSE: written, then read back, whole and cut in two */
+	uint64_t id = 0;
+	for (size_t i = 0; i < size && i < 8; i++)
+		id = id * 131 + data[i];
+	struct buf out = BUF_INIT;
+	CHECK(http_sse_event(&out, id, (const char *)data, size) == 0);
+	char *want = malloc(size + 1);
+	CHECK(want);
+	size_t wn = normalized((const char *)data, size, want);
+	char idtext[32];
+	snprintf(idtext, sizeof idtext, "%llu", (unsigned long long)id);
+	for (int cut = 0; cut < 2; cut++) {
+		struct sse p;
+		struct got g = { 0 };
+		size_t at = cut ? out.len / 2 : out.len;
+		sse_init(&p, size + 16);
+		CHECK(sse_feed(&p, out.data, at, on_event, &g) == 0);
+		CHECK(sse_feed(&p, out.data + at, out.len - at, on_event, &g) == 0);
+		CHECK(g.events == 1);
+		CHECK(g.len == wn && memcmp(g.data, want, wn) == 0);
+		CHECK(strcmp(g.id, idtext) == 0);
+		CHECK(strcmp(g.type, "message") == 0);
+		free(g.data);
+		sse_release(&p);
+	}
+	free(want);
+	buf_release(&out);
+	free(s);
+	return 0;
+}

@@ -19,8 +19,9 @@
  * string value passes (JSON_ALLOW_NUL). An integer id's id_int keys as
  * rpc_id_key_int() (the id key rule in rpc.h); a real id declines.
  * One difference is deliberate: a forwarded message keeps its bytes, so
- * an id written -0 goes back as -0 on the fast path and as 0 on the full
- * path (the same number; JSON-RPC compares ids by value).
+ * an id written -0 goes back as -0, unless a module changed the message
+ * and it is serialized from its tree, as 0 (the same number; JSON-RPC
+ * compares ids by value).
  */
 #ifndef MCPC_JSCAN_H
 #define MCPC_JSCAN_H

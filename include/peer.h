@@ -39,7 +39,7 @@ struct peer_ops {
 	int (*initialize)(struct peer *p, json_t *params,
 			  void (*cb)(void *arg, json_t *response), void *arg);
 	/*
-	 * Optional fast path: delivers a message given as raw pieces that
+	 * Optional: delivers a message still as its bytes, given as pieces that
 	 * together form one JSON line without its "\n". REQUEST says it is a
 	 * request (for statistics). Returns 0 or -1.
 	 */

@@ -39,7 +39,7 @@ struct session *session_new(struct chain *chain, const char *name, session_write
 /* Writes the pieces of one line (no "\n") to the client; 0 or -1. */
 typedef int (*session_write_raw_fn)(void *arg, const struct iovec *iov, int n);
 
-/* Enables the fast path for this session's output. */
+/* Lets the session write messages that are still bytes as they are. */
 void session_set_write_raw(struct session *s, session_write_raw_fn fn);
 
 /*

@@ -582,9 +582,9 @@ static bool make_view_line(struct aggregate *a, enum list_kind k)
 
 /*
  * Answers a list request from the cached response of the merged list, as
- * bytes through the fast path when no middleware reads responses: the
- * chain splices the requester's id over the placeholder, so a listing
- * costs no scan, allocation or copy here. Returns false when the caller
+ * a message of bytes (msg_init_own): the chain splices the requester's id
+ * over the placeholder, so a listing costs no scan, allocation or copy
+ * here unless a module reads it. Returns false when the caller
  * must answer with a tree.
  */
 static bool agg_list_fast(struct aggregate *a, json_t *id, enum list_kind k)

@@ -95,7 +95,7 @@ static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
 	return b->ops->send(b, msg);
 }
 
-/* The peer's raw send operation (fast path). */
+/* The peer's raw send operation (a message still as its bytes). */
 static int peer_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
 {
 	struct backend *b = (struct backend *)p;

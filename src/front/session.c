@@ -109,7 +109,7 @@ static void peer_pause(struct peer *p, bool paused)
 		s->pause(s->arg, paused);
 }
 
-/* The fast path's delivery to the client. */
+/* Delivery to the client of a message still as its bytes. */
 static int peer_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
 {
 	struct session *s = (struct session *)p;

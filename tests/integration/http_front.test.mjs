@@ -24,10 +24,11 @@ const INIT = {
 };
 
 /** mcp-chain --listen 127.0.0.1:0 on SERVER; resolves once it logs its port. */
-async function startChain(server, { extra, listen = '127.0.0.1:0' } = {}) {
+async function startChain(server, { extra, listen = '127.0.0.1:0', env } = {}) {
   const config = writeConfig(server, { extra });
   const proc = spawn(CHAIN, ['--config', config, '--listen', listen], {
     stdio: ['ignore', 'ignore', 'pipe'],
+    env: env ? { ...process.env, ...env } : undefined,
   });
   const chain = { proc, stderr: '', port: 0 };
   proc.stderr.on('data', (c) => {
@@ -517,5 +518,25 @@ test('a GET stream resumed with Last-Event-ID gets the events after it again, th
       await waitFor(() => fromPost.events.length === 1, { what: 'the new event' });
       assert.equal(fromPost.events[0].data.method, 'notifications/tools/list_changed', 'an unknown id replays nothing');
       fromPost.req.destroy();
+    });
+  });
+
+test('even at debug level, no session id and no Authorization value reaches the log',
+  { ...T, skip: SKIP_NO_FIXTURE }, async () => {
+    await withChain(fixtureServer(), { env: { MCP_CHAIN_LOG: 'debug' } }, async (chain) => {
+      const sid = await rawSession(chain.port);
+      const auth = { Authorization: 'Bearer s3cret-token-value' };
+      const r = await request(chain.port, { headers: { ...JSON_HEADERS, ...auth, 'Mcp-Session-Id': sid },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'echo', arguments: {} } }) });
+      assert.equal(r.status, 200);
+      const bad = await request(chain.port, { headers: { ...JSON_HEADERS, ...auth, 'Mcp-Session-Id': 'e'.repeat(32) },
+        body: '{}' });
+      assert.equal(bad.status, 404);
+      const del = await request(chain.port, { method: 'DELETE', headers: { ...auth, 'Mcp-Session-Id': sid } });
+      assert.equal(del.status, 200);
+      await waitFor(() => /session #1 ended/.test(chain.stderr), { what: 'the session to end' });
+      assert.match(chain.stderr, /debug: /, 'debug logging was on');
+      assert.doesNotMatch(chain.stderr, new RegExp(sid), 'no session id in the log');
+      assert.doesNotMatch(chain.stderr, /s3cret-token-value/, 'no Authorization value in the log');
     });
   });

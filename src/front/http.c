@@ -18,7 +18,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <ev.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +30,7 @@
 #include "hmap.h"
 #include "http_util.h"
 #include "log.h"
+#include "mhd_dl.h"
 #include "msg.h"
 #include "rpc.h"
 #include "session.h"
@@ -1142,6 +1142,11 @@ static int front_listen(struct http_front *f, unsigned port, unsigned timeout)
 /* Starts the front. */
 struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *l, size_t max)
 {
+	char err[300];
+	if (mhd_dl_load(err, sizeof err) < 0) {   /* only now: its memory is not every run's */
+		log_error("http: %s", err);
+		return NULL;
+	}
 	struct http_front *f = calloc(1, sizeof *f);
 	struct hmap empty = HMAP_INIT;
 	if (!f)

@@ -23,7 +23,9 @@
 #include <stdbool.h>
 #include <signal.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <string.h>
 
 #include <ev.h>
@@ -635,6 +637,12 @@ static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 	ev_signal_stop(loop, &a.sigterm);
 	ev_signal_stop(loop, &a.sigint);
 	ev_signal_stop(loop, &a.sighup);
+	/* the watchdog kills what is left of our groups at the end of its pipe
+	 * and exits: wait for it, so that nothing of ours outlives us (the loop
+	 * is over; it only reads a pipe and signals, so this ends at once) */
+	pid_t wd = proc_watchdog_stop();
+	while (wd > 0 && waitpid(wd, NULL, 0) < 0 && errno == EINTR)
+		;
 	log_debug("exited");
 	return a.forced ? 128 + a.forced : 0;
 }

@@ -1,0 +1,66 @@
+/*
+ * era.h - the two protocol eras: the handshake era (initialize, revisions
+ * 2024-11-05 to 2025-11-25) and the stateless era (2026-07-28: no
+ * handshake, server/discover, every request's facts in its _meta,
+ * input_required results instead of server-to-client requests).
+ *
+ * One place for the revision lists, the _meta keys and the errors both
+ * sides of mcp-chain use when they meet the stateless era.
+ *
+ * Ownership: functions taking json_t borrow it; those returning json_t
+ * return a new reference.
+ */
+#ifndef MCPC_ERA_H
+#define MCPC_ERA_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#define ERA_STATELESS_VERSION "2026-07-28"
+
+/* _meta keys of the stateless era */
+#define ERA_META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define ERA_META_CLIENT_CAPS "io.modelcontextprotocol/clientCapabilities"
+#define ERA_META_CLIENT_INFO "io.modelcontextprotocol/clientInfo"
+#define ERA_META_SERVER_INFO "io.modelcontextprotocol/serverInfo"
+#define ERA_META_LOG_LEVEL "io.modelcontextprotocol/logLevel"
+#define ERA_META_SUBSCRIPTION "io.modelcontextprotocol/subscriptionId"
+
+/* error codes of the stateless era */
+#define RPC_MISSING_CLIENT_CAPABILITY -32021
+#define RPC_UNSUPPORTED_VERSION -32022
+
+enum era {
+	ERA_UNKNOWN,     /* nothing said yet */
+	ERA_HANDSHAKE,   /* initialize, 2024-11-05 .. 2025-11-25 */
+	ERA_STATELESS,   /* 2026-07-28 */
+};
+
+/* NULL-terminated, newest first. */
+extern const char *const era_handshake_versions[];
+extern const char *const era_stateless_versions[];
+
+bool era_handshake_supported(const char *version);
+bool era_stateless_supported(const char *version);
+
+/* The era a revision string belongs to (ERA_UNKNOWN when it is neither). */
+enum era era_of_version(const char *version);
+
+/*
+ * params._meta[KEY] of a request's PARAMS (borrowed; NULL when absent).
+ */
+json_t *era_meta(json_t *params, const char *key);
+
+/* The protocol version a stateless request states in its _meta, or NULL. */
+const char *era_request_version(json_t *params);
+
+/*
+ * The UnsupportedProtocolVersion error response for request ID (borrowed)
+ * that asked for REQUESTED (may be NULL): data {supported, requested}.
+ */
+json_t *era_unsupported_error(json_t *id, const char *requested);
+
+/* Every supported revision of both eras as a new array, newest first. */
+json_t *era_all_versions(void);
+
+#endif

@@ -49,6 +49,15 @@ void chain_remove_peer(struct peer *p);
  * REASON; P stays registered but not ready. */
 void chain_peer_gone(struct peer *p, const char *reason);
 
+/*
+ * The request EX, received from its requester under one id, is from now on
+ * known under the id whose JSON text NEW_ID holds (borrowed): its response
+ * and cancellation follow the new id; its progress keeps its token. Used
+ * where one client request spans several of the client's own (a
+ * 2026-07-28 input_required round trip). 0, or -1 when NEW_ID is in use.
+ */
+int chain_rebind_request(struct exchange *ex, const struct msg_val *new_id);
+
 /* Sets C's global pipeline (takes a reference; NULL for none). */
 void chain_set_pipeline(struct chain *c, struct pipeline *pl);
 

@@ -71,8 +71,9 @@ enum session_state session_state(const struct session *s);
 const char *session_version(const struct session *s);
 struct peer *session_peer(struct session *s);
 
-/* Protocol versions spoken, newest first, NULL-terminated. */
-extern const char *const session_versions[];
+/* Handshake-era protocol versions spoken, newest first, NULL-terminated
+ * (era.h's list). */
+extern const char *const *const session_versions;
 
 /* True when V is one of session_versions. */
 bool session_version_supported(const char *v);

@@ -746,6 +746,32 @@ static void on_cancelled(struct peer *from, struct msg *m)
 	end_abandoned(ex);
 }
 
+/* Moves EX to NEW_ID in its requester's table. */
+int chain_rebind_request(struct exchange *ex, const struct msg_val *new_id)
+{
+	unsigned char key[RPC_KEY_MAX], old[RPC_KEY_MAX];
+	struct peer *from = ex->from;
+	size_t klen = msg_val_key(new_id, key);
+	if (!from || !klen || hmap_get(&from->received, key, klen))
+		return -1;
+	struct msg_val copy = { .n = 0 };
+	if (msg_val_set(&copy, msg_val_text(new_id), new_id->n) < 0)
+		return -1;
+	if (ex->in_received)
+		hmap_del(&from->received, old, msg_val_key(&ex->from_id, old));
+	msg_val_release(&ex->from_id);
+	ex->from_id = copy;
+	ex->key_n = 0;
+	if (klen <= sizeof ex->key) {
+		memcpy(ex->key, key, klen);
+		ex->key_n = (unsigned char)klen;
+	}
+	ex->in_received = hmap_add(&from->received, key, klen, ex) == 0;
+	json_decref(ex->ctx.id);
+	ex->ctx.id = msg_val_json(&ex->from_id);
+	return 0;
+}
+
 /* Progress from the responder: give it back the requester's token. */
 static void on_progress(struct peer *from, struct msg *m)
 {

@@ -8,13 +8,13 @@
 #include <string.h>
 
 #include "chain.h"
+#include "era.h"
 #include "log.h"
 #include "rpc.h"
 #include "wiretap.h"
+#include "stateless.h"
 
-const char *const session_versions[] = {
-	"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05", NULL
-};
+const char *const *const session_versions = era_handshake_versions;
 
 #define BATCH_VERSION "2025-03-26"
 
@@ -39,17 +39,18 @@ struct session {
 	void (*pause)(void *arg, bool paused);
 	session_write_raw_fn write_raw;
 	void *arg;
+	enum era era;           /* what the client began with */
+	double round_ttl;       /* seconds a call waits for a stateless client's retry */
+	struct stateless *st;   /* ERA_STATELESS: the era's own state */
+	json_t *init_result;    /* the backend's initialize result (for server/discover) */
 };
 
 static void handle(struct session *s, struct msg *m);
 
-/* True when V is a version we speak. */
+/* True when V is a version of the handshake era we speak. */
 bool session_version_supported(const char *v)
 {
-	for (size_t i = 0; v && session_versions[i]; i++)
-		if (strcmp(v, session_versions[i]) == 0)
-			return true;
-	return false;
+	return era_handshake_supported(v);
 }
 
 /* Sends and frees B once sealed and every request in it is answered. */
@@ -91,6 +92,12 @@ static int send_msg(struct session *s, json_t *msg, struct batch *b)
 	return s->write(s->arg, msg);
 }
 
+/* The stateless era's own writes (already shaped for the client). */
+static int stateless_write(void *arg, json_t *msg)
+{
+	return send_msg(arg, msg, NULL);
+}
+
 /* The peer's send operation: the chain delivering to the client. */
 static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
 {
@@ -98,6 +105,8 @@ static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
 	struct batch *b = ex ? ex->batch : NULL;
 	if (!ex && !json_object_get(msg, "method"))
 		b = s->peer.batch;  /* an answer made while the batch is read */
+	if (s->st && s->state != SESSION_CLOSING)
+		return stateless_send(s->st, msg, ex ? ex->method : NULL);
 	return send_msg(s, msg, b);
 }
 
@@ -114,8 +123,8 @@ static int peer_send_raw(struct peer *p, const struct iovec *iov, int n, bool re
 {
 	struct session *s = (struct session *)p;
 	(void)request;
-	if (s->state == SESSION_CLOSING || !s->write_raw)
-		return -1;
+	if (s->state == SESSION_CLOSING || !s->write_raw || s->st)
+		return -1;   /* a stateless-era client's messages are reshaped: trees */
 	wiretap_iov(&s->peer, WIRETAP_OUT, iov, n);
 	return s->write_raw(s->arg, iov, n);
 }
@@ -181,6 +190,7 @@ struct session *session_new(struct chain *chain, const char *name, session_write
 	if (!s)
 		return NULL;
 	s->name = strdup(name);
+	s->round_ttl = 300.;
 	s->write = write;
 	s->arg = arg;
 	peer_init(&s->peer, &session_ops, PEER_CLIENT, s->name);
@@ -245,6 +255,9 @@ static void on_backend_init(void *arg, json_t *resp)
 	} else {
 		free(s->version);
 		s->version = strdup(v);
+		json_decref(s->init_result);
+		s->init_result = json_incref(result);
+		s->era = ERA_HANDSHAKE;
 		json_t *ok = rpc_result(id, json_incref(result));
 		s->state = SESSION_READY;
 		s->peer.ready = true;
@@ -322,9 +335,153 @@ static void reply_to(struct session *s, struct msg *m, json_t *reply)
 	json_decref(reply);
 }
 
+/* The server/discover result, from what the backend said at initialize. */
+static json_t *discover_result(struct session *s)
+{
+	json_t *ir = s->init_result;
+	json_t *caps = json_object_get(ir, "capabilities");
+	json_t *r = json_pack("{s:o,s:o,s:s}", "supportedVersions", era_all_versions(),
+			      "capabilities", json_is_object(caps) ? json_deep_copy(caps) : json_object(),
+			      "resultType", "complete");
+	stateless_stamp(r, "server/discover");
+	json_t *instructions = json_object_get(ir, "instructions");
+	if (json_is_string(instructions))
+		json_object_set(r, "instructions", instructions);
+	json_t *info = json_object_get(ir, "serverInfo");
+	if (json_is_object(info))
+		json_object_set_new(r, "_meta", json_pack("{s:O}", ERA_META_SERVER_INFO, info));
+	return r;
+}
+
+/* The backends are ready (or not) for a client of the stateless era. */
+static void on_stateless_ready(void *arg, json_t *resp)
+{
+	struct session *s = arg;
+	json_t *result = json_object_get(resp, "result");
+	if (s->state != SESSION_INITIALIZING)
+		return;
+	if (result) {
+		json_decref(s->init_result);
+		s->init_result = json_incref(result);
+		s->state = SESSION_READY;
+		s->peer.ready = true;
+		free(s->version);
+		s->version = strdup(ERA_STATELESS_VERSION);
+		log_info("%s: serving %s (protocol %s, stateless)", s->name,
+			 s->principal ? s->principal : "unnamed client", ERA_STATELESS_VERSION);
+		/* what a handshake-era client says next, the backends hear from us */
+		chain_receive(&s->peer, rpc_notification("notifications/initialized", NULL));
+		drain_queue(s);
+		return;
+	}
+	/* every request that waited is answered with the backend's error */
+	json_t *err = json_object_get(resp, "error");
+	json_t *q = s->queue;
+	size_t i;
+	json_t *m;
+	s->queue = NULL;
+	s->state = SESSION_UNINITIALIZED;
+	stateless_free(s->st);
+	s->st = NULL;
+	s->era = ERA_UNKNOWN;
+	json_array_foreach(q, i, m) {
+		json_t *id = json_object_get(m, "id");
+		if (!id || !json_object_get(m, "method"))
+			continue;
+		json_t *e = err ? json_pack("{s:s,s:O,s:O}", "jsonrpc", "2.0", "id", id, "error", err)
+				: rpc_error(id, RPC_BACKEND_GONE, "the backend could not start", NULL);
+		send_msg(s, e, NULL);
+		json_decref(e);
+	}
+	json_decref(q);
+}
+
+/*
+ * A request before any initialize that says it is of the stateless era
+ * (server/discover, or a protocol version in its _meta): the session is
+ * of that era from now on, and the backends are made ready for it with
+ * the capabilities the request declares. True when handled.
+ */
+static bool begin_stateless(struct session *s, struct msg *m, const char *method)
+{
+	json_t *t = msg_tree(m);
+	json_t *params = json_object_get(t, "params");
+	const char *v = era_request_version(params);
+	if (!v && strcmp(method, "server/discover") != 0)
+		return false;
+	if (v && !era_stateless_supported(v)) {
+		reply_to(s, m, era_unsupported_error(NULL, v));
+		return true;
+	}
+	if (s->peer.batch) {
+		reply_error(s, json_object_get(t, "id"), RPC_INVALID_REQUEST,
+			    "a JSON-RPC batch is not part of protocol " ERA_STATELESS_VERSION);
+		return true;
+	}
+	s->st = stateless_new(&s->peer, stateless_write, s, s->round_ttl);
+	if (!s->st) {
+		reply_to(s, m, rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory"));
+		return true;
+	}
+	s->era = ERA_STATELESS;
+	json_t *caps = era_meta(params, ERA_META_CLIENT_CAPS);
+	json_t *info = era_meta(params, ERA_META_CLIENT_INFO);
+	json_t *init = json_pack("{s:s,s:o,s:o}", "protocolVersion", era_handshake_versions[0],
+		"capabilities", json_is_object(caps) ? json_deep_copy(caps) : json_object(),
+		"clientInfo", json_is_object(info) ? json_deep_copy(info)
+			: json_pack("{s:s,s:s}", "name", "stateless-client", "version", "0"));
+	const char *cname = json_string_value(json_object_get(json_object_get(init, "clientInfo"), "name"));
+	free(s->principal);
+	s->principal = cname ? strdup(cname) : NULL;
+	s->peer.principal = s->principal;
+	s->state = SESSION_INITIALIZING;
+	s->queue = json_array();
+	json_array_append(s->queue, t);
+	char why[300];
+	if (chain_initialize(&s->peer, init, on_stateless_ready, s, why, sizeof why) < 0) {
+		json_t *e = rpc_error(NULL, RPC_BACKEND_GONE, why, NULL);
+		json_t *r = json_pack("{s:o}", "error", json_incref(json_object_get(e, "error")));
+		on_stateless_ready(s, r);
+		json_decref(r);
+		json_decref(e);
+	}
+	json_decref(init);
+	return true;
+}
+
+/* A request of a stateless-era session: its _meta checked, then what the
+ * proxy answers itself; true if done. */
+static bool stateless_locally(struct session *s, struct msg *m, const char *method)
+{
+	json_t *t = msg_tree(m);
+	if (!t)
+		return false;
+	json_t *params = json_object_get(t, "params");
+	const char *v = era_request_version(params);
+	bool discover = strcmp(method, "server/discover") == 0;
+	if (v ? !era_stateless_supported(v) : !discover) {
+		reply_to(s, m, v ? era_unsupported_error(NULL, v) : rpc_error(NULL, RPC_INVALID_PARAMS,
+			"the request has no _meta \"" ERA_META_VERSION "\": every request of protocol "
+			ERA_STATELESS_VERSION " states it (this connection began without initialize)", NULL));
+		return true;
+	}
+	if (discover) {
+		reply_to(s, m, rpc_result(NULL, discover_result(s)));
+		return true;
+	}
+	if (strcmp(method, "initialize") == 0) {
+		reply_to(s, m, rpc_error(NULL, RPC_INVALID_REQUEST, "this connection speaks protocol "
+			ERA_STATELESS_VERSION " (it began without initialize); initialize is not part of it", NULL));
+		return true;
+	}
+	return stateless_request(s->st, t);
+}
+
 /* Requests mcp-chain answers itself, whatever the backend; true if done. */
 static bool answer_locally(struct session *s, struct msg *m, const char *method)
 {
+	if (s->era == ERA_STATELESS)
+		return stateless_locally(s, m, method);
 	if (s->state == SESSION_READY && method[0] != 'i' && method[0] != 's')
 		return false;   /* most requests: none of the session's own */
 	if (strcmp(method, "initialize") == 0) {
@@ -332,9 +489,10 @@ static bool answer_locally(struct session *s, struct msg *m, const char *method)
 		on_initialize(s, t, json_object_get(t, "id"));
 		return true;
 	}
-	if (strcmp(method, "server/discover") == 0) {
-		reply_to(s, m, rpc_error(NULL, RPC_METHOD_NOT_FOUND,
-			"Method not found: server/discover (this server speaks the initialize handshake; protocol versions 2024-11-05 to 2025-11-25)", NULL));
+	if (s->state == SESSION_UNINITIALIZED && begin_stateless(s, m, method))
+		return true;
+	if (strcmp(method, "server/discover") == 0 && s->state == SESSION_READY) {
+		reply_to(s, m, rpc_result(NULL, discover_result(s)));
 		return true;
 	}
 	if (strcmp(method, "ping") == 0 && s->state != SESSION_READY) {
@@ -380,6 +538,10 @@ static void handle(struct session *s, struct msg *m)
 		}
 		break;
 	case RPC_NOTIFICATION:
+		if (s->st && s->state == SESSION_READY && strcmp(in.method, "notifications/cancelled") == 0 &&
+		    stateless_notification(s->st, msg_tree(m)))
+			break;
+		/* fall through */
 	case RPC_RESPONSE:
 		if (s->state == SESSION_READY) {
 			chain_receive_msg(&s->peer, m);
@@ -474,6 +636,8 @@ void session_close(struct session *s, const char *reason)
 	}
 	s->state = SESSION_CLOSING;
 	chain_peer_gone(&s->peer, reason);
+	stateless_free(s->st);
+	s->st = NULL;
 }
 
 /* True while the session waits for something it must still answer. */
@@ -496,6 +660,7 @@ void session_free(struct session *s)
 	}
 	json_decref(s->queue);
 	json_decref(s->init_id);
+	json_decref(s->init_result);
 	chain_remove_peer(&s->peer);
 	peer_release(&s->peer);
 	free(s->version);

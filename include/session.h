@@ -49,6 +49,13 @@ void session_set_write_raw(struct session *s, session_write_raw_fn fn);
  */
 bool session_receive_line(struct session *s, const char *line, size_t len);
 
+/*
+ * How long (seconds) a call of a 2026-07-28 client waits for the client's
+ * retry after an input_required result (default 300); then it is
+ * cancelled at the backend and its requestState refused as expired.
+ */
+void session_set_input_ttl(struct session *s, double seconds);
+
 /* Sets how the chain pauses and resumes reading from the client. */
 void session_set_pause(struct session *s, void (*pause)(void *arg, bool paused));
 

@@ -176,6 +176,13 @@ bool session_receive_line(struct session *s, const char *line, size_t len)
 	return true;
 }
 
+/* Sets how long a stateless client's call waits for its retry. */
+void session_set_input_ttl(struct session *s, double seconds)
+{
+	if (seconds > 0)
+		s->round_ttl = seconds;
+}
+
 /* Sets the transport's pause function. */
 void session_set_pause(struct session *s, void (*pause)(void *arg, bool paused))
 {
@@ -458,6 +465,11 @@ static bool stateless_locally(struct session *s, struct msg *m, const char *meth
 		return false;
 	json_t *params = json_object_get(t, "params");
 	const char *v = era_request_version(params);
+	if (strcmp(method, "initialize") == 0) {
+		reply_to(s, m, rpc_error(NULL, RPC_INVALID_REQUEST, "this connection speaks protocol "
+			ERA_STATELESS_VERSION " (it began without initialize); initialize is not part of it", NULL));
+		return true;
+	}
 	bool discover = strcmp(method, "server/discover") == 0;
 	if (v ? !era_stateless_supported(v) : !discover) {
 		reply_to(s, m, v ? era_unsupported_error(NULL, v) : rpc_error(NULL, RPC_INVALID_PARAMS,
@@ -467,11 +479,6 @@ static bool stateless_locally(struct session *s, struct msg *m, const char *meth
 	}
 	if (discover) {
 		reply_to(s, m, rpc_result(NULL, discover_result(s)));
-		return true;
-	}
-	if (strcmp(method, "initialize") == 0) {
-		reply_to(s, m, rpc_error(NULL, RPC_INVALID_REQUEST, "this connection speaks protocol "
-			ERA_STATELESS_VERSION " (it began without initialize); initialize is not part of it", NULL));
 		return true;
 	}
 	return stateless_request(s->st, t);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <ev.h>
@@ -440,17 +441,318 @@ static void test_second_initialize_while_initializing(void **state)
 	assert_int_equal(be.init_calls, 1);
 }
 
-static void test_server_discover(void **state)
+#define META26 "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
+	"\"io.modelcontextprotocol/clientCapabilities\":{\"elicitation\":{}}," \
+	"\"io.modelcontextprotocol/clientInfo\":{\"name\":\"c26\",\"version\":\"2\"}}"
+
+/* server/discover first: the session is of the 2026-07-28 era; the backend
+ * is made ready with the capabilities the request declares. */
+static void test_server_discover_begins_stateless(void **state)
 {
 	(void)state;
-	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\"}");
-	assert_int_equal(err_code(last_out()), RPC_METHOD_NOT_FOUND);
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META26 "}}");
+	assert_int_equal(be.init_calls, 1);
+	assert_string_equal(json_string_value(json_object_get(be.init_params, "protocolVersion")), "2025-11-25");
+	assert_non_null(json_object_get(json_object_get(be.init_params, "capabilities"), "elicitation"));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(be.init_params, "clientInfo"),
+							      "name")), "c26");
+	assert_int_equal(session_state(S), SESSION_READY);
+	assert_string_equal(session_version(S), "2026-07-28");
+	json_t *r = json_object_get(last_out(), "result");
+	assert_non_null(r);
+	assert_string_equal(json_string_value(json_array_get(json_object_get(r, "supportedVersions"), 0)),
+			    "2026-07-28");
+	assert_string_equal(json_string_value(json_object_get(r, "resultType")), "complete");
+	assert_string_equal(json_string_value(json_object_get(r, "instructions")), "be nice");
+	assert_non_null(json_object_get(json_object_get(r, "capabilities"), "tools"));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(r, "_meta"),
+		"io.modelcontextprotocol/serverInfo"), "name")), "fake");
+	/* the backend heard what a handshake client says after initialize, nothing else */
+	assert_int_equal(n_be(), 1);
+	assert_string_equal(json_string_value(json_object_get(be_at(0), "method")), "notifications/initialized");
+	/* a second discover does not start anything again */
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"server/discover\",\"params\":{" META26 "}}");
+	assert_int_equal(be.init_calls, 1);
+	assert_int_equal(int_at(last_out(), "id"), 2);
+}
+
+/* Requests of the era: results stamped, _meta checked, no initialize. */
+static void test_stateless_requests(void **state)
+{
+	(void)state;
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{" META26 "}}");
+	assert_int_equal(session_state(S), SESSION_READY);
+	assert_int_equal(n_be(), 2);   /* notifications/initialized, tools/list */
+	be_respond(1, "{\"tools\":[]}");
+	json_t *r = json_object_get(last_out(), "result");
 	assert_int_equal(int_at(last_out(), "id"), 1);
+	assert_string_equal(json_string_value(json_object_get(r, "resultType")), "complete");
+	assert_int_equal(json_integer_value(json_object_get(r, "ttlMs")), 0);
+	assert_string_equal(json_string_value(json_object_get(r, "cacheScope")), "private");
+	/* a result that says how to cache it keeps that */
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{" META26 "}}");
+	be_respond(2, "{\"tools\":[],\"ttlMs\":5000,\"cacheScope\":\"public\"}");
+	r = json_object_get(last_out(), "result");
+	assert_int_equal(json_integer_value(json_object_get(r, "ttlMs")), 5000);
+	assert_string_equal(json_string_value(json_object_get(r, "cacheScope")), "public");
+	/* no version in _meta */
+	size_t before = n_be();
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\",\"params\":{}}");
+	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
+	/* an unsupported version: the era's error with the list */
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\",\"params\":{\"_meta\":"
+	       "{\"io.modelcontextprotocol/protocolVersion\":\"2099-01-01\"}}}");
+	assert_int_equal(err_code(last_out()), -32022);
+	json_t *data = json_object_get(json_object_get(last_out(), "error"), "data");
+	assert_string_equal(json_string_value(json_object_get(data, "requested")), "2099-01-01");
+	assert_true(json_array_size(json_object_get(data, "supported")) >= 5);
+	/* initialize does not belong to this connection any more */
+	initialize("5", "2025-06-18");
+	assert_int_equal(err_code(last_out()), RPC_INVALID_REQUEST);
+	assert_int_equal(n_be(), before);
+}
+
+/* A first request asking for a version nobody speaks: refused, nothing started. */
+static void test_stateless_unsupported_first(void **state)
+{
+	(void)state;
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":"
+	       "{\"io.modelcontextprotocol/protocolVersion\":\"2030-01-01\"}}}");
+	assert_int_equal(err_code(last_out()), -32022);
+	assert_int_equal(be.init_calls, 0);
+	assert_int_equal(session_state(S), SESSION_UNINITIALIZED);
+	/* the handshake still works afterwards */
+	initialize("2", "2025-06-18");
+	assert_int_equal(session_state(S), SESSION_READY);
+}
+
+/* ---- input_required round trips (2026-07-28 client, handshake-era backend) ---- */
+
+static json_t *state_text;   /* the requestState of the last input_required */
+static char input_key[32];
+
+/* A stateless session with one call (client id 7) open at the backend,
+ * which asks the client for input: the call is answered input_required. */
+static void call_asks_input(void)
+{
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"t\"," META26 "}}");
+	assert_int_equal(n_be(), 2);
+	send_b("{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"elicitation/create\",\"params\":{\"message\":\"name?\"}}");
+	json_t *r = json_object_get(last_out(), "result");
+	assert_int_equal(int_at(last_out(), "id"), 7);
+	assert_string_equal(json_string_value(json_object_get(r, "resultType")), "input_required");
+	json_t *reqs = json_object_get(r, "inputRequests");
+	assert_int_equal(json_object_size(reqs), 1);
+	const char *key = json_object_iter_key(json_object_iter(reqs));
+	snprintf(input_key, sizeof input_key, "%s", key);
+	json_t *one = json_object_get(reqs, key);
+	assert_string_equal(json_string_value(json_object_get(one, "method")), "elicitation/create");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(one, "params"), "message")), "name?");
+	json_decref(state_text);
+	state_text = json_incref(json_object_get(r, "requestState"));
+	assert_true(json_is_string(state_text));
+}
+
+/* The client's retry with id ID carrying STATE. */
+static void retry_with(int id, const char *state)
+{
+	json_t *m = json_pack("{s:s,s:i,s:s,s:{s:s,s:{s:{s:s}},s:s}}", "jsonrpc", "2.0", "id", id,
+		"method", "tools/call", "params", "name", "t", "inputResponses", input_key,
+		"action", "decline", "requestState", state);
+	json_t *meta = json_loads("{" META26 "}", 0, NULL);
+	json_object_update(json_object_get(m, "params"), meta);
+	json_decref(meta);
+	session_receive(S, m);
+}
+
+static void test_input_required_round_trip(void **state)
+{
+	(void)state;
+	call_asks_input();
+	size_t before = n_be();
+	retry_with(8, json_string_value(state_text));
+	/* the backend's waiting request is answered with the client's input */
+	assert_int_equal(n_be(), before + 1);
+	assert_int_equal(int_at(be_at(before), "id"), 100);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(be_at(before), "result"),
+							      "action")), "decline");
+	/* the call's result answers the retry */
+	size_t outs = n_out();
+	be_respond(1, "{\"content\":[]}");
+	assert_int_equal(n_out(), outs + 1);
+	assert_int_equal(int_at(last_out(), "id"), 8);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(last_out(), "result"),
+							      "resultType")), "complete");
+	/* the same state again: replayed, refused, nothing reaches the backend */
+	before = n_be();
+	retry_with(9, json_string_value(state_text));
+	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(last_out(), "error"),
+								 "message")), "requestState refused"));
+	assert_int_equal(n_be(), before);
+	assert_int_equal(chain_open_exchanges(C), 0);
+	json_decref(state_text);
+	state_text = NULL;
+}
+
+static void test_input_required_forged_state(void **state)
+{
+	(void)state;
+	call_asks_input();
+	size_t before = n_be();
+	char *forged = strdup(json_string_value(state_text));
+	char *last = forged + strlen(forged) - 1;
+	*last = *last == '0' ? '1' : '0';   /* one bit of the signature */
+	retry_with(8, forged);
+	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(last_out(), "error"),
+								 "message")), "forged"));
+	/* a state that changes the call it names, with the old signature */
+	char *dot = strchr(forged + 3, '.');
+	dot[1] = dot[1] == 'f' ? 'e' : 'f';
+	retry_with(8, forged);
+	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
+	retry_with(8, "not a state");
+	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
+	free(forged);
+	assert_int_equal(n_be(), before);
+	/* the genuine one still works */
+	retry_with(10, json_string_value(state_text));
+	assert_int_equal(n_be(), before + 1);
+	json_decref(state_text);
+	state_text = NULL;
+}
+
+static int rec_write_to(void *arg, json_t *msg)
+{
+	json_array_append_new(*(json_t **)arg, json_deep_copy(msg));
+	return 0;
+}
+
+static void test_input_required_foreign_state(void **state)
+{
+	(void)state;
+	call_asks_input();
+	json_t *out2 = json_array();
+	struct session *S2 = session_new(C, "other", rec_write_to, &out2);
+	json_t *m = json_loads("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META26 "}}",
+			       0, NULL);
+	session_receive(S2, m);
+	size_t before = n_be();
+	m = json_pack("{s:s,s:i,s:s,s:{s:s,s:{},s:O}}", "jsonrpc", "2.0", "id", 2, "method", "tools/call",
+		      "params", "name", "t", "inputResponses", "requestState", state_text);
+	json_t *meta = json_loads("{" META26 "}", 0, NULL);
+	json_object_update(json_object_get(m, "params"), meta);
+	json_decref(meta);
+	session_receive(S2, m);
+	json_t *e = json_array_get(out2, json_array_size(out2) - 1);
+	assert_int_equal(err_code(e), RPC_INVALID_PARAMS);
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(e, "error"), "message")),
+			       "another session"));
+	assert_int_equal(n_be(), before);
+	session_free(S2);
+	json_decref(out2);
+	json_decref(state_text);
+	state_text = NULL;
+}
+
+static void test_input_required_expired_state(void **state)
+{
+	(void)state;
+	session_set_input_ttl(S, 0.05);
+	call_asks_input();
+	size_t before = n_be();
+	struct timespec ts = { 0, 120 * 1000 * 1000 };
+	nanosleep(&ts, NULL);
+	ev_now_update(EV_DEFAULT);
+	retry_with(8, json_string_value(state_text));
+	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(last_out(), "error"),
+								 "message")), "expired"));
+	assert_int_equal(n_be(), before);
+	/* the loop ends the call: cancelled at the backend, its request refused */
+	ev_run(EV_DEFAULT, EVRUN_NOWAIT);
+	bool cancelled = false, refused = false;
+	for (size_t i = before; i < n_be(); i++) {
+		const char *method = json_string_value(json_object_get(be_at(i), "method"));
+		cancelled |= method && strcmp(method, "notifications/cancelled") == 0;
+		refused |= json_integer_value(json_object_get(be_at(i), "id")) == 100 &&
+			   json_object_get(be_at(i), "error");
+	}
+	assert_true(cancelled);
+	assert_true(refused);
+	assert_int_equal(chain_open_exchanges(C), 0);
+	json_decref(state_text);
+	state_text = NULL;
+}
+
+/* Two calls open at the backend: its request cannot be placed, so it is refused. */
+static void test_input_required_ambiguous(void **state)
+{
+	(void)state;
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"a\"," META26 "}}");
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"b\"," META26 "}}");
+	size_t outs = n_out(), before = n_be();
+	send_b("{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"sampling/createMessage\",\"params\":{}}");
+	assert_int_equal(n_out(), outs);
+	assert_int_equal(n_be(), before + 1);
+	assert_int_equal(int_at(be_at(before), "id"), 100);
+	assert_non_null(json_object_get(be_at(before), "error"));
+	/* a ping from the backend is answered by the proxy: no ping in this era */
+	send_b("{\"jsonrpc\":\"2.0\",\"id\":101,\"method\":\"ping\"}");
+	assert_int_equal(int_at(be_at(n_be() - 1), "id"), 101);
+	assert_non_null(json_object_get(be_at(n_be() - 1), "result"));
+	assert_int_equal(n_out(), outs);
+}
+
+/* subscriptions/listen: list_changed only to the streams that asked. */
+static void test_listen(void **state)
+{
+	(void)state;
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META26 "}}");
+	size_t outs = n_out();
+	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+	assert_int_equal(n_out(), outs);   /* nobody listens yet */
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":\"L\",\"method\":\"subscriptions/listen\",\"params\":{"
+	       "\"notifications\":{\"toolsListChanged\":true,\"resourceSubscriptions\":[\"file:///a\"]}," META26 "}}");
+	json_t *ack = last_out();
+	assert_string_equal(json_string_value(json_object_get(ack, "method")),
+			    "notifications/subscriptions/acknowledged");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(ack, "params"),
+		"_meta"), "io.modelcontextprotocol/subscriptionId")), "L");
+	/* the URI is subscribed at the backend */
+	assert_string_equal(json_string_value(json_object_get(be_at(n_be() - 1), "method")), "resources/subscribe");
+	be_respond(n_be() - 1, "{}");
+	outs = n_out();
+	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+	assert_int_equal(n_out(), outs + 1);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(last_out(), "params"),
+		"_meta"), "io.modelcontextprotocol/subscriptionId")), "L");
+	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/prompts/list_changed\"}");
+	assert_int_equal(n_out(), outs + 1);   /* not asked for */
+	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"file:///b\"}}");
+	assert_int_equal(n_out(), outs + 1);
+	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"file:///a\"}}");
+	assert_int_equal(n_out(), outs + 2);
+	/* the client ends the stream: unsubscribed, nothing more */
+	send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"L\"}}");
+	assert_string_equal(json_string_value(json_object_get(be_at(n_be() - 1), "method")), "resources/unsubscribe");
+	be_respond(n_be() - 1, "{}");
+	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+	assert_int_equal(n_out(), outs + 2);
+	assert_int_equal(chain_open_exchanges(C), 0);
+}
+
+/* A handshake-era session answers server/discover too (servers must). */
+static void test_server_discover_after_initialize(void **state)
+{
+	(void)state;
 	ready("2025-11-25");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":\"d\",\"method\":\"server/discover\",\"params\":{}}");
-	assert_int_equal(err_code(last_out()), RPC_METHOD_NOT_FOUND);
 	assert_string_equal(json_string_value(json_object_get(last_out(), "id")), "d");
+	assert_non_null(json_object_get(json_object_get(last_out(), "result"), "supportedVersions"));
 	assert_int_equal(n_be(), 0);
+	assert_string_equal(session_version(S), "2025-11-25");
 }
 
 static void test_initialize_bad_params(void **state)
@@ -791,8 +1093,8 @@ static void test_batch_with_invalid_elements(void **state)
 		} else if (json_integer_value(id) == 2) {
 			assert_int_equal(err_code(m), RPC_INVALID_REQUEST);
 			seen |= 4;
-		} else if (json_integer_value(id) == 3) {
-			assert_int_equal(err_code(m), RPC_METHOD_NOT_FOUND);
+		} else if (json_integer_value(id) == 3) {   /* server/discover, answered */
+			assert_non_null(json_object_get(json_object_get(m, "result"), "supportedVersions"));
 			seen |= 8;
 		}
 	}
@@ -973,7 +1275,16 @@ int main(void)
 		T(test_initialize_backend_unsupported_version),
 		T(test_second_initialize),
 		T(test_second_initialize_while_initializing),
-		T(test_server_discover),
+		T(test_server_discover_begins_stateless),
+		T(test_stateless_requests),
+		T(test_stateless_unsupported_first),
+		T(test_server_discover_after_initialize),
+		T(test_input_required_round_trip),
+		T(test_input_required_forged_state),
+		T(test_input_required_foreign_state),
+		T(test_input_required_expired_state),
+		T(test_input_required_ambiguous),
+		T(test_listen),
 		T(test_initialize_bad_params),
 		T(test_queue_while_initializing),
 		T(test_initialize_backend_error),

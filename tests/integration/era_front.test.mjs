@@ -1,0 +1,265 @@
+// The 2026-07-28 era in front: the official TypeScript SDK v2 client
+// (@modelcontextprotocol/client, versionNegotiation auto or pinned) on stdio
+// through mcp-chain to handshake-era servers (server-everything, our C
+// fixture). mcp-chain answers server/discover, checks every request's _meta,
+// stamps resultType, turns the backend's requests (elicitation, sampling)
+// into input_required round trips, and serves subscriptions/listen.
+// Every scenario runs with no middleware ("chain") and with five modules
+// that read every message ("modules").
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+
+import { Client } from '@modelcontextprotocol/client';
+import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport as V1Stdio } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+import {
+  CHAIN, FIXTURE, SKIP_NO_CHAIN, SKIP_NO_FIXTURE, TEST_TIMEOUT, descendants, everythingServer,
+  fixtureServer, isAlive, killAll, serverParams, sleep, waitFor,
+} from './lib.mjs';
+
+const T = { timeout: TEST_TIMEOUT, skip: SKIP_NO_CHAIN };
+const TF = { timeout: TEST_TIMEOUT, skip: SKIP_NO_CHAIN || SKIP_NO_FIXTURE };
+const MODES = CHAIN ? ['chain', 'modules'] : [];
+const CLIENT_INFO = { name: 'era-front-it', version: '2.0.0' };
+const CAPS = { elicitation: { form: {} }, sampling: {} };
+
+/** A stdio transport subclass: the v2 client then probes on this very connection. */
+class InPlaceStdio extends StdioClientTransport {}
+
+/** Records what the client sends and receives on TRANSPORT. */
+function record(transport) {
+  const wire = { sent: [], received: [] };
+  const send = transport.send.bind(transport);
+  transport.send = (msg, opts) => { wire.sent.push(structuredClone(msg)); return send(msg, opts); };
+  let handler;
+  Object.defineProperty(transport, 'onmessage', {
+    configurable: true,
+    get() { return handler; },
+    set(fn) { handler = fn && ((msg, extra) => { wire.received.push(structuredClone(msg)); return fn(msg, extra); }); },
+  });
+  return wire;
+}
+
+async function with2026(mode, server, { negotiation = { mode: 'auto' }, Transport = StdioClientTransport } = {}, fn) {
+  const p = serverParams(mode, server);
+  const transport = new Transport({ command: p.command, args: p.args, env: p.env, stderr: 'pipe' });
+  let stderr = '';
+  transport.stderr?.on('data', (c) => { stderr += c; });
+  const wire = record(transport);
+  const client = new Client(CLIENT_INFO, { capabilities: CAPS, versionNegotiation: negotiation });
+  const asked = [];
+  client.setRequestHandler('elicitation/create', async (req) => {
+    asked.push(req.method ?? 'elicitation/create');
+    return { action: 'accept', content: { name: 'Ada', check: true, color: 'red', email: 'ada@example.com', integer: 3, number: 2.5 } };
+  });
+  client.setRequestHandler('sampling/createMessage', async (req) => {
+    asked.push('sampling/createMessage');
+    return { model: 'test-model', role: 'assistant', content: { type: 'text', text: `sampled: ${req.params.messages?.[0]?.content?.text ?? ''}` } };
+  });
+  let tree = [];
+  try {
+    await client.connect(transport);
+    if (transport.pid) tree = [transport.pid, ...descendants(transport.pid)];
+    return await fn({ client, wire, asked });
+  } catch (e) {
+    if (stderr) e.message += `\n--- mcp-chain stderr (tail) ---\n${stderr.slice(-3000)}`;
+    throw e;
+  } finally {
+    try { await client.close(); } catch { /* ignore */ }
+    const left = tree.filter(isAlive);
+    if (left.length) { await sleep(200); killAll(left.filter(isAlive)); }
+  }
+}
+
+/** The tool list once server-everything has registered its conditional tools. */
+async function toolsWhenComplete(client) {
+  let names = [];
+  await waitFor(async () => {
+    names = (await client.listTools()).tools.map((t) => t.name);
+    return names.includes('trigger-elicitation-request');
+  }, { timeoutMs: 5000, what: 'the conditional tools' });
+  return names;
+}
+
+for (const mode of MODES) {
+  test(`[${mode}] auto negotiation lands on 2026-07-28; lists, calls and progress work`, T, async () => {
+    await with2026(mode, everythingServer(), {}, async ({ client, wire }) => {
+      assert.equal(client.getProtocolEra(), 'modern');
+      assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
+      // no initialize on this connection: the era is stateless
+      assert.ok(!wire.sent.some((m) => m.method === 'initialize'));
+      const names = await toolsWhenComplete(client);
+      assert.ok(names.includes('echo'));
+      const listed = wire.received.filter((m) => m.result?.tools);
+      assert.ok(listed.every((m) => m.result.resultType === 'complete' && m.result.cacheScope && m.result.ttlMs >= 0));
+      const r = await client.callTool({ name: 'echo', arguments: { message: 'stateless' } });
+      assert.deepEqual(r.content, [{ type: 'text', text: 'Echo: stateless' }]);
+      const sent = wire.sent.find((m) => m.method === 'tools/call');
+      assert.equal(sent.params._meta['io.modelcontextprotocol/protocolVersion'], '2026-07-28');
+      const progress = [];
+      const long = await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 4 } },
+        { onprogress: (p) => progress.push(p.progress) });
+      assert.match(long.content[0].text, /completed/);
+      const notes = wire.received.filter((m) => m.method === 'notifications/progress');
+      assert.equal(notes.length, 4, 'every progress notification crossed');
+      const prompts = await client.listPrompts();
+      assert.ok(prompts.prompts.length > 0);
+      const res = await client.listResources();
+      assert.ok(res.resources.length > 0);
+      const read = await client.readResource({ uri: res.resources[0].uri });
+      assert.ok(read.contents.length > 0);
+    });
+  });
+
+  test(`[${mode}] elicitation and sampling complete through input_required round trips`, T, async () => {
+    await with2026(mode, everythingServer(), {}, async ({ client, wire, asked }) => {
+      await toolsWhenComplete(client);
+      const e = await client.callTool({ name: 'trigger-elicitation-request', arguments: {} });
+      assert.match(JSON.stringify(e.content), /Ada/);
+      const s = await client.callTool({ name: 'trigger-sampling-request', arguments: { prompt: 'hello there', maxTokens: 20 } });
+      assert.match(JSON.stringify(s.content), /sampled: .*hello there/);
+      assert.deepEqual(asked.sort(), ['elicitation/create', 'sampling/createMessage']);
+      // on the wire: never a server->client request, always input_required and a retry
+      assert.ok(!wire.received.some((m) => m.method && m.id !== undefined), 'no request reached the client');
+      const rounds = wire.received.filter((m) => m.result?.resultType === 'input_required');
+      assert.equal(rounds.length, 2);
+      for (const round of rounds) {
+        assert.equal(typeof round.result.requestState, 'string');
+        const retry = wire.sent.find((m) => m.params?.requestState === round.result.requestState);
+        assert.ok(retry, 'the client retried with the state');
+        assert.ok(retry.params.inputResponses, 'with its answers');
+        assert.notEqual(retry.id, round.id);
+        const final = wire.received.find((m) => m.id === retry.id);
+        assert.equal(final.result.resultType, 'complete');
+      }
+    });
+  });
+
+  test(`[${mode}] in-place probe: server/discover answered with versions, capabilities and serverInfo`, T, async () => {
+    await with2026(mode, everythingServer(), { Transport: InPlaceStdio }, async ({ client, wire }) => {
+      const probe = wire.sent[0];
+      assert.equal(probe.method, 'server/discover');
+      const answer = wire.received.find((m) => m.id === probe.id);
+      assert.ok(answer.result, JSON.stringify(answer));
+      assert.ok(answer.result.supportedVersions.includes('2026-07-28'));
+      assert.ok(answer.result.capabilities.tools);
+      assert.equal(answer.result.resultType, 'complete');
+      assert.equal(answer.result._meta['io.modelcontextprotocol/serverInfo'].name, 'mcp-servers/everything');
+      assert.equal(client.getProtocolEra(), 'modern');
+      const r = await client.callTool({ name: 'echo', arguments: { message: 'x' } });
+      assert.equal(r.content[0].text, 'Echo: x');
+    });
+  });
+
+  test(`[${mode}] pinned 2026-07-28 works`, T, async () => {
+    await with2026(mode, everythingServer(), { negotiation: { mode: { pin: '2026-07-28' } }, Transport: InPlaceStdio },
+      async ({ client }) => {
+        assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
+        const r = await client.callTool({ name: 'get-sum', arguments: { a: 2, b: 3 } });
+        assert.match(r.content[0].text, /5/);
+      });
+  });
+
+  test(`[${mode}] list_changed and resources/updated reach the client through subscriptions/listen only`, TF, async () => {
+    await with2026(mode, fixtureServer(), {}, async ({ client, wire }) => {
+      const before = wire.received.filter((m) => m.method === 'notifications/tools/list_changed').length;
+      await client.callTool({ name: 'notify', arguments: { kind: 'tools' } });
+      await sleep(100);
+      assert.equal(wire.received.filter((m) => m.method === 'notifications/tools/list_changed').length, before,
+        'nothing is sent before a listen asks for it');
+      const sub = await client.listen({ toolsListChanged: true, resourceSubscriptions: ['fixture://a'] });
+      await client.callTool({ name: 'notify', arguments: { kind: 'tools' } });
+      await client.callTool({ name: 'notify', arguments: { kind: 'prompts' } });
+      await client.callTool({ name: 'notify', arguments: { kind: 'updated' } });
+      await waitFor(() => wire.received.some((m) => m.method === 'notifications/resources/updated'),
+        { what: 'resources/updated' });
+      const changed = wire.received.filter((m) => m.method === 'notifications/tools/list_changed');
+      assert.equal(changed.length, before + 1);
+      const listenId = wire.sent.find((m) => m.method === 'subscriptions/listen').id;
+      assert.equal(changed.at(-1).params._meta['io.modelcontextprotocol/subscriptionId'], listenId);
+      assert.ok(!wire.received.some((m) => m.method === 'notifications/prompts/list_changed'), 'not asked for');
+      await sub.close();
+      await sleep(50);
+      await client.callTool({ name: 'notify', arguments: { kind: 'tools' } });
+      await sleep(100);
+      assert.equal(wire.received.filter((m) => m.method === 'notifications/tools/list_changed').length, before + 1);
+    });
+  });
+}
+
+test('a handshake-era client on the same build still gets the handshake (SDK 1.32)', T, async () => {
+  const p = serverParams('chain', everythingServer());
+  const transport = new V1Stdio({ command: p.command, args: p.args, env: p.env, stderr: 'pipe' });
+  const client = new V1Client({ name: 'v1', version: '1' }, { capabilities: {} });
+  await client.connect(transport);
+  try {
+    assert.equal(client.getServerVersion().name, 'mcp-servers/everything');
+    const r = await client.callTool({ name: 'echo', arguments: { message: 'legacy' } });
+    assert.equal(r.content[0].text, 'Echo: legacy');
+    assert.equal(r.resultType, undefined, 'no resultType for a handshake-era client');
+  } finally {
+    await client.close();
+  }
+});
+
+test('a requestState that is forged, replayed or foreign is refused and nothing reaches the backend', TF, async () => {
+  // raw lines: the SDK would never send a bad state itself
+  const { spawn } = await import('node:child_process');
+  const p = serverParams('chain', fixtureServer());
+  const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
+  const open = () => {
+    const child = spawn(p.command, p.args, { stdio: ['pipe', 'pipe', 'pipe'] });
+    const got = [];
+    let buf = '';
+    child.stdout.on('data', (c) => {
+      buf += c;
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) { got.push(JSON.parse(buf.slice(0, i))); buf = buf.slice(i + 1); }
+    });
+    const send = (m) => child.stdin.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\n');
+    const reply = (id) => waitFor(() => got.find((m) => m.id === id), { what: `reply ${id}` });
+    return { child, got, send, reply };
+  };
+  const a = open();
+  const b = open();
+  try {
+    a.send({ id: 1, method: 'tools/call', params: { name: 'elicit', arguments: {}, _meta: meta } });
+    const round = (await a.reply(1)).result;
+    assert.equal(round.resultType, 'input_required');
+    const key = Object.keys(round.inputRequests)[0];
+    assert.equal(round.inputRequests[key].method, 'elicitation/create');
+    // refused retries answer 'cancel', the genuine one 'decline': the call's result tells which reached the backend
+    const retry = (id, state, action = 'cancel') => ({ id, method: 'tools/call',
+      params: { name: 'elicit', arguments: {}, _meta: meta, inputResponses: { [key]: { action } }, requestState: state } });
+    // forged: one character of the signature changed
+    const forged = round.requestState.slice(0, -1) + (round.requestState.endsWith('0') ? '1' : '0');
+    a.send(retry(2, forged));
+    const e2 = await a.reply(2);
+    assert.equal(e2.error.code, -32602);
+    assert.match(e2.error.message, /requestState refused: .*forged/);
+    // foreign: another mcp-chain (another session, another key)
+    b.send({ id: 1, method: 'server/discover', params: { _meta: meta } });
+    await b.reply(1);
+    b.send(retry(2, round.requestState));
+    const eb = await b.reply(2);
+    assert.equal(eb.error.code, -32602);
+    assert.match(eb.error.message, /requestState refused/);
+    // genuine: accepted, the call ends with the backend's answer
+    a.send(retry(3, round.requestState, 'decline'));
+    const ok = await a.reply(3);
+    assert.equal(ok.result.resultType, 'complete');
+    assert.match(JSON.stringify(ok.result), /decline/);
+    assert.doesNotMatch(JSON.stringify(ok.result), /cancel/, 'no refused retry reached the backend');
+    // replayed
+    a.send(retry(4, round.requestState));
+    const e4 = await a.reply(4);
+    assert.equal(e4.error.code, -32602);
+    assert.match(e4.error.message, /requestState refused/);
+  } finally {
+    a.child.kill('SIGTERM');
+    b.child.kill('SIGTERM');
+  }
+});

@@ -79,6 +79,8 @@ struct cfg {
 	double init_join;         /* several backends: seconds the client's
 				   * initialize waits for the slow ones (the
 				   * earlier of this and init_timeout) */
+	double input_ttl;         /* seconds a call of a 2026-07-28 client waits
+				   * for its retry after input_required */
 	double client_stall;      /* seconds the stdio client may leave a full
 				   * stdout unread before its session ends;
 				   * 0: wait forever */
@@ -138,6 +140,7 @@ char *cfg_expand(const char *s, char *err, size_t errlen);
 #define CFG_DEFAULT_INIT_TIMEOUT 60.0
 #define CFG_DEFAULT_INIT_JOIN 5.0
 #define CFG_DEFAULT_CLIENT_STALL 60.0
+#define CFG_DEFAULT_INPUT_TTL 300.0     /* seconds a 2026-07-28 call waits for the client's retry */
 #define CFG_DEFAULT_LISTEN_ADDRESS "127.0.0.1"
 #define CFG_DEFAULT_LISTEN_PORT 8080
 #define CFG_DEFAULT_LISTEN_PATH "/mcp"

@@ -427,8 +427,10 @@ static void reload(struct app *a)
 	a->old[a->nold++] = a->cfg;
 	chain_set_pipeline(a->chain, n->pipeline);  /* requests in flight keep the old one */
 	chain_set_max_open(a->chain, n->max_open);
-	if (a->front)
+	if (a->front) {
 		stdio_front_set_stall(a->front, n->client_stall);
+		session_set_input_ttl(stdio_front_session(a->front), n->input_ttl);
+	}
 	aggregate_reconfigure(a->agg, n);
 	reconcile_backends(a, n);
 	aggregate_reconfigure(a->agg, n);  /* names with the kept backends' new prefixes */
@@ -611,8 +613,10 @@ static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 	if (listen ? start_http(&a, listen) < 0 :
 	    !(a.front = stdio_front_new(a.chain, cfg->max_message, on_front_closed, &a)))
 		return 1;
-	if (a.front)
+	if (a.front) {
 		stdio_front_set_stall(a.front, cfg->client_stall);
+		session_set_input_ttl(stdio_front_session(a.front), cfg->input_ttl);
+	}
 	ev_prepare_init(&a.step, on_step);
 	a.step.data = &a;
 	ev_prepare_start(loop, &a.step);

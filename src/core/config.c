@@ -558,7 +558,7 @@ static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
 
 static const char *const top_keys[] = {
 	"mcpServers", "maxMessageBytes", "maxOpenRequests", "shutdownGraceMs", "initTimeoutMs",
-	"initJoinMs", "clientStallMs", "logLevel", "separator", "status",
+	"initJoinMs", "clientStallMs", "inputTimeoutMs", "logLevel", "separator", "status",
 	"middleware", "listen", NULL
 };
 
@@ -714,6 +714,9 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 	opt_uint(c, root, "initJoinMs", 0, 3600000, &join);
 	opt_uint(c, root, "clientStallMs", 0, 86400000, &stall);
 	cfg->client_stall = stall / 1000.0;
+	double input_ttl = CFG_DEFAULT_INPUT_TTL * 1000;
+	opt_uint(c, root, "inputTimeoutMs", 1000, 86400000, &input_ttl);
+	cfg->input_ttl = input_ttl / 1000.0;
 	cfg->max_message = (size_t)max;
 	cfg->grace = grace / 1000.0;
 	cfg->init_timeout = init / 1000.0;

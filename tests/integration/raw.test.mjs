@@ -78,12 +78,22 @@ test('ping before initialize is answered; other requests get -32002', T, async (
   });
 });
 
-test('server/discover -> -32601 (before and after initialize)', T, async () => {
+test('server/discover: answered before initialize (stateless era) and after it (handshake era)', T, async () => {
+  const params = { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } };
   await withRaw({ server: BACKEND() }, async (c) => {
-    const params = { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } };
-    assertError(await c.request(11, 'server/discover', params), -32601, 11, 'server/discover before initialize');
+    const r = await c.request(11, 'server/discover', params);
+    assert.equal(r.id, 11);
+    assert.ok(r.result.supportedVersions.includes('2026-07-28'), brief(r));
+    assert.equal(r.result.resultType, 'complete');
+    // the connection is of the stateless era now: initialize is refused
+    const i = await c.request(12, 'initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } });
+    assertError(i, -32600, 12, 'initialize on a stateless connection');
+  });
+  await withRaw({ server: BACKEND() }, async (c) => {
     await c.initialize();
-    assertError(await c.request(12, 'server/discover', params), -32601, 12, 'server/discover after initialize');
+    const r = await c.request(13, 'server/discover', {});
+    assert.equal(r.id, 13);
+    assert.ok(r.result.supportedVersions.includes('2025-11-25'), brief(r));
   });
 });
 

@@ -190,6 +190,33 @@ for (const mode of MODES) {
   });
 }
 
+test('two backends behind one endpoint: a stateless client lists both, and elicitation reaches it from the right one', TF, async () => {
+  const { writeFileSync } = await import('node:fs');
+  const { tmpPath } = await import('./lib.mjs');
+  const se = everythingServer();
+  const cfg = tmpPath(`era-two-${process.pid}.json`);
+  writeFileSync(cfg, JSON.stringify({ mcpServers: {
+    everything: { command: process.execPath, args: se.args },
+    fx: { command: FIXTURE, args: [] },
+  } }));
+  const transport = new StdioClientTransport({ command: CHAIN, args: ['--config', cfg], stderr: 'pipe' });
+  const client = new Client(CLIENT_INFO, { capabilities: CAPS, versionNegotiation: { mode: 'auto' } });
+  let asked = 0;
+  client.setRequestHandler('elicitation/create', async () => { asked++; return { action: 'decline' }; });
+  await client.connect(transport);
+  try {
+    assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
+    const names = (await client.listTools()).tools.map((t) => t.name);
+    assert.ok(names.some((n) => n.includes('echo')) && names.some((n) => n.includes('elicit')), names.join(','));
+    const elicit = names.find((n) => n === 'elicit' || n.endsWith('elicit'));
+    const r = await client.callTool({ name: elicit, arguments: {} });
+    assert.equal(asked, 1);
+    assert.match(JSON.stringify(r), /decline/);
+  } finally {
+    await client.close();
+  }
+});
+
 test('a handshake-era client on the same build still gets the handshake (SDK 1.32)', T, async () => {
   const p = serverParams('chain', everythingServer());
   const transport = new V1Stdio({ command: p.command, args: p.args, env: p.env, stderr: 'pipe' });

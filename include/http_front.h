@@ -53,6 +53,9 @@ size_t http_front_busy(const struct http_front *f);
  */
 void http_front_stop(struct http_front *f, const char *reason);
 
+/* How long a 2026-07-28 client's call waits for its retry (session_set_input_ttl). */
+void http_front_set_input_ttl(struct http_front *f, double seconds);
+
 /* Stops (if needed) and frees everything. */
 void http_front_free(struct http_front *f);
 

@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "peer.h"
 #include <sys/uio.h>
@@ -55,6 +56,13 @@ bool session_receive_line(struct session *s, const char *line, size_t len);
  * cancelled at the backend and its requestState refused as expired.
  */
 void session_set_input_ttl(struct session *s, double seconds);
+
+/* The era the session's client began with (era.h: ERA_UNKNOWN before its
+ * first request). */
+int session_era(const struct session *s);
+
+/* A stateless-era session's instance (what its requestStates name), or 0. */
+uint64_t session_instance(const struct session *s);
 
 /* Sets how the chain pauses and resumes reading from the client. */
 void session_set_pause(struct session *s, void (*pause)(void *arg, bool paused));

@@ -580,6 +580,7 @@ static int start_http(struct app *a, const char *spec)
 	if (!a->http)
 		return -1;
 	http_front_set_ready(a->http, all_ready, a);
+	http_front_set_input_ttl(a->http, a->cfg->input_ttl);
 	return 0;
 }
 

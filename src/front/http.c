@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <openssl/evp.h>
 
 #include "buf.h"
 #include "config.h"
@@ -33,7 +34,9 @@
 #include "mhd_dl.h"
 #include "msg.h"
 #include "rpc.h"
+#include "era.h"
 #include "session.h"
+#include "stateless.h"
 
 #define JSON_TYPE "application/json"
 #define SSE_TYPE "text/event-stream"
@@ -103,6 +106,8 @@ struct hsess {
 	size_t ring_bytes;
 	uint64_t next_event;
 	ev_timer idle;
+	bool stateless;           /* a 2026-07-28 client's: no session id, one call */
+	uint64_t instance;        /* its requestStates' instance, once registered */
 };
 
 struct http_front {
@@ -119,6 +124,8 @@ struct http_front {
 	bool in_run, kick, stopped;
 	bool draining;            /* no new connection, session or stream */
 	struct hmap sessions;     /* sid -> hsess */
+	struct hmap instances;    /* stateless: requestState instance -> hsess */
+	double input_ttl;
 	unsigned serial;
 	bool (*ready)(void *arg);
 	void *ready_arg;
@@ -434,6 +441,18 @@ static void held_clear(struct hsess *hs)
 /* A message for the GET stream: sent, or held (oldest dropped) until one opens. */
 static void to_get_stream(struct hsess *hs, const char *line, size_t n)
 {
+	if (hs->stateless) {
+		/* no GET stream in this era: the call's (or the listen's) own stream */
+		for (struct hreq *r = hs->streams; r; r = r->next) {
+			if (r->sse) {
+				stream_send(r, line, n);
+				return;
+			}
+		}
+		log_debug("http: stateless #%u: a message with no stream to carry it was dropped",
+			  hs->serial);
+		return;
+	}
 	if (hs->get) {
 		stream_send(hs->get, line, n);
 		return;
@@ -573,6 +592,8 @@ static void sess_end(struct hsess *hs, const char *reason)
 {
 	struct http_front *f = hs->f;
 	hmap_del(&f->sessions, hs->sid, HTTP_SID_LEN);
+	if (hs->instance)
+		hmap_del(&f->instances, &hs->instance, sizeof hs->instance);
 	ev_timer_stop(EV_DEFAULT, &hs->idle);
 	while (hs->streams) {
 		struct hreq *r = hs->streams;
@@ -586,7 +607,10 @@ static void sess_end(struct hsess *hs, const char *reason)
 	http_routes_release(&hs->routes);
 	held_clear(hs);
 	ring_clear(hs);
-	log_info("http: session #%u ended (%s)", hs->serial, reason);
+	if (hs->stateless)
+		log_debug("http: stateless #%u ended (%s)", hs->serial, reason);
+	else
+		log_info("http: session #%u ended (%s)", hs->serial, reason);
 	free(hs);
 }
 
@@ -596,11 +620,11 @@ static void on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 	struct hsess *hs = w->data;
 	(void)loop;
 	(void)revents;
-	if (hs->streams) {
+	if (hs->streams || (hs->stateless && session_busy(hs->s))) {
 		ev_timer_again(EV_DEFAULT, w);
 		return;
 	}
-	sess_end(hs, "expired after being idle");
+	sess_end(hs, hs->stateless ? "its call ended" : "expired after being idle");
 }
 
 /* A new session; NULL when out of memory or randomness. */
@@ -770,23 +794,127 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 	return reply_stream(r, sid);
 }
 
-/*
- * server/discover without a session: a 2026-07-28 client probing. We
- * speak the initialize handshake, so it gets what a session answers
- * (session.c), -32601, and falls back to initialize.
- */
-static enum MHD_Result reply_discover(struct hreq *r, struct MHD_Connection *c)
+/* The value of header C:NAME, decoded from the "=?base64?...?=" form
+ * (malloc'd), or NULL when absent or badly encoded (*BAD set). */
+static char *header_value(struct MHD_Connection *c, const char *name, bool *bad)
 {
-	json_t *id = msg_val_json(&r->ids[0]);
-	json_t *e = rpc_error(id, RPC_METHOD_NOT_FOUND,
-		"Method not found: server/discover (this server speaks the initialize handshake; "
-		"protocol versions 2024-11-05 to 2025-11-25)", NULL);
-	char *s = json_dumps(e, JSON_COMPACT);
-	json_decref(e);
-	json_decref(id);
-	enum MHD_Result rc = reply(r, c, MHD_HTTP_OK, JSON_TYPE, s ? s : "", s ? strlen(s) : 0, NULL);
-	free(s);
-	return rc;
+	const char *v = header(c, name);
+	size_t n = v ? strlen(v) : 0;
+	*bad = false;
+	if (!v)
+		return NULL;
+	if (n < 11 || strncmp(v, "=?base64?", 9) != 0 || strcmp(v + n - 2, "?=") != 0)
+		return strdup(v);
+	size_t len = n - 11;
+	unsigned char *out = malloc(len / 4 * 3 + 4);
+	int got = out && len % 4 == 0 ? EVP_DecodeBlock(out, (const unsigned char *)v + 9, (int)len) : -1;
+	if (got < 0) {
+		free(out);
+		*bad = true;
+		return NULL;
+	}
+	while (len >= 1 && v[9 + len - 1] == '=' && got > 0) {   /* padding decodes to zeros */
+		got--;
+		len--;
+	}
+	out[got] = '\0';
+	return (char *)out;
+}
+
+/*
+ * The standard headers of a 2026-07-28 request checked against its body:
+ * NULL, or why they disagree (answered 400, -32020).
+ */
+static const char *check_stateless_headers(struct MHD_Connection *c, json_t *body,
+					   const char *method, char *why, size_t n)
+{
+	json_t *params = json_object_get(body, "params");
+	const char *bv = era_request_version(params);
+	const char *hv = header(c, VERSION_HEADER);
+	bool bad;
+	if (!hv)
+		return "the MCP-Protocol-Version header is required";
+	if (bv && strcmp(bv, hv) != 0) {
+		snprintf(why, n, "the MCP-Protocol-Version header says %.40s but the request's _meta says %.40s",
+			 hv, bv);
+		return why;
+	}
+	char *hm = header_value(c, "Mcp-Method", &bad);
+	if (!hm || strcmp(hm, method) != 0) {
+		snprintf(why, n, hm ? "the Mcp-Method header says %.60s but the body's method is %.60s"
+				    : "the Mcp-Method header is required (the body's method is %.60s%.0s)",
+			 hm ? hm : method, method);
+		free(hm);
+		return why;
+	}
+	free(hm);
+	const char *key = strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0 ? "name"
+		: strcmp(method, "resources/read") == 0 ? "uri" : NULL;
+	const char *want = key ? json_string_value(json_object_get(params, key)) : NULL;
+	if (!want)
+		return NULL;
+	char *hn = header_value(c, "Mcp-Name", &bad);
+	const char *err = NULL;
+	if (bad)
+		err = "the Mcp-Name header's Base64 form cannot be decoded";
+	else if (!hn)
+		err = "the Mcp-Name header is required for this method";
+	else if (strcmp(hn, want) != 0)
+		err = "the Mcp-Name header does not match the body";
+	free(hn);
+	return err;
+}
+
+/*
+ * A POST without a session that is of the 2026-07-28 era (a request whose
+ * _meta or MCP-Protocol-Version header says so, or server/discover): true,
+ * with the reply in *RC. Each such request gets a session of its own for
+ * the life of its call; a retry after input_required goes to the session
+ * whose call it continues.
+ */
+static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_discover,
+			      enum MHD_Result *rc)
+{
+	struct MHD_Connection *c = r->conn;
+	const char *hv = header(c, VERSION_HEADER);
+	json_t *body = json_loadb(r->body.data ? r->body.data : "", buf_pending(&r->body), 0, NULL);
+	json_t *params = json_object_get(body, "params");
+	const char *method = json_string_value(json_object_get(body, "method"));
+	if (!json_is_object(body) ||
+	    !(is_discover || era_request_version(params) || era_of_version(hv) == ERA_STATELESS)) {
+		json_decref(body);
+		return false;
+	}
+	char why[200];
+	const char *bad = json_object_get(body, "id") && method ?
+		check_stateless_headers(c, body, method, why, sizeof why) : NULL;
+	if (bad) {
+		json_decref(body);
+		*rc = reply_error(r, c, MHD_HTTP_BAD_REQUEST, -32020, bad);
+		return true;
+	}
+	struct hsess *hs = NULL;
+	uint64_t inst;
+	if (stateless_state_instance(json_string_value(json_object_get(params, "requestState")), &inst))
+		hs = hmap_get(&f->instances, &inst, sizeof inst);
+	json_decref(body);
+	if (!hs) {
+		if (f->stopped || !(hs = sess_new(f))) {
+			*rc = reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+					  "Service Unavailable: cannot serve a request now");
+			return true;
+		}
+		hs->stateless = true;
+		if (f->input_ttl > 0)
+			session_set_input_ttl(hs->s, f->input_ttl);
+		hs->idle.repeat = 0.5;   /* it ends soon after its call */
+		ev_timer_again(EV_DEFAULT, &hs->idle);
+	}
+	*rc = post_to_session(r, hs, false);
+	if (!hs->instance && (hs->instance = session_instance(hs->s)) &&
+	    hmap_put(&f->instances, &hs->instance, sizeof hs->instance, hs) < 0)
+		hs->instance = 0;
+	return true;
 }
 
 /* A complete POST. */
@@ -816,8 +944,9 @@ static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
 	if (f->draining && r->nids > 0)
 		return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
 				   "Service Unavailable: mcp-chain is shutting down");
-	if (is_discover && r->nids == 1 && !header(c, SID_HEADER))
-		return reply_discover(r, c);
+	enum MHD_Result src;
+	if (!is_init && !header(c, SID_HEADER) && on_stateless_post(f, r, is_discover, &src))
+		return src;
 	if (is_init && !header(c, SID_HEADER)) {
 		if (f->stopped || !(hs = sess_new(f)))
 			return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
@@ -955,6 +1084,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		}
 		if (status)
 			return reply_error(r, c, status, -32000, why);
+		if ((r->kind == REQ_GET || r->kind == REQ_DELETE) && !header(c, SID_HEADER) &&
+		    era_of_version(header(c, VERSION_HEADER)) == ERA_STATELESS)
+			return reply_error(r, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32000,
+				"Method Not Allowed: protocol " ERA_STATELESS_VERSION " uses POST only");
 		if (r->kind == REQ_GET)
 			return on_get(f, r);
 		if (r->kind == REQ_DELETE)
@@ -1153,6 +1286,7 @@ struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *
 		return NULL;
 	f->chain = chain;
 	f->sessions = empty;
+	f->instances = empty;
 	f->address = strdup(l->address ? l->address : CFG_DEFAULT_LISTEN_ADDRESS);
 	f->path = strdup(l->path ? l->path : CFG_DEFAULT_LISTEN_PATH);
 	f->origins = strv_dup(l->origins);
@@ -1181,6 +1315,8 @@ void http_front_set_ready(struct http_front *f, bool (*ready)(void *arg), void *
 }
 
 size_t http_front_sessions(const struct http_front *f) { return f->sessions.count; }
+
+void http_front_set_input_ttl(struct http_front *f, double seconds) { f->input_ttl = seconds; }
 
 /* Ends every session (the map changes under us: one at a time). */
 static void end_all(struct http_front *f, const char *reason)
@@ -1265,6 +1401,7 @@ void http_front_free(struct http_front *f)
 		MHD_stop_daemon(d);
 	}
 	hmap_release(&f->sessions);
+	hmap_release(&f->instances);
 	strv_free(f->origins);
 	strv_free(f->hosts);
 	free(f->address);

@@ -183,6 +183,18 @@ void session_set_input_ttl(struct session *s, double seconds)
 		s->round_ttl = seconds;
 }
 
+/* The era the client began with. */
+int session_era(const struct session *s)
+{
+	return (int)s->era;
+}
+
+/* The stateless instance, or 0. */
+uint64_t session_instance(const struct session *s)
+{
+	return s->st ? stateless_instance(s->st) : 0;
+}
+
 /* Sets the transport's pause function. */
 void session_set_pause(struct session *s, void (*pause)(void *arg, bool paused))
 {

@@ -765,3 +765,13 @@ int stateless_send(struct stateless *st, json_t *msg, const char *asked)
 	}
 	return write_msg(st, msg);
 }
+
+bool stateless_state_instance(const char *state, uint64_t *instance)
+{
+	return state && sscanf(state, "v1.%16" SCNx64 ".", instance) == 1;
+}
+
+uint64_t stateless_instance(const struct stateless *st)
+{
+	return st->instance;
+}

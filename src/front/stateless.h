@@ -28,6 +28,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 struct peer;
 struct stateless;
@@ -65,6 +66,13 @@ int stateless_send(struct stateless *st, json_t *msg, const char *method);
  * cache fields of cacheable methods when the backend gave none (ttlMs 0,
  * cacheScope "private": nothing is cached unless a backend says so). */
 void stateless_stamp(json_t *result, const char *method);
+
+/* The session instance a requestState names (unauthenticated: a hint for
+ * routing a retry to its session, which checks the state); false if none. */
+bool stateless_state_instance(const char *state, uint64_t *instance);
+
+/* ST's instance (what its requestStates name). */
+uint64_t stateless_instance(const struct stateless *st);
 
 /* True for methods whose results are cacheable in the stateless era. */
 bool stateless_cacheable(const char *method);

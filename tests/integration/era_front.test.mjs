@@ -290,3 +290,125 @@ test('a requestState that is forged, replayed or foreign is refused and nothing 
     b.child.kill('SIGTERM');
   }
 });
+
+// ---------------------------------------------------------------------------
+// the HTTP front (--listen): 2026-07-28 clients have no session
+
+import { spawn as spawnProc } from 'node:child_process';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { writeConfig } from './lib.mjs';
+
+async function withListen(server, fn) {
+  const cfg = writeConfig(server);
+  const proc = spawnProc(CHAIN, ['--config', cfg, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (c) => { stderr += c; });
+  try {
+    await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.test(stderr) || proc.exitCode !== null,
+      { timeoutMs: 10_000, what: 'mcp-chain to listen' });
+    const port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(stderr)[1]);
+    return await fn(`http://127.0.0.1:${port}/mcp`);
+  } catch (e) {
+    e.message += `\n--- mcp-chain stderr (tail) ---\n${stderr.slice(-3000)}`;
+    throw e;
+  } finally {
+    proc.kill('SIGTERM');
+    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
+  }
+}
+
+async function httpClient(url) {
+  const seen = [];
+  const transport = new StreamableHTTPClientTransport(new URL(url), {
+    fetch: async (u, init) => {
+      const res = await fetch(u, init);
+      seen.push({ method: init?.method, status: res.status, sid: res.headers.get('mcp-session-id') });
+      return res;
+    },
+  });
+  const client = new Client(CLIENT_INFO, { capabilities: CAPS, versionNegotiation: { mode: 'auto' } });
+  client.setRequestHandler('elicitation/create', async () => ({ action: 'accept', content: { name: 'Ada', check: true, color: 'red', email: 'ada@example.com', integer: 3, number: 2.5 } }));
+  client.setRequestHandler('sampling/createMessage', async () => ({ model: 'test-model', role: 'assistant', content: { type: 'text', text: 'sampled over http' } }));
+  await client.connect(transport);
+  return { client, seen };
+}
+
+test('[http] a 2026-07-28 client: no session, lists, calls, progress, input_required across POSTs', T, async () => {
+  await withListen(everythingServer(), async (url) => {
+    const { client, seen } = await httpClient(url);
+    try {
+      assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
+      const names = await toolsWhenComplete(client);
+      assert.ok(names.includes('echo'));
+      const r = await client.callTool({ name: 'echo', arguments: { message: 'over http' } });
+      assert.equal(r.content[0].text, 'Echo: over http');
+      const progress = [];
+      await client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 1, steps: 3 } },
+        { onprogress: (p) => progress.push(p.progress) });
+      assert.ok(progress.length >= 2, `progress streamed: ${progress.length}`);
+      const e = await client.callTool({ name: 'trigger-elicitation-request', arguments: {} });
+      assert.match(JSON.stringify(e.content), /Ada/);
+      const s = await client.callTool({ name: 'trigger-sampling-request', arguments: { prompt: 'p', maxTokens: 5 } });
+      assert.match(JSON.stringify(s.content), /sampled over http/);
+      assert.ok(seen.every((x) => !x.sid), 'no Mcp-Session-Id in this era');
+      assert.ok(seen.every((x) => x.method === 'POST'), seen.map((x) => x.method).join(','));
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+test('[http] 2026-07-28 requests: headers checked against the body, GET and DELETE refused', T, async () => {
+  await withListen(everythingServer(), async (url) => {
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const post = (body, headers) => fetch(url, { method: 'POST', body: JSON.stringify(body),
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', ...headers } });
+    const call = { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'echo', arguments: { message: 'h' }, _meta: meta } };
+    const good = { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'echo' };
+    const ok = await post(call, good);
+    assert.equal(ok.status, 200);
+    assert.equal(ok.headers.get('mcp-session-id'), null);
+    const text = await ok.text();
+    assert.match(text, /Echo: h/);
+    assert.match(text, /"resultType":"complete"/);
+    for (const [name, headers] of [
+      ['Mcp-Method mismatch', { ...good, 'mcp-method': 'tools/list' }],
+      ['Mcp-Name mismatch', { ...good, 'mcp-name': 'other' }],
+      ['Mcp-Name missing', { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call' }],
+      ['version mismatch', { ...good, 'mcp-protocol-version': '2025-11-25' }],
+    ]) {
+      const res = await post(call, headers);
+      assert.equal(res.status, 400, name);
+      const body = await res.json();
+      assert.equal(body.error.code, -32020, `${name}: ${JSON.stringify(body)}`);
+    }
+    // the Base64 form of a header
+    const b64 = { ...good, 'mcp-name': `=?base64?${Buffer.from('echo').toString('base64')}?=` };
+    assert.equal((await post(call, b64)).status, 200);
+    for (const method of ['GET', 'DELETE']) {
+      const res = await fetch(url, { method, headers: { accept: 'text/event-stream', 'mcp-protocol-version': '2026-07-28' } });
+      assert.equal(res.status, 405, method);
+    }
+    // the handshake era on the same endpoint still works
+    const init = await post({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'old', version: '1' } } }, {});
+    assert.equal(init.status, 200);
+    assert.ok(init.headers.get('mcp-session-id'));
+  });
+});
+
+test('[http] subscriptions/listen: list_changed on the listen stream', TF, async () => {
+  await withListen(fixtureServer(), async (url) => {
+    const { client } = await httpClient(url);
+    const got = [];
+    try {
+      const sub = await client.listen({ toolsListChanged: true });
+      client.setNotificationHandler('notifications/tools/list_changed', (n) => { got.push(n); });
+      await client.callTool({ name: 'notify', arguments: { kind: 'tools' } });
+      await waitFor(() => got.length > 0, { what: 'list_changed on the listen stream' });
+      await client.callTool({ name: 'notify', arguments: { kind: 'prompts' } });
+      await sub.close();
+    } finally {
+      await client.close();
+    }
+  });
+});

@@ -1,6 +1,7 @@
 /*
  * http_front.h - the Streamable HTTP front: many client sessions over
- * HTTP (MCP revisions 2025-03-26 to 2025-11-25), on the loop.
+ * HTTP (MCP revisions 2025-03-26 to 2025-11-25 with sessions, 2026-07-28
+ * without), on the loop.
  *
  * libmicrohttpd runs in its external epoll mode: one ev_io watches its
  * epoll descriptor and one ev_timer follows MHD_get_timeout after every

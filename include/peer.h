@@ -107,6 +107,8 @@ struct exchange {
 	/* For requests mcp-chain makes itself: */
 	void (*on_response)(struct exchange *ex, json_t *msg, void *arg);
 	void *arg;
+	struct exchange *about;  /* a module's question: the request it is about
+				  * (open while the question is), else NULL */
 	ev_timer timer;          /* the responder's request timeout */
 	/* For the front's batches (session-owned): */
 	void *batch;

@@ -996,6 +996,7 @@ static struct exchange *call_new(struct peer *to, const char *method,
 		return NULL;
 	ex->on_response = cb ? cb : ignore_response;
 	ex->arg = arg;
+	ex->about = NULL;
 	ex->ctx.dir = to->role == PEER_BACKEND ? MW_TO_BACKEND : MW_TO_CLIENT;
 	ex->ctx.backend = backend_of(NULL, to);
 	ex->ctx.client = principal_of(NULL, to);
@@ -1102,6 +1103,7 @@ int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
 		json_decref(err);
 		return -1;
 	}
+	a->ex->about = ex;
 	a->next = ex->chain->asks;
 	ex->chain->asks = a;
 	call_send(a->ex, client, method, params, NULL);  /* may answer (fail) at once */

@@ -354,6 +354,11 @@ static void backend_request(struct stateless *st, json_t *req)
 	struct pick p = { st, bx ? bx->from : NULL, NULL, NULL, 0, 0 };
 	if (p.backend)
 		hmap_each(&st->client->received, pick_one, &p);
+	if (bx && !bx->from && bx->about && bx->about->from == st->client) {
+		/* a module's question (policy "ask") about this client's request */
+		p.running = bx->about;
+		p.n_running = 1;
+	}
 	size_t count = p.n_running ? p.n_running : p.n_waiting;
 	if (count != 1) {
 		char why[300];

@@ -412,3 +412,29 @@ test('[http] subscriptions/listen: list_changed on the listen stream', TF, async
     }
   });
 });
+
+test('policy "ask" asks a 2026-07-28 client with input_required; its answer decides', TF, async () => {
+  const cfg = writeConfig(fixtureServer(), { extra: { middleware: [{ use: 'policy', rules: [{ ask: ['echo'] }] }] } });
+  const transport = new StdioClientTransport({ command: CHAIN, args: ['--config', cfg], stderr: 'pipe' });
+  let stderr = '';
+  transport.stderr?.on('data', (c) => { stderr += c; });
+  const client = new Client(CLIENT_INFO, { capabilities: CAPS, versionNegotiation: { mode: 'auto' } });
+  const answers = [{ action: 'accept', content: {} }, { action: 'decline' }];
+  const asked = [];
+  client.setRequestHandler('elicitation/create', async (req) => { asked.push(req.params.message); return answers.shift(); });
+  await client.connect(transport);
+  try {
+    assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
+    const ok = await client.callTool({ name: 'echo', arguments: { text: 'allowed' } });
+    assert.ok(!ok.isError, JSON.stringify(ok));
+    assert.match(asked[0], /"echo"/);
+    const no = await client.callTool({ name: 'echo', arguments: { text: 'refused' } });
+    assert.equal(no.isError, true);
+    assert.equal(asked.length, 2);
+  } catch (e) {
+    e.message += `\n--- mcp-chain stderr ---\n${stderr.slice(-2000)}`;
+    throw e;
+  } finally {
+    await client.close();
+  }
+});

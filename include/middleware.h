@@ -47,6 +47,8 @@ struct mw_ctx {
 	const char *method;    /* for a response: its request's method */
 	const char *client;    /* principal, else clientInfo.name; may be NULL */
 	const char *backend;   /* backend name; NULL when not yet routed */
+	const char *protocol;  /* the client's protocol version (its era:
+				* "2026-07-28" is the stateless one); may be NULL */
 	const char *name;      /* tool or prompt name, or resource URI, that a
 				* request (and its response) is about; NULL
 				* for other methods */

@@ -61,6 +61,8 @@ struct peer {
 	enum peer_role role;
 	const char *name;        /* owned by the container; for logs */
 	const char *principal;   /* client identity (clients only); may be NULL */
+	const char *version;     /* clients: the protocol version they speak
+				  * (owned by the container); may be NULL */
 	bool ready;              /* handshake done; may carry traffic */
 	bool congested;          /* its output queue is over the high-water mark */
 	bool over_limit;         /* its last request went over the chain's bound */

@@ -385,6 +385,16 @@ static const char *principal_of(struct peer *a, struct peer *b)
 	return NULL;
 }
 
+/* The client's protocol version for the context. */
+static const char *version_of(struct peer *a, struct peer *b)
+{
+	if (a && a->role == PEER_CLIENT)
+		return a->version;
+	if (b && b->role == PEER_CLIENT)
+		return b->version;
+	return NULL;
+}
+
 /* Backend name for the context. */
 static const char *backend_of(struct peer *a, struct peer *b)
 {
@@ -410,6 +420,8 @@ static void exchange_assign(struct exchange *ex, struct peer *to)
 	ex->ctx.backend = backend_of(ex->from, to);
 	if (!ex->ctx.client)  /* a module (auth) may have set the principal */
 		ex->ctx.client = principal_of(ex->from, to);
+	if (!ex->ctx.protocol)
+		ex->ctx.protocol = version_of(ex->from, to);
 	if (hmap_put(&to->sent, &ex->to_id, sizeof ex->to_id, ex) == 0)
 		ex->in_sent = true;
 	if (to->timeout > 0 && ex->from) {
@@ -614,6 +626,7 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 	ex->batch = from->batch;
 	ex->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
 	ex->ctx.client = principal_of(from, NULL);
+	ex->ctx.protocol = version_of(from, NULL);
 	ex->ctx.backend = backend_of(from, NULL);
 	if (from->role == PEER_BACKEND && pipeline_size(from->pl) > 0) {
 		/* from a backend: its own modules first, then the global ones */
@@ -840,6 +853,7 @@ static void send_notification(struct peer *from, struct peer *to, struct msg *m,
 	memcpy(n->method, method, mlen + 1);
 	n->ctx.method = n->method;
 	n->ctx.client = principal_of(from, to);
+	n->ctx.protocol = version_of(from, to);
 	n->ctx.backend = backend_of(from, to);
 	n->ctx.start = ev_now(EV_DEFAULT);
 	n->walk.stage[0] = pipeline_ref(first);
@@ -1000,6 +1014,7 @@ static struct exchange *call_new(struct peer *to, const char *method,
 	ex->ctx.dir = to->role == PEER_BACKEND ? MW_TO_BACKEND : MW_TO_CLIENT;
 	ex->ctx.backend = backend_of(NULL, to);
 	ex->ctx.client = principal_of(NULL, to);
+	ex->ctx.protocol = version_of(NULL, to);
 	return ex;
 }
 

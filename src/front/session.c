@@ -274,6 +274,7 @@ static void on_backend_init(void *arg, json_t *resp)
 	} else {
 		free(s->version);
 		s->version = strdup(v);
+		s->peer.version = s->version;
 		json_decref(s->init_result);
 		s->init_result = json_incref(result);
 		s->era = ERA_HANDSHAKE;
@@ -386,6 +387,7 @@ static void on_stateless_ready(void *arg, json_t *resp)
 		s->peer.ready = true;
 		free(s->version);
 		s->version = strdup(ERA_STATELESS_VERSION);
+		s->peer.version = s->version;
 		log_info("%s: serving %s (protocol %s, stateless)", s->name,
 			 s->principal ? s->principal : "unnamed client", ERA_STATELESS_VERSION);
 		/* what a handshake-era client says next, the backends hear from us */

@@ -253,6 +253,7 @@ static void exchange_line(const struct log_mod *lm, const struct mw_ctx *ctx,
 	l->time = ctx->start;
 	l->from = ctx->dir == MW_TO_BACKEND ? "client" : "backend";
 	l->client = ctx->client;
+	l->protocol = ctx->protocol;
 	l->backend = ctx->backend;
 	l->method = ctx->method;
 	l->name = ctx->name;
@@ -297,6 +298,7 @@ static void write_notification(struct log_mod *lm, const struct mw_ctx *ctx, jso
 		.notification = true,
 		.from = ctx->dir == MW_TO_BACKEND ? "client" : "backend",
 		.client = ctx->client,
+		.protocol = ctx->protocol,
 		.backend = ctx->backend,
 		.method = ctx->method,
 		.params = lm->params ? json_object_get(msg, "params") : NULL,

@@ -112,7 +112,7 @@ struct buf;
 struct log_line {
 	double time;               /* loop time the exchange began */
 	bool notification;         /* "kind": "notification", no numbers */
-	const char *from, *client, *backend, *method, *name;
+	const char *from, *client, *protocol, *backend, *method, *name;
 	json_t *id;
 	const char *outcome;
 	json_t *code;              /* an integer */

@@ -344,7 +344,7 @@ static int put_message(struct buf *b, json_t *message)
 }
 
 /* Room text_head needs beyond 6 * N for its strings: more than its
- * keys (79 bytes), the time (48 with a NUL) and 5 pairs of quotes. */
+ * keys (92 bytes), the time (48 with a NUL) and 5 pairs of quotes. */
 #define HEAD_ROOM 256
 
 /* Room for the three numbers: more than 3 keys (40) and 3 * INT_MAX_LEN. */
@@ -354,9 +354,9 @@ static int put_message(struct buf *b, json_t *message)
  * the id, as their lengths are known. */
 static int text_head(const struct log_line *l, struct buf *b)
 {
-	size_t from = str_len(l->from), client = str_len(l->client),
+	size_t from = str_len(l->from), client = str_len(l->client), protocol = str_len(l->protocol),
 	       backend = str_len(l->backend), method = str_len(l->method), name = str_len(l->name);
-	char *o = room(b, HEAD_ROOM + 6 * (from + client + backend + method + name));
+	char *o = room(b, HEAD_ROOM + 6 * (from + client + protocol + backend + method + name));
 	if (!o)
 		return -1;
 	o = LIT(o, "{\"time\":\"");
@@ -366,6 +366,7 @@ static int text_head(const struct log_line *l, struct buf *b)
 		o = LIT(o, ",\"kind\":\"notification\"");
 	o = MEMBER_TEXT(o, ",\"from\":", l->from, from);
 	o = MEMBER_TEXT(o, ",\"client\":", l->client, client);
+	o = MEMBER_TEXT(o, ",\"protocol\":", l->protocol, protocol);
 	o = MEMBER_TEXT(o, ",\"backend\":", l->backend, backend);
 	o = MEMBER_TEXT(o, ",\"method\":", l->method, method);
 	o = MEMBER_TEXT(o, ",\"name\":", l->name, name);
@@ -437,6 +438,7 @@ json_t *log_line_json(const struct log_line *l)
 		set_str(o, "kind", "notification");
 	set_str(o, "from", l->from);
 	set_str(o, "client", l->client);
+	set_str(o, "protocol", l->protocol);
 	set_str(o, "backend", l->backend);
 	set_str(o, "method", l->method);
 	set_str(o, "name", l->name);

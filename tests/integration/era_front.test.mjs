@@ -413,6 +413,25 @@ test('[http] subscriptions/listen: list_changed on the listen stream', TF, async
   });
 });
 
+test('the log module records the client\'s era', TF, async () => {
+  const { readFileSync } = await import('node:fs');
+  const { tmpPath } = await import('./lib.mjs');
+  const file = tmpPath(`era-log-${process.pid}.jsonl`);
+  const cfg = writeConfig(fixtureServer(), { extra: { middleware: [{ use: 'log', sink: 'file', path: file }] } });
+  const transport = new StdioClientTransport({ command: CHAIN, args: ['--config', cfg], stderr: 'pipe' });
+  const client = new Client(CLIENT_INFO, { capabilities: CAPS, versionNegotiation: { mode: 'auto' } });
+  await client.connect(transport);
+  try {
+    await client.callTool({ name: 'echo', arguments: { text: 'logged' } });
+  } finally {
+    await client.close();
+  }
+  const lines = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const call = lines.find((l) => l.method === 'tools/call');
+  assert.equal(call.protocol, '2026-07-28', JSON.stringify(call));
+  assert.equal(call.client, CLIENT_INFO.name);
+});
+
 test('policy "ask" asks a 2026-07-28 client with input_required; its answer decides', TF, async () => {
   const cfg = writeConfig(fixtureServer(), { extra: { middleware: [{ use: 'policy', rules: [{ ask: ['echo'] }] }] } });
   const transport = new StdioClientTransport({ command: CHAIN, args: ['--config', cfg], stderr: 'pipe' });

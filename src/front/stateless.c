@@ -54,6 +54,7 @@ struct stateless {
 	uint64_t next_serial;
 	struct round *rounds;
 	struct listen *listens;
+	int log_level;          /* the level the client's requests last asked for; -1: none */
 };
 
 static unsigned char mac_key[32];
@@ -631,6 +632,45 @@ static bool to_listens(struct stateless *st, const char *method, json_t *note)
 	return true;
 }
 
+/* ---- log messages ---- */
+
+/* The rank of a syslog-style level name (debug 0 .. emergency 7), or -1. */
+static int level_rank(const char *level)
+{
+	static const char *const names[] = { "debug", "info", "notice", "warning", "error",
+		"critical", "alert", "emergency", NULL };
+	for (int i = 0; level && names[i]; i++)
+		if (strcmp(level, names[i]) == 0)
+			return i;
+	return -1;
+}
+
+/*
+ * A request's _meta log level: the client wants log messages from that
+ * level on. The backend hears logging/setLevel when it changes (its level
+ * is one for every request; mcp-chain filters per client).
+ */
+static void note_log_level(struct stateless *st, json_t *params)
+{
+	const char *level = json_string_value(era_meta(params, ERA_META_LOG_LEVEL));
+	int rank = level_rank(level);
+	if (rank < 0 || rank == st->log_level)
+		return;
+	st->log_level = rank;
+	char id[48];
+	snprintf(id, sizeof id, SUB_ID_PREFIX "%" PRIu64, ++st->next_serial);
+	json_t *req = json_pack("{s:s,s:s,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", id, "method",
+				"logging/setLevel", "params", "level", level);
+	chain_receive(st->client, req);
+}
+
+/* True when the client asked for log messages of NOTE's level. */
+static bool log_wanted(const struct stateless *st, json_t *note)
+{
+	const char *level = json_string_value(json_object_get(json_object_get(note, "params"), "level"));
+	return st->log_level >= 0 && level_rank(level) >= st->log_level;
+}
+
 /* ---- the interface ---- */
 
 struct stateless *stateless_new(struct peer *client, stateless_write_fn write, void *arg,
@@ -645,6 +685,7 @@ struct stateless *stateless_new(struct peer *client, stateless_write_fn write, v
 	st->write = write;
 	st->arg = arg;
 	st->ttl = round_ttl > 0 ? round_ttl : 300.;
+	st->log_level = -1;
 	if (getrandom(&st->instance, sizeof st->instance, 0) != sizeof st->instance)
 		st->instance = (uint64_t)(uintptr_t)st ^ (uint64_t)(ev_now(EV_DEFAULT) * 1e6);
 	/* it may answer a backend's request (a ping) before the send returns */
@@ -670,6 +711,7 @@ bool stateless_request(struct stateless *st, json_t *req)
 {
 	const char *method = json_string_value(json_object_get(req, "method"));
 	json_t *params = json_object_get(req, "params");
+	note_log_level(st, params);
 	if (method && strcmp(method, "subscriptions/listen") == 0) {
 		listen_open(st, req, params);
 		return true;
@@ -754,6 +796,8 @@ int stateless_send(struct stateless *st, json_t *msg, const char *asked)
 		}
 		if (to_listens(st, method, msg))
 			return 0;
+		if (strcmp(method, "notifications/message") == 0 && !log_wanted(st, msg))
+			return 0;   /* not asked for: the era sends none unless asked */
 		return write_msg(st, msg);
 	}
 	if (own_response(st, msg))

@@ -17,6 +17,9 @@
  *    bound to the session, the call and its round, expiring), so that a
  *    forged, replayed, expired or foreign state is refused and nothing
  *    reaches the backend;
+ *  - passes log messages only from the level the client's requests ask
+ *    for in their _meta (none when they ask for none), and tells the
+ *    backend with logging/setLevel when that level changes;
  *  - serves subscriptions/listen: list_changed and resources/updated go
  *    only to the listen streams that asked for them (resource URIs are
  *    subscribed at the backend through the chain).

@@ -705,6 +705,35 @@ static void test_input_required_ambiguous(void **state)
 	assert_int_equal(n_out(), outs);
 }
 
+/* Log messages: none unless a request's _meta asks; then from that level on. */
+static void test_stateless_log_level(void **state)
+{
+	(void)state;
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META26 "}}");
+	size_t outs = n_out();
+	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"error\",\"data\":\"x\"}}");
+	assert_int_equal(n_out(), outs);
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
+	       "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+	       "\"io.modelcontextprotocol/logLevel\":\"warning\"}}}");
+	size_t i = n_be() - 2;   /* logging/setLevel, then the request */
+	assert_string_equal(json_string_value(json_object_get(be_at(i), "method")), "logging/setLevel");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(be_at(i), "params"), "level")),
+			    "warning");
+	be_respond(i, "{}");
+	outs = n_out();   /* the answer to setLevel is mcp-chain's own: the client sees none */
+	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"x\"}}");
+	assert_int_equal(n_out(), outs);
+	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"error\",\"data\":\"x\"}}");
+	assert_int_equal(n_out(), outs + 1);
+	/* the same level again: nothing more to the backend */
+	size_t before = n_be();
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
+	       "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+	       "\"io.modelcontextprotocol/logLevel\":\"warning\"}}}");
+	assert_int_equal(n_be(), before + 1);
+}
+
 /* subscriptions/listen: list_changed only to the streams that asked. */
 static void test_listen(void **state)
 {
@@ -1285,6 +1314,7 @@ int main(void)
 		T(test_input_required_expired_state),
 		T(test_input_required_ambiguous),
 		T(test_listen),
+		T(test_stateless_log_level),
 		T(test_initialize_bad_params),
 		T(test_queue_while_initializing),
 		T(test_initialize_backend_error),

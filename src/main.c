@@ -500,6 +500,7 @@ static json_t *describe_backends(void *arg)
 			backend_state_name(backend_state(b)), "command", backend_cfg(b)->command,
 			"restarts", (json_int_t)st->restarts, "requests", (json_int_t)st->requests,
 			"errors", (json_int_t)st->errors);
+		json_object_set_new(d, "protocol", json_string(backend_protocol(b)));
 		if (st->started_at)
 			json_object_set_new(d, "uptimeSeconds", json_real(now - st->started_at));
 		if (p->why_down[0] && backend_state(b) != BACKEND_READY)

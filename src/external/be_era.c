@@ -198,10 +198,11 @@ static json_t *call_error(json_int_t orig, int code, const char *fmt, ...)
 	return err;
 }
 
-/* Removes the era's members from a result the client gets. */
+/* Removes the era's members from a result the client gets (a discover
+ * result keeps its _meta: backend.c reads the server's identity there). */
 static void strip_result(json_t *result)
 {
-	if (!json_is_object(result))
+	if (!json_is_object(result) || json_object_get(result, "supportedVersions"))
 		return;
 	json_object_del(result, "resultType");
 	json_object_del(result, "ttlMs");

@@ -1,6 +1,6 @@
 /*
  * be_era.c - a 2026-07-28 backend behind handshake-era clients: the
- * translation between the two eras at the backend's edge (see be_era.h).
+ * translation between the two eras at the backend's edge (include/be_era.h).
  *
  * Calls that may answer input_required (tools/call, prompts/get,
  * resources/read) are remembered under the id they have at the backend

@@ -282,7 +282,8 @@ static bool same_strv(char *const *x, char *const *y)
 /* True when an entry would start the same process or connection. */
 static bool same_launch(const struct cfg_server *x, const struct cfg_server *y)
 {
-	return x->transport == y->transport && same_str(x->command, y->command) &&
+	return x->transport == y->transport && x->protocol == y->protocol &&
+	       same_str(x->command, y->command) &&
 	       same_str(x->url, y->url) && same_str(x->cwd, y->cwd) &&
 	       same_strv(x->argv, y->argv) && same_strv(x->env, y->env) &&
 	       same_strv(x->headers, y->headers);

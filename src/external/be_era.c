@@ -634,8 +634,11 @@ static void listen_ended(struct be_era *e, json_t *msg)
 	bool current = e->listen_id && id && strcmp(id, e->listen_id) == 0;
 	if (!current)
 		return;
+	/* not opened again: a server that refuses or drops it at once would
+	 * make that a loop; the next subscribe opens a new one */
 	if (err)
-		log_warn("%s: subscriptions/listen refused: %s", backend_peer(e->b)->name,
+		log_warn("%s: subscriptions/listen ended: %s; list_changed and resources/updated "
+			 "from it stop", backend_peer(e->b)->name,
 			 json_string_value(json_object_get(err, "message")) ?: "?");
 	else
 		log_info("%s: the backend closed its subscriptions/listen stream",

@@ -221,6 +221,22 @@ for (const transport of ['stdio', 'http']) {
   }
 }
 
+test('the status resource says which protocol each backend speaks', T, async () => {
+  const cfg = { status: true, mcpServers: {
+    s: { command: process.execPath, args: [SERVER2026] },
+    old: { command: process.execPath, args: [LEGACY] },
+  } };
+  await withChain(cfg, {}, async (s) => {
+    const st = JSON.parse((await s.client.readResource({ uri: 'mcp-chain://status' })).contents[0].text);
+    assert.equal(st.backends.s.protocol, '2026-07-28');
+    assert.equal(st.backends.old.protocol, '2025-11-25');
+    assert.equal(st.backends.s.state, 'ready');
+    const tools = (await s.client.listTools()).tools.map((t) => t.name).sort();
+    assert.ok(tools.includes('s__echo') && tools.includes('old__echo'), tools.join(','));
+    assert.equal(text(await s.client.callTool({ name: 's__echo', arguments: { text: 'm' } })), 'echo: m');
+  });
+});
+
 test('input_required: an elicitation the client fails answers the call with an error; the next call works', T, async () => {
   const cfg = { mcpServers: { s: { command: process.execPath, args: [SERVER2026] } } };
   const setup = (client) => client.setRequestHandler(ElicitRequestSchema, async () => { throw new Error('user said no'); });

@@ -328,9 +328,7 @@ static int input_send(struct be_era *e, struct era_call *c, const char *key, jso
 	char id[48];
 	snprintf(id, sizeof id, INPUT_PREFIX "%" PRIu64, in->seq);
 	json_t *up = json_pack("{s:s,s:s,s:s}", "jsonrpc", "2.0", "id", id, "method", method);
-	json_object_set(up, "params", json_is_object(params) ? params : json_object());
-	if (!json_is_object(params))
-		json_decref(json_object_get(up, "params"));
+	json_object_set_new(up, "params", json_is_object(params) ? json_incref(params) : json_object());
 	/* the chain may answer it at once (no client to ask): see input_answer */
 	chain_receive(backend_peer(e->b), up);
 	return 0;

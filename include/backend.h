@@ -5,7 +5,9 @@
  * The generic part here owns what every transport shares: the peer the
  * chain routes to, the initialize handshake (done with the front client's
  * own parameters and cached, so that a restarted backend is initialized
- * again the same way), the start-up bound, and supervision: a backend
+ * again the same way; with a 2026-07-28 backend server/discover instead,
+ * and every message translated between the eras by be_era.c, so that the
+ * chain and the clients see a handshake-era server), the start-up bound, and supervision: a backend
  * whose transport goes down unexpectedly fails its pending requests at
  * once, then is restarted with exponential backoff until it crash-loops
  * (a start that fails counts as a quick failure; one that can never
@@ -25,6 +27,7 @@
 #include <sys/uio.h>
 
 #include "config.h"
+#include "era.h"
 #include "peer.h"
 
 enum backend_state {
@@ -106,8 +109,17 @@ struct backend *backend_of_peer(struct peer *p);
 const struct cfg_server *backend_cfg(const struct backend *b);
 const struct cfg *backend_top(const struct backend *b);
 
-/* The cached initialize result (borrowed), or NULL before the first. */
+/* The cached initialize result (borrowed), or NULL before the first. With
+ * a 2026-07-28 backend it is made from its server/discover answer. */
 json_t *backend_init_result(const struct backend *b);
+
+/* The era the backend speaks (ERA_UNKNOWN before its first handshake; the
+ * one being tried while it is initializing). */
+enum era backend_era(const struct backend *b);
+
+/* The protocol revision it speaks, for the status report and logs: its
+ * negotiated handshake version, "2026-07-28", or "unknown". Static. */
+const char *backend_protocol(const struct backend *b);
 
 /* Reload: the backend's entry in the new configuration TOP (both
  * borrowed; same launch settings). */
@@ -140,6 +152,14 @@ void backend_deliver(struct backend *b, json_t *msg, size_t bytes);
 /* Hands a received line (borrowed) to the chain; false when it is not
  * JSON (the caller reports it). */
 bool backend_deliver_line(struct backend *b, const char *line, size_t len);
+
+/* --- for the era translation (be_era.c) --- */
+
+/* The client's initialize params the backend was started with (borrowed), or NULL. */
+json_t *backend_init_params(const struct backend *b);
+
+/* Sends MSG (borrowed) through the transport untranslated; 0 or -1. */
+int backend_send_transport(struct backend *b, json_t *msg);
 
 /* The transport is down; REASON names why ("exited with status 1"). */
 void backend_down(struct backend *b, const char *reason);

@@ -26,6 +26,14 @@
 
 enum cfg_transport { CFG_STDIO, CFG_HTTP, CFG_SSE };
 
+/* Which protocol era mcp-chain speaks to a backend ("protocol"). */
+enum cfg_protocol {
+	CFG_PROTO_AUTO,       /* find out: stdio tries initialize first, HTTP
+			       * probes with server/discover first */
+	CFG_PROTO_HANDSHAKE,  /* initialize only; never a server/discover */
+	CFG_PROTO_STATELESS,  /* 2026-07-28 only: server/discover, no initialize */
+};
+
 /* A backend entry. All strings are owned by the config. */
 struct cfg_server {
 	char *name;
@@ -38,6 +46,7 @@ struct cfg_server {
 	char *cwd;          /* NULL: inherit */
 	char *prefix;       /* namespace for its tools and prompts; NULL: name */
 	double timeout;     /* seconds per request; 0: none */
+	enum cfg_protocol protocol;
 	bool restart;       /* restart after an unexpected exit */
 	double restart_delay;     /* first backoff, seconds */
 	double restart_max_delay; /* backoff ceiling, seconds */

@@ -282,7 +282,8 @@ static bool same_strv(char *const *x, char *const *y)
 /* True when an entry would start the same process or connection. */
 static bool same_launch(const struct cfg_server *x, const struct cfg_server *y)
 {
-	return x->transport == y->transport && same_str(x->command, y->command) &&
+	return x->transport == y->transport && x->protocol == y->protocol &&
+	       same_str(x->command, y->command) &&
 	       same_str(x->url, y->url) && same_str(x->cwd, y->cwd) &&
 	       same_strv(x->argv, y->argv) && same_strv(x->env, y->env) &&
 	       same_strv(x->headers, y->headers);
@@ -502,6 +503,7 @@ static json_t *describe_backends(void *arg)
 			backend_state_name(backend_state(b)), "command", backend_cfg(b)->command,
 			"restarts", (json_int_t)st->restarts, "requests", (json_int_t)st->requests,
 			"errors", (json_int_t)st->errors);
+		json_object_set_new(d, "protocol", json_string(backend_protocol(b)));
 		if (st->started_at)
 			json_object_set_new(d, "uptimeSeconds", json_real(now - st->started_at));
 		if (p->why_down[0] && backend_state(b) != BACKEND_READY)

@@ -278,7 +278,7 @@ static char *opt_string(struct ctx *c, json_t *v, const char *path)
 
 static const char *const server_keys[] = {
 	"type", "command", "args", "env", "cwd", "enabled", "middleware",
-	"disabled", "prefix", "timeout", "restart", "url", "headers", NULL
+	"disabled", "prefix", "timeout", "restart", "url", "headers", "protocol", NULL
 };
 
 static void check_keys(struct ctx *c, json_t *obj, const char *path,
@@ -460,6 +460,25 @@ static enum cfg_transport load_transport(struct ctx *c, struct cfg_server *s, js
 	return s->transport;
 }
 
+/* Reads "protocol": the era spoken to the backend (see enum cfg_protocol). */
+static void load_protocol(struct ctx *c, struct cfg_server *s, json_t *v, const char *path)
+{
+	const char *t = json_string_value(v);
+	s->protocol = CFG_PROTO_AUTO;
+	if (!v)
+		return;
+	if (t && strcmp(t, "auto") == 0)
+		s->protocol = CFG_PROTO_AUTO;
+	else if (t && strcmp(t, "handshake") == 0)
+		s->protocol = CFG_PROTO_HANDSHAKE;
+	else if (t && strcmp(t, "2026-07-28") == 0)
+		s->protocol = CFG_PROTO_STATELESS;
+	else
+		bad(c, path, "must be \"auto\", \"handshake\" or \"2026-07-28\"");
+	if (s->transport == CFG_SSE && s->protocol == CFG_PROTO_STATELESS)
+		bad(c, path, "the HTTP+SSE transport (\"type\": \"sse\") predates 2026-07-28");
+}
+
 /* Reads one mcpServers entry. */
 static void load_server(struct ctx *c, struct cfg_server *s, const char *name,
 			json_t *e, const char *path)
@@ -504,6 +523,8 @@ common:
 	opt_ms(c, json_object_get(e, "timeout"), p, 86400000, &s->timeout);
 	path_join(p, sizeof p, path, "restart");
 	load_restart(c, s, json_object_get(e, "restart"), p);
+	path_join(p, sizeof p, path, "protocol");
+	load_protocol(c, s, json_object_get(e, "protocol"), p);
 	path_join(p, sizeof p, path, "middleware");
 	s->middleware = json_object_get(e, "middleware");
 	if (s->middleware && !json_is_array(s->middleware))

@@ -1,7 +1,9 @@
 /*
  * backend.c - what every backend transport shares: the chain peer, the
- * initialize handshake, the start-up bound and supervision (restart with
- * exponential backoff, crash-loop detection).
+ * handshake (initialize, or server/discover with a 2026-07-28 server, the
+ * era chosen by "protocol"), the start-up bound and supervision (restart
+ * with exponential backoff, crash-loop detection). A backend that speaks
+ * the stateless era has every message pass be_era.c on its way.
  */
 #include "backend.h"
 
@@ -11,6 +13,7 @@
 
 #include <ev.h>
 
+#include "be_era.h"
 #include "chain.h"
 #include "log.h"
 #include "rpc.h"
@@ -29,7 +32,11 @@ struct backend {
 	const struct be_transport_ops *ops;
 	void *t;                  /* transport state */
 	json_t *init_params;      /* owned: what the backend is initialized with */
-	json_t *init_result;      /* owned: its answer */
+	json_t *init_result;      /* owned: its answer (translated from
+				   * server/discover's in the stateless era) */
+	enum era era;             /* what it speaks, or is being probed with */
+	bool tried_init;          /* this handshake sent initialize already */
+	struct be_era *x;         /* owned: the stateless era's translation */
 	struct init_waiter *waiters;
 	ev_timer init_timer;
 	ev_timer restart_timer;
@@ -92,6 +99,8 @@ static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
 		return -1;
 	if (json_object_get(msg, "method") && json_object_get(msg, "id"))
 		b->stats.requests++;
+	if (b->era == ERA_STATELESS)
+		return be_era_send(b->x, msg);
 	return b->ops->send(b, msg);
 }
 
@@ -119,37 +128,97 @@ static void wake_waiters(struct backend *b, json_t *resp)
 	}
 }
 
+static const struct peer_ops backend_ops, backend_raw_ops;
+static void send_initialize(struct backend *b);
+static void send_discover(struct backend *b);
+
+/* Speaks ERA from now on: a stateless backend takes trees only. */
+static void set_era(struct backend *b, enum era era)
+{
+	b->era = era;
+	b->peer.ops = era != ERA_STATELESS && b->ops->send_raw ? &backend_raw_ops : &backend_ops;
+}
+
+/* The handshake failed with MSG (an error, or no result): waiters learn it. */
+static void handshake_failed(struct backend *b, json_t *msg, const char *what)
+{
+	if (b->state == BACKEND_INITIALIZING) {
+		set_state(b, BACKEND_STARTED);
+		json_t *e = json_object_get(msg, "error");
+		snprintf(b->peer.why_down, sizeof b->peer.why_down, "%s failed: %s", what,
+			 json_string_value(json_object_get(e, "message")) ?: "no result");
+		log_warn("%s: %s", b->peer.name, b->peer.why_down);
+	}
+	wake_waiters(b, msg);
+}
+
+/* The handshake is done with RESULT (stolen) as the initialize result. */
+static void handshake_done(struct backend *b, json_t *result, json_t *resp)
+{
+	json_decref(b->init_result);
+	b->init_result = result;
+	b->peer.init_result = b->init_result;
+	set_state(b, BACKEND_READY);
+	const char *v = json_string_value(json_object_get(result, "protocolVersion"));
+	json_t *si = json_object_get(result, "serverInfo");
+	log_info("%s: ready: %s %s, protocol %s", b->peer.name,
+		 json_string_value(json_object_get(si, "name")) ?: "?",
+		 json_string_value(json_object_get(si, "version")) ?: "?",
+		 b->era == ERA_STATELESS ? ERA_STATELESS_VERSION " (stateless era: its "
+		 "clients see the handshake era)" : v ? v : "?");
+	wake_waiters(b, resp);
+	emit(b, BACKEND_EV_READY);
+}
+
+/* The backend answered server/discover: ready, or fall back to initialize. */
+static void on_discover_response(struct exchange *ex, json_t *msg, void *arg)
+{
+	struct backend *b = arg;
+	json_t *result = json_object_get(msg, "result");
+	(void)ex;
+	if (result && (b->state == BACKEND_INITIALIZING || b->state == BACKEND_STARTED)) {
+		ev_timer_stop(EV_DEFAULT, &b->init_timer);
+		json_t *r = be_era_init_result(result, b->init_params, b->peer.name);
+		json_t *resp = rpc_result(json_null(), json_incref(r));
+		handshake_done(b, r, resp);
+		json_decref(resp);
+		if (b->state == BACKEND_READY)
+			be_era_ready(b->x, json_object_get(result, "capabilities"));
+		return;
+	}
+	if (b->state == BACKEND_INITIALIZING && b->cfg->protocol == CFG_PROTO_AUTO &&
+	    !b->tried_init) {
+		json_t *e = json_object_get(msg, "error");
+		log_info("%s: no server/discover (%s): speaking the handshake era", b->peer.name,
+			 json_string_value(json_object_get(e, "message")) ?: "no result");
+		send_initialize(b);
+		return;
+	}
+	ev_timer_stop(EV_DEFAULT, &b->init_timer);
+	handshake_failed(b, msg, "server/discover");
+}
+
 /* The backend answered our initialize. */
 static void on_init_response(struct exchange *ex, json_t *msg, void *arg)
 {
 	struct backend *b = arg;
 	json_t *result = json_object_get(msg, "result");
 	(void)ex;
+	if (!result && b->state == BACKEND_INITIALIZING && b->cfg->protocol == CFG_PROTO_AUTO &&
+	    b->era != ERA_STATELESS && be_era_refuses_initialize(msg)) {
+		json_t *e = json_object_get(msg, "error");
+		log_info("%s: refuses initialize (%s): a 2026-07-28 server; asking server/discover",
+			 b->peer.name, json_string_value(json_object_get(e, "message")) ?: "?");
+		send_discover(b);
+		return;
+	}
 	ev_timer_stop(EV_DEFAULT, &b->init_timer);
 	/* a late answer (after the timeout) still makes the backend usable */
 	if (result && (b->state == BACKEND_INITIALIZING || b->state == BACKEND_STARTED)) {
-		json_decref(b->init_result);
-		b->init_result = json_incref(result);
-		b->peer.init_result = b->init_result;
-		set_state(b, BACKEND_READY);
-		const char *v = json_string_value(json_object_get(result, "protocolVersion"));
-		json_t *si = json_object_get(result, "serverInfo");
-		log_info("%s: ready: %s %s, protocol %s", b->peer.name,
-			 json_string_value(json_object_get(si, "name")) ?: "?",
-			 json_string_value(json_object_get(si, "version")) ?: "?",
-			 v ? v : "?");
-		wake_waiters(b, msg);
-		emit(b, BACKEND_EV_READY);
+		handshake_done(b, json_incref(result), msg);
 		return;
 	}
-	if (b->state == BACKEND_INITIALIZING) {
-		set_state(b, BACKEND_STARTED);
-		json_t *e = json_object_get(msg, "error");
-		snprintf(b->peer.why_down, sizeof b->peer.why_down, "initialize failed: %s",
-			 json_string_value(json_object_get(e, "message")) ?: "no result");
-		log_warn("%s: %s", b->peer.name, b->peer.why_down);
-	}
-	wake_waiters(b, msg);
+	handshake_failed(b, msg, "initialize");
 }
 
 /* The backend did not answer initialize in time: fail the waiting clients. */
@@ -162,7 +231,8 @@ static void on_init_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 		return;
 	set_state(b, BACKEND_STARTED);
 	snprintf(b->peer.why_down, sizeof b->peer.why_down,
-		 "did not answer initialize within %g s", b->top->init_timeout);
+		 "did not answer %s within %g s",
+		 b->era == ERA_STATELESS ? "server/discover" : "initialize", b->top->init_timeout);
 	log_error("%s: %s", b->peer.name, b->peer.why_down);
 	json_t *err = rpc_errorf(json_null(), RPC_BACKEND_GONE, "backend %s %s",
 				 b->peer.name, b->peer.why_down);
@@ -170,20 +240,53 @@ static void on_init_timeout(struct ev_loop *loop, ev_timer *w, int revents)
 	json_decref(err);
 }
 
+/* A handshake request could not be sent. */
+static void handshake_unsent(struct backend *b)
+{
+	ev_timer_stop(EV_DEFAULT, &b->init_timer);
+	set_state(b, BACKEND_STARTED);
+	json_t *err = rpc_errorf(json_null(), RPC_INTERNAL_ERROR, "out of memory");
+	wake_waiters(b, err);
+	json_decref(err);
+}
+
 /* Sends initialize with the stored parameters. */
+static void send_initialize(struct backend *b)
+{
+	set_era(b, ERA_HANDSHAKE);
+	b->tried_init = true;
+	if (chain_call(&b->peer, "initialize", json_deep_copy(b->init_params),
+		       on_init_response, b) < 0)
+		handshake_unsent(b);
+}
+
+/* Sends server/discover (the era's _meta is added on the way, be_era.c). */
+static void send_discover(struct backend *b)
+{
+	set_era(b, ERA_STATELESS);
+	if (chain_call(&b->peer, "server/discover", json_object(), on_discover_response, b) < 0)
+		handshake_unsent(b);
+}
+
+/*
+ * The handshake, in the era "protocol" says. "auto" never sends a stdio
+ * server anything but initialize first (some legacy servers exit on an
+ * unknown first request): a 2026-only server refuses it (-32022), and
+ * then server/discover follows. An HTTP server is probed with
+ * server/discover first, which a legacy one refuses (4xx, -32601).
+ */
 static void handshake(struct backend *b)
 {
+	const struct cfg_server *c = b->cfg;
 	set_state(b, BACKEND_INITIALIZING);
 	ev_timer_set(&b->init_timer, b->top->init_timeout, 0.);
 	ev_timer_start(EV_DEFAULT, &b->init_timer);
-	if (chain_call(&b->peer, "initialize", json_deep_copy(b->init_params),
-		       on_init_response, b) < 0) {
-		ev_timer_stop(EV_DEFAULT, &b->init_timer);
-		set_state(b, BACKEND_STARTED);
-		json_t *err = rpc_errorf(json_null(), RPC_INTERNAL_ERROR, "out of memory");
-		wake_waiters(b, err);
-		json_decref(err);
-	}
+	b->tried_init = false;
+	if (c->protocol == CFG_PROTO_STATELESS ||
+	    (c->protocol == CFG_PROTO_AUTO && c->transport == CFG_HTTP))
+		send_discover(b);
+	else
+		send_initialize(b);
 }
 
 /* The peer's initialize operation. */
@@ -267,6 +370,12 @@ struct backend *backend_new(struct chain *chain, const struct cfg *top,
 	b->on_event = on_event;
 	b->arg = arg;
 	b->delay = cfg->restart_delay;
+	b->era = ERA_UNKNOWN;
+	b->x = be_era_new(b);
+	if (!b->x) {
+		free(b);
+		return NULL;
+	}
 	peer_init(&b->peer, b->ops->send_raw ? &backend_raw_ops : &backend_ops,
 		  PEER_BACKEND, cfg->name);
 	ev_init(&b->init_timer, on_init_timeout);
@@ -363,6 +472,7 @@ static void went_down(struct backend *b, const char *reason, enum down_kind kind
 		snprintf(b->peer.why_down, sizeof b->peer.why_down, "%s", why);
 	b->stats.started_at = 0;
 	b->peer.ready = false;
+	be_era_reset(b->x);
 	json_t *err = rpc_errorf(json_null(), RPC_BACKEND_GONE, "backend %s: %s",
 				 b->peer.name, reason);
 	wake_waiters(b, err);
@@ -405,6 +515,8 @@ void backend_ended(struct backend *b, const char *reason)
 /* Hands a received message to the chain. */
 void backend_deliver(struct backend *b, json_t *msg, size_t bytes)
 {
+	if (b->era == ERA_STATELESS && !(msg = be_era_receive(b->x, msg)))
+		return;
 	if (json_object_get(msg, "error") && !json_object_get(msg, "method"))
 		b->stats.errors++;
 	b->peer.rx_bytes = bytes;
@@ -414,6 +526,16 @@ void backend_deliver(struct backend *b, json_t *msg, size_t bytes)
 /* Hands a received line to the chain; false when it is not JSON. */
 bool backend_deliver_line(struct backend *b, const char *line, size_t len)
 {
+	if (b->era == ERA_STATELESS) {
+		/* every message of this era is read (be_era.c) */
+		json_t *msg = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
+		if (!json_is_object(msg)) {
+			json_decref(msg);
+			return false;  /* not JSON, or a batch: the transport sees to it */
+		}
+		backend_deliver(b, msg, len);
+		return true;
+	}
 	json_t *err = NULL;
 	bool ok = chain_receive_line(&b->peer, line, len, &err);
 	json_decref(err);
@@ -457,6 +579,23 @@ json_t *backend_init_result(const struct backend *b) { return b->init_result; }
 const struct backend_stats *backend_stats(const struct backend *b) { return &b->stats; }
 void *backend_transport(struct backend *b) { return b->t; }
 void backend_set_transport(struct backend *b, void *t) { b->t = t; }
+json_t *backend_init_params(const struct backend *b) { return b->init_params; }
+enum era backend_era(const struct backend *b) { return b->era; }
+
+/* The protocol the backend speaks, for the status report. */
+const char *backend_protocol(const struct backend *b)
+{
+	if (b->era == ERA_STATELESS && b->state == BACKEND_READY)
+		return ERA_STATELESS_VERSION;
+	const char *v = json_string_value(json_object_get(b->init_result, "protocolVersion"));
+	return b->era == ERA_HANDSHAKE && v ? v : "unknown";
+}
+
+/* Sends MSG (borrowed) through the transport as it is. */
+int backend_send_transport(struct backend *b, json_t *msg)
+{
+	return b->ops->send(b, msg);
+}
 
 /* Points a kept backend at its entry in a new configuration. */
 void backend_set_cfg(struct backend *b, const struct cfg *top, const struct cfg_server *cfg)
@@ -492,6 +631,7 @@ void backend_free(struct backend *b)
 	json_decref(err);
 	json_decref(b->init_params);
 	json_decref(b->init_result);
+	be_era_free(b->x);
 	chain_remove_peer(&b->peer);
 	peer_release(&b->peer);
 	free(b);

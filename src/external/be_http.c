@@ -59,6 +59,8 @@ static int st_post(struct be_http *s, struct out *o)
 		return -1;
 	bool fresh = o->is_init || o->kind == OUT_REINIT;  /* starts a session */
 	x->gen = s->gen;
+	if (o->version)
+		return start_checked(x, hx_stateless_headers(x), 0);
 	return start_checked(x, fresh ? 0 : hx_session_headers(x, true), 0);
 }
 
@@ -456,6 +458,12 @@ static int send_one(struct be_http *s, json_t *msg)
 	if (o->is_init)
 		remember_init(s, msg);
 	abort_cancelled(s, msg);
+	if (o->version && !o->id) {
+		/* the stateless era defines no notification from a client over
+		 * HTTP: closing a request's stream (above) is its cancellation */
+		out_free(o);
+		return 0;
+	}
 	if (s->held || !s->mode->can_post(s)) {
 		http_hold(s, o);  /* behind what waits already, to keep the order */
 		http_wake(s);

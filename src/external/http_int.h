@@ -51,6 +51,11 @@ struct out {
 	bool is_init;           /* an initialize request */
 	bool is_initialized;    /* notifications/initialized */
 	bool retried;           /* already sent again after a lost session */
+	char *version;          /* owned: the 2026-07-28 era's protocol version
+				 * the message states in its _meta, or NULL
+				 * (handshake era: the session's headers apply) */
+	char *method;           /* owned: its method (stateless era), or NULL */
+	char *name;             /* owned: params.name / params.uri (stateless era), or NULL */
 	unsigned resumes;       /* stream resumptions without progress */
 	long retry;             /* the stream's reconnection delay (ms), or -1 */
 	struct out *next;       /* in the held list */
@@ -175,6 +180,14 @@ void hx_push_body(struct hx *x);
 
 /* Adds a request header "NAME: VALUE"; 0 or -1. */
 int hx_header(struct hx *x, const char *name, const char *value);
+
+/*
+ * Adds the 2026-07-28 era's headers to X, a POST of a message stating that
+ * era (x->msg->version): MCP-Protocol-Version, Mcp-Method and Mcp-Name
+ * (the tool or prompt name, the resource URI), as the body says; no
+ * session. 0 or -1.
+ */
+int hx_stateless_headers(struct hx *x);
 
 /* Adds the Streamable HTTP headers (session, protocol version) to X. */
 int hx_session_headers(struct hx *x, bool with_proto);

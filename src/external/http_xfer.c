@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "chain.h"
+#include "era.h"
 #include "log.h"
 #include "mcpc_version.h"
 #include "rpc.h"
@@ -105,6 +106,17 @@ struct out *out_new(json_t *msg, enum out_kind kind)
 		o->id = json_incref(id);
 	o->is_init = method && strcmp(method, "initialize") == 0;
 	o->is_initialized = method && strcmp(method, "notifications/initialized") == 0;
+	/* the stateless era: the body says which era; the headers repeat it */
+	json_t *params = json_object_get(msg, "params");
+	const char *v = era_request_version(params);
+	if (method && v && era_stateless_supported(v)) {
+		const char *name = json_string_value(json_object_get(params, "name"));
+		if (!name)
+			name = json_string_value(json_object_get(params, "uri"));
+		o->version = strdup(v);
+		o->method = strdup(method);
+		o->name = name ? strdup(name) : NULL;
+	}
 	return o;
 }
 
@@ -115,6 +127,9 @@ void out_free(struct out *o)
 		return;
 	free(o->body);
 	json_decref(o->id);
+	free(o->version);
+	free(o->method);
+	free(o->name);
 	free(o);
 }
 
@@ -379,6 +394,16 @@ int hx_header(struct hx *x, const char *name, const char *value)
 }
 
 /* Adds the session and protocol version headers. */
+int hx_stateless_headers(struct hx *x)
+{
+	const struct out *o = x->msg;
+	x->gen = x->s->gen;
+	if (hx_header(x, "MCP-Protocol-Version", o->version) < 0 ||
+	    hx_header(x, "Mcp-Method", o->method) < 0)
+		return -1;
+	return o->name && !strpbrk(o->name, "\r\n") ? hx_header(x, "Mcp-Name", o->name) : 0;
+}
+
 int hx_session_headers(struct hx *x, bool with_proto)
 {
 	struct be_http *s = x->s;

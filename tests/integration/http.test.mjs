@@ -452,8 +452,16 @@ test('fault server: headers — configured ones, Accept, session, negotiated pro
       assert.equal(r.headers.authorization, 'Bearer t0ken', `${r.method} carries the configured header`);
       assert.equal(r.headers['x-extra'], 'yes');
     }
-    const [init, ...rest] = requests;
+    // "protocol": "auto" probes an HTTP upstream with server/discover first (the era's
+    // headers, no session); this legacy server answers -32601, so initialize follows
+    const [probe, init, ...rest] = requests;
+    assert.equal(probe.body.method, 'server/discover');
+    assert.equal(probe.headers['mcp-protocol-version'], '2026-07-28');
+    assert.equal(probe.headers['mcp-method'], 'server/discover');
+    assert.equal(probe.headers['mcp-session-id'], undefined);
+    assert.equal(probe.body.params._meta['io.modelcontextprotocol/protocolVersion'], '2026-07-28');
     assert.equal(init.body.method, 'initialize');
+    assert.equal(init.headers['mcp-method'], undefined, 'no 2026 headers in the handshake era');
     assert.equal(init.headers['mcp-session-id'], undefined);
     assert.equal(init.headers['mcp-protocol-version'], undefined, 'no version header on initialize');
     assert.match(init.headers.accept, /application\/json/);

@@ -264,6 +264,28 @@ static void test_middleware_pipelines(void **state)
 	cfg_errors_release(&e);
 }
 
+/* "protocol": the era spoken to a backend; errors name the key's path. */
+static void test_protocol(void **state)
+{
+	(void)state;
+	struct cfg *c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"},"
+				"\"b\":{\"command\":\"x\",\"protocol\":\"handshake\"},"
+				"\"c\":{\"url\":\"http://h/mcp\",\"protocol\":\"2026-07-28\"},"
+				"\"d\":{\"command\":\"x\",\"protocol\":\"auto\"}}}");
+	assert_int_equal(c->servers[0].protocol, CFG_PROTO_AUTO);
+	assert_int_equal(c->servers[1].protocol, CFG_PROTO_HANDSHAKE);
+	assert_int_equal(c->servers[2].protocol, CFG_PROTO_STATELESS);
+	assert_int_equal(c->servers[3].protocol, CFG_PROTO_AUTO);
+	cfg_free(c);
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\",\"protocol\":\"2025-06-18\"}}}",
+		     NAME ": /mcpServers/a/protocol: must be \"auto\", \"handshake\" or \"2026-07-28\"");
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\",\"protocol\":true}}}",
+		     NAME ": /mcpServers/a/protocol: must be \"auto\", \"handshake\" or \"2026-07-28\"");
+	expect_error("{\"mcpServers\":{\"s\":{\"type\":\"sse\",\"url\":\"http://h/sse\","
+		     "\"protocol\":\"2026-07-28\"}}}",
+		     NAME ": /mcpServers/s/protocol: the HTTP+SSE transport (\"type\": \"sse\") predates 2026-07-28");
+}
+
 static void test_missing_command(void **state)
 {
 	(void)state;
@@ -804,6 +826,7 @@ int main(void)
 		cmocka_unit_test(test_log_level),
 		cmocka_unit_test(test_load_file),
 		cmocka_unit_test(test_cfg_error),
+		cmocka_unit_test(test_protocol),
 		cmocka_unit_test(test_listen_defaults),
 		cmocka_unit_test(test_listen_section),
 		cmocka_unit_test(test_listen_errors),

@@ -149,13 +149,15 @@ static struct backend *make(const char *text)
 	return BE;
 }
 
-/* A fake-transport entry with these restart settings (JSON text). */
+/* A fake-transport entry with these restart settings (JSON text). The fake
+ * is a handshake-era server: pinned, since "auto" probes an HTTP upstream
+ * with server/discover first (test_be_era.c covers that). */
 static struct backend *make_fake(const char *restart)
 {
 	char text[1024];
 	snprintf(text, sizeof text,
 		 "{\"mcpServers\":{\"fake\":{\"type\":\"http\",\"url\":\"http://127.0.0.1:9/mcp\","
-		 "\"restart\":%s}}}", restart);
+		 "\"protocol\":\"handshake\",\"restart\":%s}}}", restart);
 	return make(text);
 }
 

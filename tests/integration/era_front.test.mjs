@@ -457,3 +457,33 @@ test('policy "ask" asks a 2026-07-28 client with input_required; its answer deci
     await client.close();
   }
 });
+
+// ---------------------------------------------------------------------------
+// 2026-07-28 on both sides: an SDK v2 client in 2026 mode through mcp-chain to
+// a server that speaks only 2026-07-28 (fixtures/server2026.mjs)
+
+const SERVER2026 = { command: 'node', args: [new URL('./fixtures/server2026.mjs', import.meta.url).pathname] };
+
+for (const mode of MODES) {
+  test(`[${mode}] a 2026-07-28 client through mcp-chain to a 2026-only server: calls, progress, input_required rounds, listen`, T, async () => {
+    await with2026(mode, SERVER2026, {}, async ({ client, wire }) => {
+      assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
+      const names = (await client.listTools()).tools.map((t) => t.name);
+      assert.deepEqual(names.sort(), ['ask', 'bump', 'echo', 'slow']);
+      assert.equal((await client.callTool({ name: 'echo', arguments: { text: 'both ways' } })).content[0].text, 'echo: both ways');
+      const progress = [];
+      await client.callTool({ name: 'slow', arguments: { steps: 3 } }, { onprogress: (p) => progress.push(p.progress) });
+      assert.ok(progress.length >= 2, `progress: ${progress.length}`);
+      const r = await client.callTool({ name: 'ask', arguments: { rounds: 2 } });
+      assert.match(r.content[0].text, /hello Ada,Ada \(2 rounds\)/);
+      assert.equal(wire.received.filter((m) => m.result?.resultType === 'input_required').length, 2);
+      const sub = await client.listen({ resourcesListChanged: true, resourceSubscriptions: ['test://counter'] });
+      await client.callTool({ name: 'bump', arguments: {} });
+      await waitFor(() => wire.received.some((m) => m.method === 'notifications/resources/updated'),
+        { what: 'resources/updated through both eras' });
+      await sub.close();
+      const prompt = await client.getPrompt({ name: 'greet', arguments: { name: 'Bea' } });
+      assert.match(JSON.stringify(prompt.messages), /Hello, Bea!/);
+    });
+  });
+}

@@ -60,6 +60,19 @@ const char *era_request_version(json_t *params);
  */
 json_t *era_unsupported_error(json_t *id, const char *requested);
 
+/*
+ * Checks a stateless-era request's PARAMS (borrowed) for the _meta every
+ * request of the era carries (protocolVersion, clientCapabilities). NULL
+ * when it is fine, else what is wrong, with *CODE the error to answer
+ * (RPC_INVALID_PARAMS when something is missing, RPC_UNSUPPORTED_VERSION
+ * for a version mcp-chain does not speak: answer with era_unsupported_error).
+ */
+const char *era_check_envelope(json_t *params, int *code);
+
+/* True for the methods the stateless era removed (initialize, ping,
+ * logging/setLevel, resources/subscribe and unsubscribe): -32601 there. */
+bool era_stateless_removed(const char *method);
+
 /* Every supported revision of both eras as a new array, newest first. */
 json_t *era_all_versions(void);
 

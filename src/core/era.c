@@ -76,3 +76,32 @@ json_t *era_unsupported_error(json_t *id, const char *requested)
 		 requested ? requested : "(none)", ERA_STATELESS_VERSION, "2024-11-05", "2025-11-25");
 	return rpc_error(id, RPC_UNSUPPORTED_VERSION, msg, data);
 }
+
+const char *era_check_envelope(json_t *params, int *code)
+{
+	json_t *v = era_meta(params, ERA_META_VERSION);
+	*code = RPC_INVALID_PARAMS;
+	if (!v)
+		return "the request has no _meta \"" ERA_META_VERSION "\": every request of "
+		       "protocol " ERA_STATELESS_VERSION " states it";
+	if (!json_is_string(v))
+		return "_meta \"" ERA_META_VERSION "\" must be a string";
+	if (!era_stateless_supported(json_string_value(v))) {
+		*code = RPC_UNSUPPORTED_VERSION;
+		return "unsupported protocol version";
+	}
+	if (!json_is_object(era_meta(params, ERA_META_CLIENT_CAPS)))
+		return "the request has no _meta \"" ERA_META_CLIENT_CAPS "\" object: every request "
+		       "of protocol " ERA_STATELESS_VERSION " states it";
+	return NULL;
+}
+
+bool era_stateless_removed(const char *method)
+{
+	static const char *const removed[] = { "initialize", "ping", "logging/setLevel",
+		"resources/subscribe", "resources/unsubscribe", NULL };
+	for (size_t i = 0; method && removed[i]; i++)
+		if (strcmp(method, removed[i]) == 0)
+			return true;
+	return false;
+}

@@ -794,6 +794,17 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 	return reply_stream(r, sid);
 }
 
+/* Replies STATUS with the error response E (stolen). */
+static enum MHD_Result reply_json_error(struct hreq *r, struct MHD_Connection *c, unsigned status,
+					json_t *e)
+{
+	char *s = json_dumps(e, JSON_COMPACT);
+	json_decref(e);
+	enum MHD_Result rc = reply(r, c, status, JSON_TYPE, s ? s : "", s ? strlen(s) : 0, NULL);
+	free(s);
+	return rc;
+}
+
 /* The value of header C:NAME, decoded from the "=?base64?...?=" form
  * (malloc'd), or NULL when absent or badly encoded (*BAD set). */
 static char *header_value(struct MHD_Connection *c, const char *name, bool *bad)
@@ -886,11 +897,26 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 		return false;
 	}
 	char why[200];
-	const char *bad = json_object_get(body, "id") && method ?
-		check_stateless_headers(c, body, method, why, sizeof why) : NULL;
+	json_t *id = json_object_get(body, "id");
+	const char *bad = id && method ? check_stateless_headers(c, body, method, why, sizeof why) : NULL;
 	if (bad) {
+		*rc = reply_json_error(r, c, MHD_HTTP_BAD_REQUEST, rpc_error(id, -32020, bad, NULL));
 		json_decref(body);
-		*rc = reply_error(r, c, MHD_HTTP_BAD_REQUEST, -32020, bad);
+		return true;
+	}
+	/* what the session would answer in-band, answered with the era's HTTP status */
+	int code;
+	const char *wrong = id && method ? era_check_envelope(params, &code) : NULL;
+	if (id && method && era_stateless_removed(method)) {
+		*rc = reply_json_error(r, c, MHD_HTTP_NOT_FOUND, rpc_errorf(id, RPC_METHOD_NOT_FOUND,
+			"Method not found: %s is not part of protocol " ERA_STATELESS_VERSION, method));
+		json_decref(body);
+		return true;
+	}
+	if (wrong && (code == RPC_UNSUPPORTED_VERSION || !is_discover)) {
+		*rc = reply_json_error(r, c, MHD_HTTP_BAD_REQUEST, code == RPC_UNSUPPORTED_VERSION ?
+			era_unsupported_error(id, era_request_version(params)) : rpc_error(id, code, wrong, NULL));
+		json_decref(body);
 		return true;
 	}
 	struct hsess *hs = NULL;

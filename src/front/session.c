@@ -478,17 +478,20 @@ static bool stateless_locally(struct session *s, struct msg *m, const char *meth
 	if (!t)
 		return false;
 	json_t *params = json_object_get(t, "params");
-	const char *v = era_request_version(params);
-	if (strcmp(method, "initialize") == 0) {
-		reply_to(s, m, rpc_error(NULL, RPC_INVALID_REQUEST, "this connection speaks protocol "
-			ERA_STATELESS_VERSION " (it began without initialize); initialize is not part of it", NULL));
+	bool discover = strcmp(method, "server/discover") == 0;
+	int code;
+	const char *bad = era_check_envelope(params, &code);
+	if (era_stateless_removed(method)) {
+		reply_to(s, m, rpc_errorf(NULL, RPC_METHOD_NOT_FOUND, "Method not found: %s is not part of "
+			"protocol " ERA_STATELESS_VERSION " (this connection began without initialize)", method));
 		return true;
 	}
-	bool discover = strcmp(method, "server/discover") == 0;
-	if (v ? !era_stateless_supported(v) : !discover) {
-		reply_to(s, m, v ? era_unsupported_error(NULL, v) : rpc_error(NULL, RPC_INVALID_PARAMS,
-			"the request has no _meta \"" ERA_META_VERSION "\": every request of protocol "
-			ERA_STATELESS_VERSION " states it (this connection began without initialize)", NULL));
+	if (bad && code == RPC_UNSUPPORTED_VERSION) {
+		reply_to(s, m, era_unsupported_error(NULL, era_request_version(params)));
+		return true;
+	}
+	if (bad && !discover) {
+		reply_to(s, m, rpc_error(NULL, code, bad, NULL));
 		return true;
 	}
 	if (discover) {

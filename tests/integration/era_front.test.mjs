@@ -385,6 +385,21 @@ test('[http] 2026-07-28 requests: headers checked against the body, GET and DELE
     // the Base64 form of a header
     const b64 = { ...good, 'mcp-name': `=?base64?${Buffer.from('echo').toString('base64')}?=` };
     assert.equal((await post(call, b64)).status, 200);
+    // what the era answers with an HTTP status: no envelope, an unknown version, a removed method
+    const noCaps = { ...call, params: { ...call.params, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } };
+    let res = await post(noCaps, good);
+    assert.equal(res.status, 400);
+    assert.deepEqual(await res.json().then((b) => [b.id, b.error.code]), [1, -32602]);
+    res = await post({ ...call, params: { ...call.params, _meta: { ...meta, 'io.modelcontextprotocol/protocolVersion': '2099-01-01' } } },
+      { ...good, 'mcp-protocol-version': '2099-01-01' });
+    assert.equal(res.status, 400);
+    const unsupported = await res.json();
+    assert.equal(unsupported.error.code, -32022);
+    assert.ok(unsupported.error.data.supported.includes('2026-07-28'));
+    res = await post({ jsonrpc: '2.0', id: 9, method: 'ping', params: { _meta: meta } },
+      { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'ping' });
+    assert.equal(res.status, 404);
+    assert.deepEqual(await res.json().then((b) => [b.id, b.error.code]), [9, -32601]);
     for (const method of ['GET', 'DELETE']) {
       const res = await fetch(url, { method, headers: { accept: 'text/event-stream', 'mcp-protocol-version': '2026-07-28' } });
       assert.equal(res.status, 405, method);

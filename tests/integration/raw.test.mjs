@@ -87,7 +87,7 @@ test('server/discover: answered before initialize (stateless era) and after it (
     assert.equal(r.result.resultType, 'complete');
     // the connection is of the stateless era now: initialize is refused
     const i = await c.request(12, 'initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } });
-    assertError(i, -32600, 12, 'initialize on a stateless connection');
+    assertError(i, -32601, 12, 'initialize on a stateless connection');
   });
   await withRaw({ server: BACKEND() }, async (c) => {
     await c.initialize();

@@ -506,9 +506,16 @@ static void test_stateless_requests(void **state)
 	json_t *data = json_object_get(json_object_get(last_out(), "error"), "data");
 	assert_string_equal(json_string_value(json_object_get(data, "requested")), "2099-01-01");
 	assert_true(json_array_size(json_object_get(data, "supported")) >= 5);
-	/* initialize does not belong to this connection any more */
+	/* initialize does not belong to this connection any more, nor ping */
 	initialize("5", "2025-06-18");
-	assert_int_equal(err_code(last_out()), RPC_INVALID_REQUEST);
+	assert_int_equal(err_code(last_out()), RPC_METHOD_NOT_FOUND);
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":{" META26 "}}");
+	assert_int_equal(err_code(last_out()), RPC_METHOD_NOT_FOUND);
+	assert_int_equal(int_at(last_out(), "id"), 6);
+	/* no clientCapabilities: invalid */
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\",\"params\":{\"_meta\":"
+	       "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}");
+	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
 	assert_int_equal(n_be(), before);
 }
 
@@ -715,6 +722,7 @@ static void test_stateless_log_level(void **state)
 	assert_int_equal(n_out(), outs);
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
 	       "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+	       "\"io.modelcontextprotocol/clientCapabilities\":{},"
 	       "\"io.modelcontextprotocol/logLevel\":\"warning\"}}}");
 	size_t i = n_be() - 2;   /* logging/setLevel, then the request */
 	assert_string_equal(json_string_value(json_object_get(be_at(i), "method")), "logging/setLevel");
@@ -730,6 +738,7 @@ static void test_stateless_log_level(void **state)
 	size_t before = n_be();
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
 	       "\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+	       "\"io.modelcontextprotocol/clientCapabilities\":{},"
 	       "\"io.modelcontextprotocol/logLevel\":\"warning\"}}}");
 	assert_int_equal(n_be(), before + 1);
 }

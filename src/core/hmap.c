@@ -54,8 +54,13 @@ static void entry_free(struct hmap *m, struct hmap_entry *e)
 	free(e);
 }
 
-/* Hashes the key a word at a time, each step multiplied and folded. */
-static uint64_t hash_bytes(const void *key, size_t n)
+/*
+ * Hashes the key a word at a time, each step multiplied and folded.
+ * Inlined into each operation (four per request, mostly on 8- or 9-byte
+ * keys): as a call it was a fifth of the map's cost.
+ */
+#define HOT static inline __attribute__((always_inline))
+HOT uint64_t hash_bytes(const void *key, size_t n)
 {
 	const unsigned char *p = key;
 	uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, v;
@@ -65,7 +70,8 @@ static uint64_t hash_bytes(const void *key, size_t n)
 		h ^= h >> 31;
 	}
 	v = 0;
-	memcpy(&v, p, n);
+	for (unsigned i = 0; i < n; i++)   /* as memcpy on little-endian, without a call */
+		v |= (uint64_t)p[i] << (8 * i);
 	h = (h ^ v) * 0x94D049BB133111EBULL;
 	return h ^ (h >> 29);   /* the slot is taken from the low bits */
 }
@@ -133,7 +139,7 @@ static inline bool key_eq(const unsigned char *a, const unsigned char *b, size_t
 }
 
 /* Finds the link pointing at KEY's entry (or at the chain's end). */
-static struct hmap_entry **find(const struct hmap *m, const void *key,
+HOT struct hmap_entry **find(const struct hmap *m, const void *key,
 				size_t klen, uint64_t h)
 {
 	struct hmap_entry **pp = &m->slots[h & (m->nslots - 1)];
@@ -165,7 +171,16 @@ static int put(struct hmap *m, const void *key, size_t klen, void *value, bool r
 	e->hash = h;
 	e->value = value;
 	e->klen = klen;
-	memcpy(e->key, key, klen);
+	if (klen <= SMALL_KEY) {   /* ids: a word or two, without a call */
+		const unsigned char *from = key;
+		size_t i = 0;
+		for (; i + 8 <= klen; i += 8)
+			memcpy(e->key + i, from + i, 8);
+		for (; i < klen; i++)
+			e->key[i] = from[i];
+	} else {
+		memcpy(e->key, key, klen);
+	}
 	*pp = e;
 	m->count++;
 	return 0;

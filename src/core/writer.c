@@ -17,7 +17,7 @@
 static struct writer *dirty_list;
 static ev_prepare flush_hook;
 static ev_check wake_hook;
-static double slept_from;   /* when the loop last went to poll (its ev_now clock) */
+static double slept_from;   /* when the loop last went to poll */
 bool writer_woke_idle;
 
 /*
@@ -267,20 +267,20 @@ void writer_flush_all(void)
 /* Before-sleep hook. */
 static void on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
 {
+	(void)loop;
 	(void)p;
 	(void)revents;
 	writer_flush_all();
-	ev_now_update(loop);
-	slept_from = ev_now(loop);
+	slept_from = ev_time();
 }
 
 /* After-wake hook: did the poll wait, or was input already there? */
 static void on_check(struct ev_loop *loop, ev_check *c, int revents)
 {
+	(void)loop;
 	(void)c;
 	(void)revents;
-	/* the loop read its clock after the poll: no clock_gettime of ours */
-	writer_woke_idle = ev_now(loop) - slept_from >= IDLE_MIN;
+	writer_woke_idle = ev_time() - slept_from >= IDLE_MIN;
 }
 
 /* Installs the hook once. */

@@ -152,7 +152,7 @@ HOT struct hmap_entry **find(const struct hmap *m, const void *key,
 }
 
 /* Inserts, or replaces when REPLACE; returns 0, 1 (present, kept) or -1. */
-static int put(struct hmap *m, const void *key, size_t klen, void *value, bool replace)
+HOT int put(struct hmap *m, const void *key, size_t klen, void *value, bool replace)
 {
 	if (m->count >= m->nslots && grow(m) < 0)
 		return -1;
@@ -186,20 +186,33 @@ static int put(struct hmap *m, const void *key, size_t klen, void *value, bool r
 	return 0;
 }
 
+/*
+ * The chain's keys are 8 bytes (our ids at a peer) or 9 (a peer's integer
+ * id, rpc_id_key_int): the operations below are compiled for those two
+ * lengths as constants too (hashing, comparing and copying unrolled), and
+ * KEYLEN picks the copy. The results are the same for every length.
+ */
+#define KEYLEN(call, klen) \
+	((klen) == 8 ? call(8) : (klen) == 9 ? call(9) : call(klen))
+
 /* Inserts or replaces. */
 int hmap_put(struct hmap *m, const void *key, size_t klen, void *value)
 {
-	return put(m, key, klen, value, true);
+#define PUT(n) put(m, key, n, value, true)
+	return KEYLEN(PUT, klen);
+#undef PUT
 }
 
 /* Inserts unless present. */
 int hmap_add(struct hmap *m, const void *key, size_t klen, void *value)
 {
-	return put(m, key, klen, value, false);
+#define ADD(n) put(m, key, n, value, false)
+	return KEYLEN(ADD, klen);
+#undef ADD
 }
 
 /* Looks up. */
-void *hmap_get(const struct hmap *m, const void *key, size_t klen)
+HOT void *get(const struct hmap *m, const void *key, size_t klen)
 {
 	if (!m->nslots)
 		return NULL;
@@ -207,8 +220,15 @@ void *hmap_get(const struct hmap *m, const void *key, size_t klen)
 	return *pp ? (*pp)->value : NULL;
 }
 
+void *hmap_get(const struct hmap *m, const void *key, size_t klen)
+{
+#define GET(n) get(m, key, n)
+	return KEYLEN(GET, klen);
+#undef GET
+}
+
 /* Removes. */
-void *hmap_del(struct hmap *m, const void *key, size_t klen)
+HOT void *del(struct hmap *m, const void *key, size_t klen)
 {
 	if (!m->nslots)
 		return NULL;
@@ -221,6 +241,13 @@ void *hmap_del(struct hmap *m, const void *key, size_t klen)
 	entry_free(m, e);
 	m->count--;
 	return v;
+}
+
+void *hmap_del(struct hmap *m, const void *key, size_t klen)
+{
+#define DEL(n) del(m, key, n)
+	return KEYLEN(DEL, klen);
+#undef DEL
 }
 
 /* Visits every value. */

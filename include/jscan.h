@@ -37,17 +37,37 @@ struct jspan {
 	size_t n;
 };
 
+/* Indexes of the spans that struct jscan also holds as an array. */
+enum jscan_span {
+	JSCAN_ID,
+	JSCAN_TOKEN,
+	JSCAN_REQUEST_ID,
+	JSCAN_META,
+	JSCAN_RESULT,
+	JSCAN_SPANS
+};
+
 struct jscan {
-	struct jspan id;         /* raw value text of "id" */
+	/*
+	 * The spans a message goes on using after the scan, by name or as
+	 * SPAN[JSCAN_*]: struct msg embeds the scan as jscan_message writes
+	 * it, instead of copying it (msg.h).
+	 */
+	union {
+		struct {
+			struct jspan id;         /* raw value text of "id" */
+			struct jspan token;      /* params._meta.progressToken (requests)
+						  * or params.progressToken (progress), raw */
+			struct jspan request_id; /* params.requestId (cancelled), raw */
+			struct jspan meta;       /* params._meta when an object, raw */
+			struct jspan result;     /* "result" when an object, raw */
+		};
+		struct jspan span[JSCAN_SPANS];
+	};
 	struct jspan method;     /* contents of "method", without quotes */
-	struct jspan token;      /* params._meta.progressToken (requests) or
-				  * params.progressToken (progress), raw */
-	struct jspan request_id; /* params.requestId (cancelled), raw */
 	struct jspan name;       /* params.name when a string, without quotes
 				  * (escapes left as they are) */
 	struct jspan uri;        /* params.uri, likewise */
-	struct jspan meta;       /* params._meta when an object, raw */
-	struct jspan result;     /* "result" when an object, raw */
 	int64_t id_int;          /* the id's value when it is an integer */
 	bool subject_escaped;    /* name or uri holds escapes */
 	bool is_error;           /* result.isError is true */

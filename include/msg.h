@@ -31,14 +31,14 @@
 #include "jscan.h"
 #include "rpc.h"
 
-/* Spans of the bytes that the chain and modules need again. */
+/* Spans of the bytes that the chain and modules need again (m->span[]). */
 enum msg_span {
-	MSG_SPAN_ID,      /* "id" value */
-	MSG_SPAN_TOKEN,   /* the progress token (see jscan.h) */
-	MSG_SPAN_RID,     /* params.requestId of a cancellation */
-	MSG_SPAN_META,    /* params._meta object */
-	MSG_SPAN_RESULT,  /* result object */
-	MSG_SPANS
+	MSG_SPAN_ID = JSCAN_ID,              /* "id" value */
+	MSG_SPAN_TOKEN = JSCAN_TOKEN,        /* the progress token (see jscan.h) */
+	MSG_SPAN_RID = JSCAN_REQUEST_ID,     /* params.requestId of a cancellation */
+	MSG_SPAN_META = JSCAN_META,          /* params._meta object */
+	MSG_SPAN_RESULT = JSCAN_RESULT,      /* result object */
+	MSG_SPANS = JSCAN_SPANS
 };
 
 /* A short JSON text kept as it came: an id or a progress token. */
@@ -75,14 +75,19 @@ struct msg {
 				    * in), kept beside a tree made from them */
 	size_t raw_len;
 	char *own;                 /* owned copy RAW points into, or NULL */
-	struct jspan span[MSG_SPANS];
-	struct jspan name, uri;    /* params.name / params.uri (requests) */
+	/*
+	 * What the scanner found in RAW, written there by jscan_message
+	 * itself (no copy): js.span[MSG_SPAN_*],
+	 * js.name and js.uri (params.name / params.uri of requests), js.id_int
+	 * (the id when it is an integer), js.is_error (result.isError true),
+	 * js.subject_escaped. These follow the bytes when they move
+	 * (msg_keep, msg_take_bytes); js.method does not (the method is
+	 * METHOD), nor do the scan's other facts: read only these.
+	 */
+	struct jscan js;
 	struct msg_val set[3];     /* replacements for ID, TOKEN, RID */
 	enum rpc_kind kind;
-	int64_t id_int;            /* the id when it is an integer (bytes) */
-	bool id_is_int;
-	bool subject_escaped;
-	bool is_error;             /* result.isError true (bytes) */
+	bool id_is_int;            /* the id is an integer (bytes): js.id_int */
 	char method[64];           /* the method (bytes); longer ones are parsed */
 };
 
@@ -111,11 +116,23 @@ void msg_init_tree(struct msg *m, json_t *tree);
 /* Moves SRC into DST (DST uninitialized); SRC is left empty. */
 void msg_move(struct msg *dst, struct msg *src);
 
-/* Frees what M owns; M is then empty. */
-void msg_release(struct msg *m);
-
 /* True when M is empty (released, or never set). */
-bool msg_empty(const struct msg *m);
+static inline bool msg_empty(const struct msg *m)
+{
+	return !m->tree && !m->raw;
+}
+
+void msg_release_(struct msg *m);
+
+/*
+ * Frees what M owns; M is then empty. An empty M costs no call: the chain
+ * releases an exchange's empty slot on every response.
+ */
+static inline void msg_release(struct msg *m)
+{
+	if (!msg_empty(m))
+		msg_release_(m);
+}
 
 /*
  * Classifies M: a tree is checked with rpc_classify (INFO filled as it
@@ -145,8 +162,9 @@ bool msg_token_int(struct msg *m, int64_t *v);
 /* The key of a cancellation's params.requestId; 0 when none. */
 size_t msg_rid_key(struct msg *m, unsigned char *key);
 
-/* Sets the id to the integer V. */
+/* Sets the id, or the progress token (only where there is one), to the integer V. */
 int msg_set_id_int(struct msg *m, int64_t v);
+int msg_set_token_int(struct msg *m, int64_t v);
 
 /* Sets the id, the progress token or a cancellation's requestId to the JSON text V. */
 int msg_set_id(struct msg *m, const struct msg_val *v);

@@ -91,8 +91,7 @@ struct exchange {
 	struct chain *chain;     /* the chain it belongs to */
 	struct msg_val from_id;  /* the requester's id, as it came (JSON text) */
 	struct msg_val from_token; /* the requester's progress token, or empty */
-	unsigned char key[24];   /* FROM_ID's map key when it fits (KEY_N > 0) */
-	unsigned char key_n;
+	unsigned char key_n;     /* bytes of KEY in use; 0: FROM_ID's key did not fit */
 	json_int_t to_id;        /* id on the responder's side */
 	bool in_sent;            /* registered in to->sent */
 	bool in_received;        /* registered in from->received */
@@ -101,7 +100,6 @@ struct exchange {
 	bool routed;             /* the responder is chosen */
 	bool responded;          /* a response started back through the modules */
 	char *method;            /* METHOD_BUF, or an owned copy when longer */
-	char method_buf[32];
 	char *name;              /* owned: tool/prompt name or resource URI */
 	struct mw_ctx ctx;
 	struct mw_walk walk;
@@ -111,12 +109,18 @@ struct exchange {
 	void *arg;
 	struct exchange *about;  /* a module's question: the request it is about
 				  * (open while the question is), else NULL */
-	ev_timer timer;          /* the responder's request timeout */
 	/* For the front's batches (session-owned): */
 	void *batch;
 	size_t slot;
-	/* Last: exchange_new clears what is above and only empties this. */
-	struct msg m;            /* the request, then its response, while in hand */
+	/*
+	 * Last: exchange_new clears what is above, and nothing below, which
+	 * is written before it is read (the clearing is on every request).
+	 */
+	ev_timer timer;          /* the responder's request timeout (ev_init'ed) */
+	unsigned char key[24];   /* FROM_ID's map key, KEY_N bytes of it */
+	char method_buf[32];
+	struct msg m;            /* the request, then its response, while in hand
+				  * (emptied by exchange_new) */
 };
 
 /* Prepares a peer. NAME is borrowed for the peer's life. */

@@ -169,6 +169,18 @@ static size_t open_client_requests(struct app *a)
 }
 
 /*
+ * Enters phase P (DRAINING or STOPPING), where on_step moves the shutdown
+ * on before each sleep. The watcher runs only from then: while running,
+ * a prepare watcher would cost every loop iteration a callback for nothing.
+ */
+static void enter_phase(struct app *a, enum phase p)
+{
+	a->phase = p;
+	if (!ev_is_active(&a->step))
+		ev_prepare_start(EV_DEFAULT, &a->step);
+}
+
+/*
  * --listen: the first SIGTERM/SIGINT drains (no new connection; open
  * requests get up to the grace period, their backends untouched), then
  * the stop as at the end of input.
@@ -177,7 +189,7 @@ static void begin_drain_http(struct app *a, const char *why)
 {
 	log_info("shutting down: %s: finishing open requests", why);
 	http_front_drain(a->http);
-	a->phase = DRAINING;
+	enter_phase(a, DRAINING);
 	ev_timer_set(&a->deadline, a->cfg->grace, 0.);
 	ev_timer_start(EV_DEFAULT, &a->deadline);
 }
@@ -188,7 +200,7 @@ static void begin_stop_at(struct app *a, const char *why, enum log_level level)
 	if (a->phase == STOPPING)
 		return;
 	log_msg(level, "shutting down: %s", why);
-	a->phase = STOPPING;
+	enter_phase(a, STOPPING);
 	if (a->front) {
 		stdio_front_stop_reading(a->front);
 		session_close(stdio_front_session(a->front), "mcp-chain is shutting down");
@@ -258,7 +270,7 @@ static void on_front_closed(struct stdio_front *f, const char *reason, void *arg
 		begin_stop(a, reason);
 		return;
 	}
-	a->phase = DRAINING;
+	enter_phase(a, DRAINING);
 	ev_timer_set(&a->deadline, a->cfg->grace, 0.);
 	ev_timer_start(EV_DEFAULT, &a->deadline);
 }
@@ -620,9 +632,8 @@ static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 		stdio_front_set_stall(a.front, cfg->client_stall);
 		session_set_input_ttl(stdio_front_session(a.front), cfg->input_ttl);
 	}
-	ev_prepare_init(&a.step, on_step);
+	ev_prepare_init(&a.step, on_step);   /* started by enter_phase */
 	a.step.data = &a;
-	ev_prepare_start(loop, &a.step);
 	ev_init(&a.deadline, on_deadline);
 	a.deadline.data = &a;
 	ev_run(loop, 0);

@@ -315,7 +315,7 @@ static struct exchange *exchange_new(struct chain *c, struct peer *from, const c
 		pool = ex->arg;
 		pool_count--;
 		POOL_UNPOISON(ex, sizeof *ex);
-		memset(ex, 0, offsetof(struct exchange, m));
+		memset(ex, 0, offsetof(struct exchange, timer));
 		msg_init_empty(&ex->m);
 	} else if (!(ex = calloc(1, sizeof *ex))) {
 		return NULL;
@@ -342,7 +342,8 @@ static struct exchange *exchange_new(struct chain *c, struct peer *from, const c
 static void exchange_free(struct exchange *ex)
 {
 	unsigned char key[RPC_KEY_MAX];
-	ev_timer_stop(EV_DEFAULT, &ex->timer);
+	if (ev_is_active(&ex->timer) || ev_is_pending(&ex->timer))   /* no call for most */
+		ev_timer_stop(EV_DEFAULT, &ex->timer);
 	if (!ex->responded && ex->walk.reached > 0)
 		mw_walk_abandon(&ex->walk);
 	if (ex->in_sent)
@@ -453,11 +454,9 @@ static void forward_request(struct exchange *ex, struct peer *to, struct msg *m)
 		m = &moved;
 	}
 	exchange_assign(ex, to);
-	struct msg_val id = { .n = 0 };
-	msg_val_set_int(&id, ex->to_id);
-	int rc = msg_set_id(m, &id);
+	int rc = msg_set_id_int(m, ex->to_id);
 	if (rc == 0 && msg_token_get(m, &ex->from_token) == 1)
-		rc = msg_set_token(m, &id);   /* the token becomes the id too */
+		rc = msg_set_token_int(m, ex->to_id);   /* the token becomes the id too */
 	if (rc == 0)
 		rc = send_to(to, m, NULL, true);
 	msg_release(m);   /* its bytes were borrowed from the reader */
@@ -523,7 +522,8 @@ static void route_request(struct exchange *ex, struct msg *m)
 		return;
 	}
 	int code = 0;
-	char why[300] = "";
+	char why[300];
+	why[0] = '\0';   /* not "= \"\"", which clears all 300 bytes on every request */
 	struct peer *to = ex->from->role == PEER_CLIENT ?
 		route_to_backend(ex->from, m, ex->method, &code, why, sizeof why) :
 		route_client(ex->from, ex->method, &code, why, sizeof why);

@@ -32,33 +32,73 @@ int msg_val_set(struct msg_val *v, const char *p, size_t n)
 	return 0;
 }
 
-/* Sets V to the decimal text of X (two digits per division: it is on every request). */
-void msg_val_set_int(struct msg_val *v, int64_t x)
+/* Writes the decimal digits of U backwards, ending before END; returns the first. */
+static inline __attribute__((always_inline)) char *digits_u32(char *end, uint32_t u)
 {
 	static const char pairs[] =
 		"0001020304050607080910111213141516171819202122232425262728293031323334353637383940414243444546474849"
 		"5051525354555657585960616263646566676869707172737475767778798081828384858687888990919293949596979899";
-	char tmp[24];
-	char *t = tmp + sizeof tmp;
-	uint64_t u = x < 0 ? 0ULL - (uint64_t)x : (uint64_t)x;
 	while (u >= 100) {
-		unsigned d = (unsigned)(u % 100) * 2;
+		unsigned d = (u % 100) * 2;
 		u /= 100;
-		*--t = pairs[d + 1];
-		*--t = pairs[d];
+		*--end = pairs[d + 1];
+		*--end = pairs[d];
 	}
 	if (u >= 10) {
-		*--t = pairs[u * 2 + 1];
-		*--t = pairs[u * 2];
+		*--end = pairs[u * 2 + 1];
+		*--end = pairs[u * 2];
 	} else {
-		*--t = (char)('0' + u);
+		*--end = (char)('0' + u);
 	}
-	if (x < 0)
-		*--t = '-';
+	return end;
+}
+
+/*
+ * Sets V to the decimal text of X, written in place from its last digit,
+ * in 32-bit steps: it runs for every request (its new id), whose ids are
+ * small, and every response.
+ */
+void msg_val_set_int(struct msg_val *v, int64_t x)
+{
+	uint64_t u = x < 0 ? 0ULL - (uint64_t)x : (uint64_t)x;
+	uint32_t n = x < 0;
+	if (u < 1000000000) {   /* nine digits at most: 32 bits */
+		static const uint32_t pow10[] = { 1, 10, 100, 1000, 10000, 100000, 1000000,
+			10000000, 100000000, 1000000000 };
+		uint32_t w = (uint32_t)u | 1;   /* as many digits as u; never 0 */
+		uint32_t t = (uint32_t)(32 - __builtin_clz(w)) * 1233 >> 12;   /* ~log10 */
+		n += t + 1 - (w < pow10[t]);
+	} else {
+		n += 10;
+		for (uint64_t q = u / 1000000000; q >= 10; q /= 10)
+			n++;
+	}
 	if (v->heap)
 		msg_val_release(v);
-	v->n = (uint32_t)(tmp + sizeof tmp - t);
-	memcpy(v->buf, t, v->n);
+	v->n = n;   /* at most 20: "-9223372036854775808" */
+	char *t = v->buf + n;
+	while (u >= 1000000000) {   /* nine digits at a time from the right */
+		uint32_t low = (uint32_t)(u % 1000000000);
+		u /= 1000000000;
+		char *from = digits_u32(t, low);
+		while (from > t - 9)
+			*--from = '0';
+		t -= 9;
+	}
+	t = digits_u32(t, (uint32_t)u);
+	if (x < 0)
+		*--t = '-';
+}
+
+/* Sets V to a copy of W's text. */
+static int val_copy(struct msg_val *v, const struct msg_val *w)
+{
+	if (w->heap)
+		return msg_val_set(v, w->heap, w->n);
+	if (v->heap)
+		msg_val_release(v);
+	*v = *w;   /* the text is in BUF: a copy of the struct is one */
+	return 0;
 }
 
 /* Frees V's text. */
@@ -124,30 +164,19 @@ static ssize_t msg_dump_bytes(struct msg *m, char **out);
 
 /* ---- life ---- */
 
-/* Facts of a scanned message (every field but TREE, OWN and SET). */
+/* Scans a line into M (every field but OWN and SET). */
 static bool take_scan(struct msg *m, const char *line, size_t len)
 {
-	struct jscan js;
-	if (!jscan_message(line, len, &js) || js.method.n >= sizeof m->method)
+	if (!jscan_message(line, len, &m->js) || m->js.method.n >= sizeof m->method)
 		return false;
 	m->tree = NULL;
 	m->raw = line;
 	m->raw_len = len;
-	m->span[MSG_SPAN_ID] = js.id;
-	m->span[MSG_SPAN_TOKEN] = js.token;
-	m->span[MSG_SPAN_RID] = js.request_id;
-	m->span[MSG_SPAN_META] = js.meta;
-	m->span[MSG_SPAN_RESULT] = js.result;
-	m->name = js.name;
-	m->uri = js.uri;
-	m->subject_escaped = js.subject_escaped;
-	m->is_error = js.is_error;
-	m->id_is_int = js.id.p && !js.id_is_string;
-	m->id_int = js.id_int;
-	if (js.method.p) {
-		memcpy(m->method, js.method.p, js.method.n);
-		m->method[js.method.n] = '\0';
-		m->kind = js.id.p ? RPC_REQUEST : RPC_NOTIFICATION;
+	m->id_is_int = m->js.id.p && !m->js.id_is_string;
+	if (m->js.method.p) {
+		memcpy(m->method, m->js.method.p, m->js.method.n);
+		m->method[m->js.method.n] = '\0';
+		m->kind = m->js.id.p ? RPC_REQUEST : RPC_NOTIFICATION;
 	} else {
 		m->method[0] = '\0';
 		m->kind = RPC_RESPONSE;
@@ -180,10 +209,10 @@ void msg_init_own(struct msg *m, const char *line, size_t len, struct jspan id,
 	memset(m, 0, sizeof *m);
 	m->raw = line;
 	m->raw_len = len;
-	m->span[MSG_SPAN_ID] = id;
-	m->span[MSG_SPAN_RESULT] = result;
+	m->js.id = id;
+	m->js.result = result;
 	m->id_is_int = true;
-	m->id_int = id_int;
+	m->js.id_int = id_int;
 	m->kind = RPC_RESPONSE;
 }
 
@@ -202,7 +231,7 @@ static void forget(struct msg *m)
 	m->raw_len = 0;
 	m->own = NULL;
 	m->kind = RPC_INVALID;
-	m->id_is_int = m->is_error = false;
+	m->id_is_int = m->js.is_error = false;
 	for (int i = 0; i < 3; i++) {
 		m->set[i].heap = NULL;
 		m->set[i].n = 0;
@@ -222,11 +251,10 @@ void msg_move(struct msg *dst, struct msg *src)
 	forget(src);
 }
 
-/* Frees a message's contents. */
-void msg_release(struct msg *m)
+/* Frees a message's contents (msg_release: M is not empty). */
+void msg_release_(struct msg *m)
 {
-	if (!m->tree && !m->raw)
-		return;   /* empty already: bytes, copies and replacements go together */
+	/* bytes, copies and replacements go together: an empty M holds none */
 	if (m->tree)
 		json_decref(m->tree);
 	if (m->own)   /* on every message: no calls for what is not there */
@@ -235,12 +263,6 @@ void msg_release(struct msg *m)
 		if (m->set[i].heap)
 			free(m->set[i].heap);
 	forget(m);
-}
-
-/* Emptiness. */
-bool msg_empty(const struct msg *m)
-{
-	return !m->tree && !m->raw;
 }
 
 /* ---- facts ---- */
@@ -269,7 +291,7 @@ static struct jspan current(const struct msg *m, int i)
 {
 	if (i < 3 && m->set[i].n)
 		return (struct jspan){ msg_val_text(&m->set[i]), m->set[i].n };
-	return m->span[i];
+	return m->js.span[i];
 }
 
 /* The progress token of a tree: params._meta.progressToken, or params.progressToken. */
@@ -288,7 +310,7 @@ size_t msg_id_key(struct msg *m, unsigned char *key)
 	if (m->tree)
 		return rpc_id_key(json_object_get(m->tree, "id"), key);
 	if (m->id_is_int && !m->set[MSG_SPAN_ID].n)
-		return rpc_id_key_int(m->id_int, key);
+		return rpc_id_key_int(m->js.id_int, key);
 	struct jspan s = current(m, MSG_SPAN_ID);
 	return rpc_id_key_text(s.p, s.n, key);
 }
@@ -304,7 +326,7 @@ bool msg_id_int(struct msg *m, int64_t *v)
 		return true;
 	}
 	if (m->id_is_int && !m->set[MSG_SPAN_ID].n) {
-		*v = m->id_int;
+		*v = m->js.id_int;
 		return true;
 	}
 	struct jspan s = current(m, MSG_SPAN_ID);
@@ -377,7 +399,7 @@ size_t msg_rid_key(struct msg *m, unsigned char *key)
 /* Records the replacement of span I by V, or sets it in the tree via SET. */
 static int set_span(struct msg *m, int i, const struct msg_val *v)
 {
-	return msg_val_set(&m->set[i], msg_val_text(v), v->n);
+	return val_copy(&m->set[i], v);
 }
 
 /*
@@ -389,29 +411,29 @@ static int set_span(struct msg *m, int i, const struct msg_val *v)
 /* Sets the id. */
 int msg_set_id(struct msg *m, const struct msg_val *v)
 {
-	if (m->raw && m->span[MSG_SPAN_ID].p && set_span(m, MSG_SPAN_ID, v) < 0)
+	if (m->raw && m->js.span[MSG_SPAN_ID].p && set_span(m, MSG_SPAN_ID, v) < 0)
 		return -1;
 	if (m->tree)   /* only where there is one, as on the bytes */
 		return json_object_get(m->tree, "id") ?
 			json_object_set_new(m->tree, "id", msg_val_json(v)) : -1;
-	return m->span[MSG_SPAN_ID].p ? 0 : -1;
+	return m->js.span[MSG_SPAN_ID].p ? 0 : -1;
 }
 
 /* Sets the id to an integer. */
 int msg_set_id_int(struct msg *m, int64_t v)
 {
-	if (m->raw && m->span[MSG_SPAN_ID].p)
+	if (m->raw && m->js.span[MSG_SPAN_ID].p)
 		msg_val_set_int(&m->set[MSG_SPAN_ID], v);
 	if (m->tree)
 		return json_object_get(m->tree, "id") ?
 			json_object_set_new(m->tree, "id", json_integer(v)) : -1;
-	return m->span[MSG_SPAN_ID].p ? 0 : -1;
+	return m->js.span[MSG_SPAN_ID].p ? 0 : -1;
 }
 
 /* Sets the progress token (only where there is one). */
 int msg_set_token(struct msg *m, const struct msg_val *v)
 {
-	if (m->raw && m->span[MSG_SPAN_TOKEN].p && set_span(m, MSG_SPAN_TOKEN, v) < 0)
+	if (m->raw && m->js.span[MSG_SPAN_TOKEN].p && set_span(m, MSG_SPAN_TOKEN, v) < 0)
 		return -1;
 	if (m->tree) {
 		json_t *holder;
@@ -419,20 +441,34 @@ int msg_set_token(struct msg *m, const struct msg_val *v)
 			return -1;
 		return json_object_set_new(holder, "progressToken", msg_val_json(v));
 	}
-	return m->span[MSG_SPAN_TOKEN].p ? 0 : -1;
+	return m->js.span[MSG_SPAN_TOKEN].p ? 0 : -1;
+}
+
+/* Sets the progress token to an integer (only where there is one). */
+int msg_set_token_int(struct msg *m, int64_t v)
+{
+	if (m->raw && m->js.token.p)
+		msg_val_set_int(&m->set[MSG_SPAN_TOKEN], v);
+	if (m->tree) {
+		json_t *holder;
+		if (!tree_token(m->tree, &holder))
+			return -1;
+		return json_object_set_new(holder, "progressToken", json_integer(v));
+	}
+	return m->js.token.p ? 0 : -1;
 }
 
 /* Sets a cancellation's requestId. */
 int msg_set_rid(struct msg *m, const struct msg_val *v)
 {
-	if (m->raw && m->span[MSG_SPAN_RID].p && set_span(m, MSG_SPAN_RID, v) < 0)
+	if (m->raw && m->js.span[MSG_SPAN_RID].p && set_span(m, MSG_SPAN_RID, v) < 0)
 		return -1;
 	if (m->tree) {
 		json_t *params = json_object_get(m->tree, "params");
 		return json_object_get(params, "requestId") ?
 			json_object_set_new(params, "requestId", msg_val_json(v)) : -1;
 	}
-	return m->span[MSG_SPAN_RID].p ? 0 : -1;
+	return m->js.span[MSG_SPAN_RID].p ? 0 : -1;
 }
 
 /* Drops the bytes and everything about them. */
@@ -442,8 +478,7 @@ static void drop_bytes(struct msg *m)
 	m->own = NULL;
 	m->raw = NULL;
 	m->raw_len = 0;
-	memset(m->span, 0, sizeof m->span);
-	m->name = m->uri = (struct jspan){ NULL, 0 };
+	memset(&m->js, 0, sizeof m->js);
 	for (int i = 0; i < 3; i++)
 		msg_val_release(&m->set[i]);
 }
@@ -510,12 +545,13 @@ int msg_keep(struct msg *m)
 	}
 	memcpy(copy, m->raw, m->raw_len);
 	for (int i = 0; i < MSG_SPANS; i++)
-		if (m->span[i].p)
-			m->span[i].p = copy + (m->span[i].p - m->raw);
-	if (m->name.p)
-		m->name.p = copy + (m->name.p - m->raw);
-	if (m->uri.p)
-		m->uri.p = copy + (m->uri.p - m->raw);
+		if (m->js.span[i].p)
+			m->js.span[i].p = copy + (m->js.span[i].p - m->raw);
+	if (m->js.name.p)
+		m->js.name.p = copy + (m->js.name.p - m->raw);
+	if (m->js.uri.p)
+		m->js.uri.p = copy + (m->js.uri.p - m->raw);
+	m->js.method = (struct jspan){ NULL, 0 };   /* not kept (msg.h): METHOD is */
 	m->raw = m->own = copy;
 	return 0;
 }
@@ -527,31 +563,35 @@ int msg_iov(const struct msg *m, struct iovec *iov)
 {
 	if (!m->raw)
 		return -1;
-	int idx[3], k = 0, n = 0;
-	for (int i = 0; i < 3; i++)   /* in span order: ID, TOKEN, RID */
-		if (m->set[i].n && m->span[i].p)
-			idx[k++] = i;
-	if (k == 2 && m->span[idx[1]].p < m->span[idx[0]].p) {
-		int t = idx[0];   /* a token before the id */
-		idx[0] = idx[1];
-		idx[1] = t;
-	} else if (k == 3) {   /* all three: sort them */
-		for (int a = 1; a < 3; a++)
-			for (int b = a; b > 0 && m->span[idx[b]].p < m->span[idx[b - 1]].p; b--) {
-				int t = idx[b];
-				idx[b] = idx[b - 1];
-				idx[b - 1] = t;
-			}
+	if (m->set[0].n && m->js.id.p && !m->set[1].n && !m->set[2].n) {
+		/* only the id replaced, as in most requests and responses */
+		iov[0] = (struct iovec){ (void *)m->raw, (size_t)(m->js.id.p - m->raw) };
+		iov[1] = (struct iovec){ (void *)msg_val_text(&m->set[0]), m->set[0].n };
+		const char *rest = m->js.id.p + m->js.id.n;
+		iov[2] = (struct iovec){ (void *)rest, (size_t)(m->raw + m->raw_len - rest) };
+		return 3;
+	}
+	const struct jspan *at[3];
+	const struct msg_val *val[3];
+	int k = 0, n = 0;
+	for (int i = 0; i < 3; i++) {   /* ID, TOKEN, RID, put in text order */
+		if (!m->set[i].n || !m->js.span[i].p)
+			continue;
+		int j = k++;
+		for (; j > 0 && at[j - 1]->p > m->js.span[i].p; j--) {
+			at[j] = at[j - 1];
+			val[j] = val[j - 1];
+		}
+		at[j] = &m->js.span[i];
+		val[j] = &m->set[i];
 	}
 	const char *cur = m->raw;
 	for (int i = 0; i < k; i++) {
-		const struct jspan *at = &m->span[idx[i]];
-		const struct msg_val *v = &m->set[idx[i]];
 		iov[n].iov_base = (void *)cur;
-		iov[n++].iov_len = (size_t)(at->p - cur);
-		iov[n].iov_base = (void *)(v->heap ? v->heap : v->buf);
-		iov[n++].iov_len = v->n;
-		cur = at->p + at->n;
+		iov[n++].iov_len = (size_t)(at[i]->p - cur);
+		iov[n].iov_base = (void *)msg_val_text(val[i]);
+		iov[n++].iov_len = val[i]->n;
+		cur = at[i]->p + at[i]->n;
 	}
 	iov[n].iov_base = (void *)cur;
 	iov[n++].iov_len = (size_t)(m->raw + m->raw_len - cur);
@@ -619,10 +659,10 @@ char *msg_subject(struct msg *m)
 		struct jspan s = { NULL, 0 };
 		bool deep = strcmp(method, "completion/complete") == 0;
 		if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
-			s = m->name;
+			s = m->js.name;
 		else if (strncmp(method, "resources/", 10) == 0)
-			s = m->uri;
-		if (!deep && !m->subject_escaped)
+			s = m->js.uri;
+		if (!deep && !m->js.subject_escaped)
 			return s.p ? strndup(s.p, s.n) : NULL;
 		if (!msg_tree(m))
 			return NULL;
@@ -636,7 +676,7 @@ char *msg_subject(struct msg *m)
 int msg_outcome(struct msg *m)
 {
 	if (!m->tree)
-		return m->is_error ? 2 : 0;
+		return m->js.is_error ? 2 : 0;
 	if (json_object_get(m->tree, "error"))
 		return 1;
 	json_t *res = json_object_get(m->tree, "result");
@@ -650,7 +690,7 @@ bool msg_meta_has(struct msg *m, const char *key)
 		json_t *params = json_object_get(m->tree, "params");
 		return !m->tree || json_object_get(json_object_get(params, "_meta"), key);
 	}
-	struct jspan meta = m->span[MSG_SPAN_META];
+	struct jspan meta = m->js.span[MSG_SPAN_META];
 	size_t kn = strlen(key);
 	if (!meta.p || meta.n < kn + 2)
 		return false;
@@ -686,9 +726,10 @@ static void move_span(struct jspan *s, const char *old, size_t oldlen, char *dat
 void msg_take_bytes(struct msg *m, char *data, size_t len, size_t from, size_t to)
 {
 	for (int i = 0; i < MSG_SPANS; i++)
-		move_span(&m->span[i], m->raw, m->raw_len, data, len, from, to);
-	move_span(&m->name, m->raw, m->raw_len, data, len, from, to);
-	move_span(&m->uri, m->raw, m->raw_len, data, len, from, to);
+		move_span(&m->js.span[i], m->raw, m->raw_len, data, len, from, to);
+	move_span(&m->js.name, m->raw, m->raw_len, data, len, from, to);
+	move_span(&m->js.uri, m->raw, m->raw_len, data, len, from, to);
+	m->js.method = (struct jspan){ NULL, 0 };
 	free(m->own);
 	m->raw = m->own = data;
 	m->raw_len = len;

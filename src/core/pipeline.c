@@ -330,7 +330,7 @@ int mw_list_edit(struct mw_ctx *ctx, const char *key, const char *field,
 		return -1;
 	const char *raw = w->m->raw;
 	size_t raw_len = w->m->raw_len;
-	result = w->m->span[MSG_SPAN_RESULT];
+	result = w->m->js.span[MSG_SPAN_RESULT];
 	if (!result.p && jscan_member((struct jspan){ raw, raw_len }, "result", &result) != 1)
 		return -1;
 	/* the list is walked once, entry by entry, and must be the only KEY */

@@ -140,10 +140,21 @@ int writer_send_iov(struct writer *w, const struct iovec *iov, int n)
 			return 0;
 		skip = (size_t)done;
 	}
-	if (buf_reserve(&w->out, total - skip) < 0) {
+	if (w->out.cap - w->out.len < total - skip && buf_reserve(&w->out, total - skip) < 0) {
 		if (skip)   /* a line cut short: the stream cannot go on */
 			fail(w, ENOMEM);
 		return -1;
+	}
+	char *to = w->out.data + w->out.len;
+	if (skip == 0) {   /* the whole line: every message but a large one cut short */
+		for (int i = 0; i < n; i++) {
+			memcpy(to, iov[i].iov_base, iov[i].iov_len);
+			to += iov[i].iov_len;
+		}
+		*to++ = '\n';
+		w->out.len = (size_t)(to - w->out.data);
+		mark_dirty(w);
+		return 0;
 	}
 	for (int i = 0; i < n; i++) {
 		size_t len = iov[i].iov_len, from = skip < len ? skip : len;
@@ -202,7 +213,8 @@ int writer_flush(struct writer *w)
 		}
 		buf_consume(&w->out, (size_t)n);
 	}
-	ev_io_stop(EV_DEFAULT, &w->io);
+	if (ev_is_active(&w->io))   /* it rarely is: no call for nothing on every flush */
+		ev_io_stop(EV_DEFAULT, &w->io);
 	buf_shrink(&w->out, 1u << 20);
 	if (w->close_when_done)
 		close_fd(w);

@@ -151,6 +151,52 @@ static void sum_fn(void *value, void *arg)
 	*(int *)arg += *(int *)value;
 }
 
+/*
+ * Keys of the lengths compiled as constants (8, 9) and their neighbours,
+ * sharing prefixes: each length is its own key, found, replaced, added and
+ * removed alike (hmap.c's KEYLEN picks a copy of each operation by length).
+ */
+static void test_key_lengths(void **state)
+{
+	static const size_t lens[] = { 0, 1, 7, 8, 9, 10, 15, 16, 17, 24 };
+	enum { N = sizeof lens / sizeof *lens, PER = 40 };
+	struct hmap m = HMAP_INIT;
+	unsigned char key[32];
+	int vals[N][PER];
+	(void)state;
+	for (size_t l = 0; l < N; l++) {
+		for (int i = 0; i < PER; i++) {
+			memset(key, 'k', sizeof key);
+			key[0] = (unsigned char)i;   /* one prefix shared by every length */
+			assert_int_equal(hmap_add(&m, key, lens[l], &vals[l][i]), lens[l] ? 0 : i > 0);
+		}
+	}
+	assert_int_equal(m.count, (N - 1) * PER + 1);
+	for (size_t l = 1; l < N; l++) {
+		for (int i = 0; i < PER; i++) {
+			memset(key, 'k', sizeof key);
+			key[0] = (unsigned char)i;
+			assert_ptr_equal(hmap_get(&m, key, lens[l]), &vals[l][i]);
+			assert_int_equal(hmap_add(&m, key, lens[l], &vals[0][0]), 1);
+			assert_int_equal(hmap_put(&m, key, lens[l], &vals[0][1]), 0);
+			assert_ptr_equal(hmap_get(&m, key, lens[l]), &vals[0][1]);
+			key[lens[l] - 1] = 0xee;   /* the last byte differs: another key */
+			assert_null(hmap_get(&m, key, lens[l]));
+			assert_null(hmap_del(&m, key, lens[l]));
+		}
+	}
+	for (size_t l = 1; l < N; l++) {
+		for (int i = 0; i < PER; i++) {
+			memset(key, 'k', sizeof key);
+			key[0] = (unsigned char)i;
+			assert_ptr_equal(hmap_del(&m, key, lens[l]), &vals[0][1]);
+			assert_null(hmap_get(&m, key, lens[l]));
+		}
+	}
+	assert_int_equal(m.count, 1);   /* the empty key */
+	hmap_release(&m);
+}
+
 static void test_each(void **state)
 {
 	struct hmap m = HMAP_INIT;
@@ -207,6 +253,7 @@ int main(void)
 		cmocka_unit_test(test_add),
 		cmocka_unit_test(test_growth),
 		cmocka_unit_test(test_integer_keys),
+		cmocka_unit_test(test_key_lengths),
 		cmocka_unit_test(test_each),
 		cmocka_unit_test(test_drain),
 	};

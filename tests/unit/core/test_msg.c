@@ -178,13 +178,31 @@ static void test_bytes_spliced(void **state)
 	assert_int_equal(msg_init_line(&m, line, strlen(line), &err), 0);
 	assert_true(msg_is_raw(&m));
 	assert_int_equal(msg_set_id_int(&m, 123), 0);
+	iov_text(&m, out, sizeof out);   /* the id alone */
+	assert_string_equal(out, "{\"jsonrpc\":\"2.0\", \"id\" : 123,\"method\":\"tools/call\","
+			    "\"params\":{\"name\":\"e\",\"_meta\":{\"progressToken\" :\"tok\"},\"n\":1.50}}");
 	struct msg_val v = { .n = 0 };
 	msg_val_set_int(&v, 123);
 	assert_int_equal(msg_set_token(&m, &v), 0);
 	iov_text(&m, out, sizeof out);
 	assert_string_equal(out, "{\"jsonrpc\":\"2.0\", \"id\" : 123,\"method\":\"tools/call\","
 			    "\"params\":{\"name\":\"e\",\"_meta\":{\"progressToken\" :123},\"n\":1.50}}");
+	assert_int_equal(msg_set_token_int(&m, -4), 0);
+	iov_text(&m, out, sizeof out);
+	assert_string_equal(out, "{\"jsonrpc\":\"2.0\", \"id\" : 123,\"method\":\"tools/call\","
+			    "\"params\":{\"name\":\"e\",\"_meta\":{\"progressToken\" :-4},\"n\":1.50}}");
 	assert_true(msg_is_raw(&m));   /* no tree was made for it */
+	msg_release(&m);
+
+	/* a message without a token takes none, in either form */
+	static const char plain[] = "{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"ping\"}";
+	assert_int_equal(msg_init_line(&m, plain, strlen(plain), &err), 0);
+	assert_int_equal(msg_set_token_int(&m, 5), -1);
+	assert_int_equal(msg_set_id_int(&m, 9), 0);
+	iov_text(&m, out, sizeof out);
+	assert_string_equal(out, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}");
+	assert_non_null(msg_tree(&m));
+	assert_int_equal(msg_set_token_int(&m, 5), -1);
 	msg_release(&m);
 }
 
@@ -306,7 +324,9 @@ static void test_values(void **state)
 	(void)state;
 	struct msg_val v = { .n = 0 };
 	unsigned char k1[RPC_KEY_MAX], k2[RPC_KEY_MAX];
-	static const int64_t ints[] = { 0, -1, 9, 10, 99, 100, INT64_MAX, INT64_MIN + 1 };
+	static const int64_t ints[] = { 0, -1, 9, 10, 99, 100, 101, 12345, 999999999, -999999999,
+		1000000000, 1000000007, -1000000000, 1000000000000000000, 999999999999999999,
+		123456789012345678, INT64_MAX, INT64_MIN + 1, INT64_MIN };
 	for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
 		char want[32];
 		msg_val_set_int(&v, ints[i]);
@@ -320,6 +340,18 @@ static void test_values(void **state)
 			assert_memory_equal(k1, k2, a);
 		}
 		json_decref(j);
+	}
+	for (int64_t p = 1; p <= INT64_MAX / 10; p *= 10) {   /* each side of every power of ten */
+		for (int64_t d = -1; d <= 1; d++) {
+			for (int sign = -1; sign <= 1; sign += 2) {
+				char want[32];
+				int64_t x = sign * (p + d);
+				msg_val_set_int(&v, x);
+				snprintf(want, sizeof want, "%" PRId64, x);
+				assert_int_equal(v.n, strlen(want));
+				assert_memory_equal(msg_val_text(&v), want, v.n);
+			}
+		}
 	}
 	char long_text[100];
 	memset(long_text, 'a', sizeof long_text);

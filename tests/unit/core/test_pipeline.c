@@ -705,9 +705,9 @@ static void on_done_raw(struct mw_walk *w, enum mw_verdict v)
 	done_raw[0] = done_span_id[0] = '\0';
 	if (w->m->raw) {
 		snprintf(done_raw, sizeof done_raw, "%.*s", (int)w->m->raw_len, w->m->raw);
-		if (w->m->span[MSG_SPAN_ID].p)
+		if (w->m->js.span[MSG_SPAN_ID].p)
 			snprintf(done_span_id, sizeof done_span_id, "%.*s",
-				 (int)w->m->span[MSG_SPAN_ID].n, w->m->span[MSG_SPAN_ID].p);
+				 (int)w->m->js.span[MSG_SPAN_ID].n, w->m->js.span[MSG_SPAN_ID].p);
 	}
 }
 
@@ -895,12 +895,12 @@ static void test_raw_hold_copies(void **state)
 	for (int i = 0; i < MSG_SPANS; i++) {
 		if (i == MSG_SPAN_RESULT || i == MSG_SPAN_RID)
 			continue;  /* a request has none */
-		assert_true(r.m.span[i].p >= r.m.raw);
-		assert_true(r.m.span[i].p + r.m.span[i].n <= r.m.raw + r.m.raw_len);
+		assert_true(r.m.js.span[i].p >= r.m.raw);
+		assert_true(r.m.js.span[i].p + r.m.js.span[i].n <= r.m.raw + r.m.raw_len);
 	}
-	expect_span(r.m.span[MSG_SPAN_ID], "7");
-	expect_span(r.m.span[MSG_SPAN_TOKEN], "\"tok\"");
-	expect_span(r.m.span[MSG_SPAN_META], "{\"progressToken\":\"tok\",\"k\":1}");
+	expect_span(r.m.js.span[MSG_SPAN_ID], "7");
+	expect_span(r.m.js.span[MSG_SPAN_TOKEN], "\"tok\"");
+	expect_span(r.m.js.span[MSG_SPAN_META], "{\"progressToken\":\"tok\",\"k\":1}");
 
 	/* the caller reuses its buffer before the module resumes */
 	memset(buf, 'X', sizeof buf - 1);
@@ -967,8 +967,8 @@ static void test_raw_hold_back(void **state)
 	assert_ptr_equal(r.m.raw, r.m.own);
 	assert_ptr_not_equal(r.m.raw, buf);
 	assert_memory_equal(r.m.raw, raw_resp, strlen(raw_resp));
-	expect_span(r.m.span[MSG_SPAN_ID], "12");
-	assert_null(r.m.span[MSG_SPAN_TOKEN].p);
+	expect_span(r.m.js.span[MSG_SPAN_ID], "12");
+	assert_null(r.m.js.span[MSG_SPAN_TOKEN].p);
 	memset(buf, 'X', sizeof buf - 1);
 	mw_resume(b->held, MW_PASS, NULL);
 	assert_string_equal(trace, "A>B>C>C<B<A<");

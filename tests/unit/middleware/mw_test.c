@@ -139,7 +139,7 @@ void mwt_on_done(struct mw_walk *w, enum mw_verdict v)
 	free(r->went_on_result);
 	r->went_on = r->went_on_id = r->went_on_result = NULL;
 	if (!msg && w->m->raw) {  /* what the chain would splice and send */
-		struct jspan id = w->m->span[MSG_SPAN_ID], res = w->m->span[MSG_SPAN_RESULT];
+		struct jspan id = w->m->js.span[MSG_SPAN_ID], res = w->m->js.span[MSG_SPAN_RESULT];
 		r->went_on = strndup(w->m->raw, w->m->raw_len);
 		r->went_on_id = id.p ? strndup(id.p, id.n) : NULL;
 		r->went_on_result = res.p ? strndup(res.p, res.n) : NULL;

@@ -598,9 +598,9 @@ static void on_done_raw(struct mw_walk *w, enum mw_verdict v)
 	r->raw[0] = r->id[0] = '\0';
 	if (w->m->raw)
 		snprintf(r->raw, sizeof r->raw, "%.*s", (int)w->m->raw_len, w->m->raw);
-	if (w->m->raw && w->m->span[MSG_SPAN_ID].p)
-		snprintf(r->id, sizeof r->id, "%.*s", (int)w->m->span[MSG_SPAN_ID].n,
-			 w->m->span[MSG_SPAN_ID].p);
+	if (w->m->raw && w->m->js.span[MSG_SPAN_ID].p)
+		snprintf(r->id, sizeof r->id, "%.*s", (int)w->m->js.span[MSG_SPAN_ID].n,
+			 w->m->js.span[MSG_SPAN_ID].p);
 }
 
 /* Walks TEXT, a tools/call of NAME, unparsed from "c" to "fx" through PL. */

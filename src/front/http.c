@@ -34,95 +34,7 @@
 #include "msg.h"
 #include "rpc.h"
 #include "session.h"
-
-#define JSON_TYPE "application/json"
-#define SSE_TYPE "text/event-stream"
-#define SID_HEADER "Mcp-Session-Id"
-#define VERSION_HEADER "MCP-Protocol-Version"
-
-enum req_kind { REQ_POST, REQ_GET, REQ_DELETE, REQ_OTHER };
-
-struct hsess;
-
-/* A line held for a GET stream that is not open. */
-struct held {
-	struct held *next;
-	size_t n;
-	char line[];
-};
-
-/* An event sent on a GET stream, kept for a client that resumes. */
-struct sent_ev {
-	struct sent_ev *next;
-	uint64_t id;
-	size_t n;
-	char bytes[];             /* the framed event */
-};
-
-/* One HTTP request; a POST with requests, or a GET, is also a stream. */
-struct hreq {
-	struct http_front *f;
-	struct MHD_Connection *conn;
-	enum req_kind kind;
-	int refs;
-	struct buf body;          /* the POST body as it arrives */
-	bool too_big;             /* over maxMessageBytes: discarded */
-	int reject;               /* an HTTP status decided from the headers */
-	const char *reject_text;
-	/* as a stream */
-	struct hsess *sess;       /* NULL once detached */
-	struct buf out;           /* bytes the reader has not taken */
-	struct buf err;           /* a null-id error answered at once (400) */
-	bool sse;
-	bool queued;              /* its response is queued */
-	bool done;                /* end once OUT is sent */
-	bool aborted;             /* close the connection */
-	bool suspended;
-	size_t pending;           /* responses still awaited */
-	struct msg_val *ids;      /* the requests it carries (for cancellation) */
-	size_t nids;
-	struct msg_val *tokens;   /* their progress tokens */
-	size_t ntokens;
-	ev_io watch;              /* the client's EOF while suspended */
-	struct hreq *next;        /* in the session's streams */
-};
-
-struct hsess {
-	struct http_front *f;
-	char sid[HTTP_SID_LEN + 1];
-	unsigned serial;          /* names it in logs: the id is a secret */
-	struct session *s;
-	struct http_routes routes;
-	struct hreq *streams;
-	struct hreq *get;         /* the GET stream, or NULL */
-	struct hreq *current;     /* the POST being handed to the session */
-	struct held *held, **held_tail;
-	size_t held_bytes;
-	size_t held_dropped;      /* since a GET stream last opened */
-	struct sent_ev *ring, **ring_tail;  /* the GET stream's last events */
-	size_t ring_bytes;
-	uint64_t next_event;
-	ev_timer idle;
-};
-
-struct http_front {
-	struct chain *chain;
-	struct MHD_Daemon *d;
-	char *address, *path;
-	char **origins, **hosts;
-	unsigned port;
-	unsigned max_conns, conns;
-	double session_idle;
-	size_t max_message, stream_buffer;
-	ev_io io;
-	ev_timer tm;
-	bool in_run, kick, stopped;
-	bool draining;            /* no new connection, session or stream */
-	struct hmap sessions;     /* sid -> hsess */
-	unsigned serial;
-	bool (*ready)(void *arg);
-	void *ready_arg;
-};
+#include "http_int.h"
 
 static void front_kick(struct http_front *f);
 static void ring_add(struct hsess *hs, uint64_t id, const char *bytes, size_t n);
@@ -189,8 +101,11 @@ static void stream_detach(struct hreq *r, const char *reason)
 			break;
 		}
 	}
-	if (hs->get == r)
+	if (hs->get == r) {
 		hs->get = NULL;
+		if (hs->legacy)
+			http_sse_closed(hs, r);
+	}
 	if (hs->current == r)
 		hs->current = NULL;
 	for (size_t i = 0; i < r->ntokens; i++)
@@ -232,7 +147,7 @@ static void stream_send(struct hreq *r, const char *line, size_t n)
 	uint64_t id = ++hs->next_event;
 	int rc = stalled ? -1 : r->sse ? http_sse_event(&r->out, id, line, n)
 			: buf_append(&r->out, line, n);
-	if (rc == 0 && r == hs->get)
+	if (rc == 0 && r == hs->get && !hs->legacy)
 		ring_add(hs, id, r->out.data + r->out.len - (buf_pending(&r->out) - before),
 			 buf_pending(&r->out) - before);
 	if (rc < 0) {
@@ -494,6 +409,10 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 	struct msg_val v = { .n = 0 };
 	struct hreq *r = NULL;
 	bool response = false, orphan = false;
+	if (hs->legacy) {
+		http_sse_route(hs, line, n);
+		return;
+	}
 	if (msg_init_line(&m, line, n, &err) < 0) {
 		json_decref(err);
 		to_get_stream(hs, line, n);
@@ -581,6 +500,7 @@ static void sess_end(struct hsess *hs, const char *reason)
 		else
 			stream_abort(r, NULL);    /* session_close answers for them */
 	}
+	ev_timer_stop(EV_DEFAULT, &hs->reap);
 	session_close(hs->s, reason);
 	session_free(hs->s);
 	http_routes_release(&hs->routes);
@@ -664,7 +584,9 @@ static unsigned find_session(struct http_front *f, struct MHD_Connection *c,
 		*why = "Bad Request: Mcp-Session-Id header is required";
 		return MHD_HTTP_BAD_REQUEST;
 	}
-	if (!http_sid_valid(sid) || !(*hs = hmap_get(&f->sessions, sid, HTTP_SID_LEN))) {
+	if (!http_sid_valid(sid) || !(*hs = hmap_get(&f->sessions, sid, HTTP_SID_LEN)) ||
+	    (*hs)->legacy) {   /* an HTTP+SSE session is reached by its own endpoint */
+		*hs = NULL;
 		*why = "Session not found";
 		return MHD_HTTP_NOT_FOUND;
 	}
@@ -931,7 +853,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct hreq *r = *req_cls;
 	(void)version;
 	if (!r) {
-		if (strcmp(url, f->path) != 0) {
+		int ep = http_sse_endpoint(f, url);
+		if (ep < 0) {
 			if (strcmp(method, "GET") == 0 && strcmp(url, "/healthz") == 0)
 				return on_health(f, c, false);
 			if (strcmp(method, "GET") == 0 && strcmp(url, "/readyz") == 0)
@@ -943,11 +866,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		r->f = f;
 		r->conn = c;
 		r->refs = 1;
+		r->ep = (enum http_ep)ep;
 		ev_init(&r->watch, on_watch);
 		r->watch.data = r;
 		*req_cls = r;
 		const char *why = NULL;
 		unsigned status = check_headers(f, c, method, &r->kind, &why);
+		if (!status && ((r->ep == EP_SSE && r->kind != REQ_GET) ||
+				(r->ep == EP_MESSAGES && r->kind != REQ_POST))) {
+			status = MHD_HTTP_METHOD_NOT_ALLOWED;
+			why = "Method Not Allowed";
+		}
 		if (status && r->kind == REQ_POST) {
 			r->reject = (int)status;  /* answered once the body is read (and dropped) */
 			r->reject_text = why;
@@ -956,7 +885,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		if (status)
 			return reply_error(r, c, status, -32000, why);
 		if (r->kind == REQ_GET)
-			return on_get(f, r);
+			return r->ep == EP_SSE ? http_sse_open(f, r) : on_get(f, r);
 		if (r->kind == REQ_DELETE)
 			return on_delete(f, r);
 		return MHD_YES;
@@ -972,7 +901,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (r->kind == REQ_POST && !r->queued)
-		return on_post(f, r);
+		return r->ep == EP_MESSAGES ? http_sse_post(f, r) : on_post(f, r);
 	return MHD_YES;
 }
 
@@ -1155,6 +1084,10 @@ struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *
 	f->sessions = empty;
 	f->address = strdup(l->address ? l->address : CFG_DEFAULT_LISTEN_ADDRESS);
 	f->path = strdup(l->path ? l->path : CFG_DEFAULT_LISTEN_PATH);
+	if (l->sse_path && l->messages_path) {
+		f->sse_path = strdup(l->sse_path);
+		f->messages_path = strdup(l->messages_path);
+	}
 	f->origins = strv_dup(l->origins);
 	f->hosts = strv_dup(l->hosts);
 	f->max_conns = l->max_connections ? l->max_connections : 256;
@@ -1169,6 +1102,9 @@ struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *
 	bool v6 = strchr(f->address, ':') != NULL;
 	log_info("http: listening on http://%s%s%s:%u%s", v6 ? "[" : "", f->address,
 		 v6 ? "]" : "", f->port, f->path);
+	if (f->sse_path)
+		log_info("http: legacy HTTP+SSE (2024-11-05) on http://%s%s%s:%u%s", v6 ? "[" : "",
+			 f->address, v6 ? "]" : "", f->port, f->sse_path);
 	return f;
 }
 
@@ -1211,7 +1147,7 @@ static void end_get(void *value, void *arg)
 {
 	struct hsess *hs = value;
 	(void)arg;
-	if (hs->get)
+	if (hs->get && !hs->legacy)  /* a legacy stream carries its answers too */
 		stream_finish(hs->get);
 }
 
@@ -1230,6 +1166,8 @@ static void count_pending(void *value, void *arg)
 	struct hsess *hs = value;
 	for (struct hreq *r = hs->streams; r; r = r->next)
 		*(size_t *)arg += r->pending;
+	if (hs->legacy && session_busy(hs->s))
+		*(size_t *)arg += 1;
 }
 
 /* Requests still waiting for their response, in every session. */
@@ -1269,5 +1207,33 @@ void http_front_free(struct http_front *f)
 	strv_free(f->hosts);
 	free(f->address);
 	free(f->path);
+	free(f->sse_path);
+	free(f->messages_path);
 	free(f);
 }
+
+/* ---- shared with http_sse.c (http_int.h) ---- */
+
+const char *hf_header(struct MHD_Connection *c, const char *name) { return header(c, name); }
+
+enum MHD_Result hf_reply(struct hreq *r, struct MHD_Connection *c, unsigned status,
+			 const char *ctype, const char *body, size_t n, const char *sid)
+{
+	return reply(r, c, status, ctype, body, n, sid);
+}
+
+enum MHD_Result hf_reply_error(struct hreq *r, struct MHD_Connection *c, unsigned status,
+			       int code, const char *text)
+{
+	return reply_error(r, c, status, code, text);
+}
+
+enum MHD_Result hf_reply_stream(struct hreq *r) { return reply_stream(r, NULL); }
+
+struct hsess *hf_sess_new(struct http_front *f) { return sess_new(f); }
+
+void hf_sess_add_stream(struct hsess *hs, struct hreq *r) { sess_add_stream(hs, r); }
+
+void hf_stream_send(struct hreq *r, const char *line, size_t n) { stream_send(r, line, n); }
+
+void hf_sess_end(struct hsess *hs, const char *reason) { sess_end(hs, reason); }

@@ -49,6 +49,13 @@ void chain_remove_peer(struct peer *p);
  * REASON; P stays registered but not ready. */
 void chain_peer_gone(struct peer *p, const char *reason);
 
+/*
+ * Whether C's global modules accept the transport credential CRED (N
+ * bytes; NULL: none presented): -1 refused (a front answers 401), 1
+ * accepted, 0 no module checks credentials. CRED is not kept.
+ */
+int chain_check_credential(struct chain *c, const char *cred, size_t n);
+
 /* Sets C's global pipeline (takes a reference; NULL for none). */
 void chain_set_pipeline(struct chain *c, struct pipeline *pl);
 

@@ -385,6 +385,19 @@ static const char *principal_of(struct peer *a, struct peer *b)
 	return NULL;
 }
 
+/* The client FROM's transport credential into CTX (none from a backend). */
+static void credential_of(struct mw_ctx *ctx, const struct peer *from)
+{
+	bool client = from && from->role == PEER_CLIENT;
+	ctx->credential = client ? from->credential : NULL;
+	ctx->credential_len = client ? from->credential_len : 0;
+}
+
+int chain_check_credential(struct chain *c, const char *cred, size_t n)
+{
+	return pipeline_check_credential(c->global_pl, cred, n);
+}
+
 /* Backend name for the context. */
 static const char *backend_of(struct peer *a, struct peer *b)
 {
@@ -614,6 +627,7 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 	ex->batch = from->batch;
 	ex->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
 	ex->ctx.client = principal_of(from, NULL);
+	credential_of(&ex->ctx, from);
 	ex->ctx.backend = backend_of(from, NULL);
 	if (from->role == PEER_BACKEND && pipeline_size(from->pl) > 0) {
 		/* from a backend: its own modules first, then the global ones */
@@ -814,6 +828,7 @@ static void send_notification(struct peer *from, struct peer *to, struct msg *m,
 	memcpy(n->method, method, mlen + 1);
 	n->ctx.method = n->method;
 	n->ctx.client = principal_of(from, to);
+	credential_of(&n->ctx, from);
 	n->ctx.backend = backend_of(from, to);
 	n->ctx.start = ev_now(EV_DEFAULT);
 	n->walk.stage[0] = pipeline_ref(first);

@@ -22,10 +22,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "buf.h"
+#include "chain.h"
 #include "config.h"
 #include "hmap.h"
 #include "http_util.h"
@@ -37,6 +39,7 @@
 #include "http_int.h"
 
 static void front_kick(struct http_front *f);
+static const char *bearer(struct MHD_Connection *c, size_t *n);
 static void ring_add(struct hsess *hs, uint64_t id, const char *bytes, size_t n);
 
 /* ---- streams ---- */
@@ -229,6 +232,10 @@ static enum MHD_Result reply(struct hreq *r, struct MHD_Connection *c, unsigned 
 		MHD_add_response_header(resp, SID_HEADER, sid);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, POST, DELETE");
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+			bearer(c, &(size_t){ 0 }) ?
+			"Bearer realm=\"mcp-chain\", error=\"invalid_token\"" : "Bearer realm=\"mcp-chain\"");
 	enum MHD_Result rc = MHD_queue_response(c, status, resp);
 	MHD_destroy_response(resp);
 	if (r)
@@ -595,6 +602,11 @@ static unsigned find_session(struct http_front *f, struct MHD_Connection *c,
 		*hs = NULL;
 		return MHD_HTTP_BAD_REQUEST;
 	}
+	if (hf_bind_credential(*hs, c) < 0) {
+		*why = "Unauthorized: this session belongs to another bearer token";
+		*hs = NULL;
+		return MHD_HTTP_UNAUTHORIZED;
+	}
 	ev_timer_again(EV_DEFAULT, &(*hs)->idle);
 	return 0;
 }
@@ -744,6 +756,7 @@ static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
 		if (f->stopped || !(hs = sess_new(f)))
 			return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
 					   "Service Unavailable: cannot open a session now");
+		hf_bind_credential(hs, c);
 	} else {
 		unsigned status = find_session(f, c, &hs, &why);
 		if (status)
@@ -872,6 +885,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*req_cls = r;
 		const char *why = NULL;
 		unsigned status = check_headers(f, c, method, &r->kind, &why);
+		if (!status)
+			status = hf_check_auth(f, c, &why);
 		if (!status && ((r->ep == EP_SSE && r->kind != REQ_GET) ||
 				(r->ep == EP_MESSAGES && r->kind != REQ_POST))) {
 			status = MHD_HTTP_METHOD_NOT_ALLOWED;
@@ -1237,3 +1252,46 @@ void hf_sess_add_stream(struct hsess *hs, struct hreq *r) { sess_add_stream(hs, 
 void hf_stream_send(struct hreq *r, const char *line, size_t n) { stream_send(r, line, n); }
 
 void hf_sess_end(struct hsess *hs, const char *reason) { sess_end(hs, reason); }
+
+/* ---- bearer credentials (the auth module checks them through the core) ---- */
+
+/* The bearer token of C's Authorization header (*N bytes), or NULL. */
+static const char *bearer(struct MHD_Connection *c, size_t *n)
+{
+	const char *v = header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (!v || strncasecmp(v, "Bearer ", 7) != 0)
+		return NULL;
+	v += 7;
+	while (*v == ' ')
+		v++;
+	size_t len = strlen(v);
+	while (len > 0 && v[len - 1] == ' ')
+		len--;
+	*n = len;
+	return len ? v : NULL;
+}
+
+/*
+ * 0, or 401 with *WHY when a module checks credentials (auth) and C's
+ * bearer token is missing or unknown. The token goes to the modules
+ * through the core (chain_check_credential), never to a log.
+ */
+unsigned hf_check_auth(struct http_front *f, struct MHD_Connection *c, const char **why)
+{
+	size_t n = 0;
+	const char *tok = bearer(c, &n);
+	if (chain_check_credential(f->chain, tok, n) >= 0)
+		return 0;
+	*why = tok ? "Unauthorized: the bearer token is not valid" :
+		     "Unauthorized: a bearer token is required (Authorization: Bearer ...)";
+	return MHD_HTTP_UNAUTHORIZED;
+}
+
+/* Binds C's bearer token to HS (modules read it as ctx->credential);
+ * -1 when HS is bound to another. */
+int hf_bind_credential(struct hsess *hs, struct MHD_Connection *c)
+{
+	size_t n = 0;
+	const char *tok = bearer(c, &n);
+	return tok ? session_set_credential(hs->s, tok, n) : 0;
+}

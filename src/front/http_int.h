@@ -133,6 +133,12 @@ void hf_stream_send(struct hreq *r, const char *line, size_t n);
 /* Ends HS now, logging REASON: not from inside the session's own calls. */
 void hf_sess_end(struct hsess *hs, const char *reason);
 
+/* 0, or 401 with *WHY: a module checks credentials and C's bearer token
+ * is missing or unknown. */
+unsigned hf_check_auth(struct http_front *f, struct MHD_Connection *c, const char **why);
+/* Binds C's bearer token to HS; -1 when HS is bound to another. */
+int hf_bind_credential(struct hsess *hs, struct MHD_Connection *c);
+
 /* ---- http_sse.c ---- */
 
 /* The endpoint of URL: EP_MCP for the Streamable HTTP path, the legacy

@@ -69,6 +69,7 @@ enum MHD_Result http_sse_open(struct http_front *f, struct hreq *r)
 		return hf_reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
 				      "Service Unavailable: cannot open a session now");
 	hs->legacy = true;
+	hf_bind_credential(hs, c);
 	ev_init(&hs->reap, on_reap);
 	hs->reap.data = hs;
 	r->sse = true;
@@ -105,6 +106,11 @@ static struct hsess *find_legacy(struct http_front *f, struct MHD_Connection *c,
 	if (v && !session_version_supported(v)) {
 		*status = MHD_HTTP_BAD_REQUEST;
 		*why = "Bad Request: unsupported MCP-Protocol-Version";
+		return NULL;
+	}
+	if (hf_bind_credential(hs, c) < 0) {
+		*status = MHD_HTTP_UNAUTHORIZED;
+		*why = "Unauthorized: this session belongs to another bearer token";
 		return NULL;
 	}
 	ev_timer_again(EV_DEFAULT, &hs->idle);

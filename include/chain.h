@@ -159,6 +159,20 @@ int chain_call_via(struct peer *to, const char *method, json_t *params,
  */
 void chain_congestion(struct peer *p, bool congested);
 
+/* Counters of C since it was made, kept where each thing happens. */
+struct chain_stats {
+	unsigned long long requests[2];     /* started, by the requester's role
+					     * (enum peer_role: client, backend) */
+	unsigned long long responses[3];    /* answered by the responder, by
+					     * outcome: ok, JSON-RPC error, tool
+					     * error (isError) */
+	unsigned long long refused_over_limit;  /* past maxOpenRequests */
+	unsigned long long responder_gone;  /* answered with an error because the
+					     * peer went away before answering */
+	unsigned long long cancelled;       /* cancelled by their requester */
+};
+const struct chain_stats *chain_stats(const struct chain *c);
+
 /* Number of exchanges open in C (for shutdown). */
 size_t chain_open_exchanges(const struct chain *c);
 

@@ -45,6 +45,7 @@ struct chain {
 	size_t max_open;          /* per requester; 0: no bound */
 	struct ask *asks;
 	struct chain_router *router;  /* borrowed; NULL: one backend, unchanged */
+	struct chain_stats stats;
 };
 
 /* A notification on its way through the pipeline. */
@@ -398,6 +399,8 @@ int chain_check_credential(struct chain *c, const char *cred, size_t n)
 	return pipeline_check_credential(c->global_pl, cred, n);
 }
 
+const struct chain_stats *chain_stats(const struct chain *c) { return &c->stats; }
+
 /* Backend name for the context. */
 static const char *backend_of(struct peer *a, struct peer *b)
 {
@@ -600,6 +603,7 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 			log_warn("%s: %zu requests open: more are refused until some end", from->name,
 				 from->received.count);
 		from->over_limit = true;
+		c->stats.refused_over_limit++;
 		reply_now(from, m, rpc_errorf(NULL, RPC_BACKEND_GONE,
 			"too many requests in flight (%zu, maxOpenRequests): retry when some end",
 			from->received.count));
@@ -625,6 +629,7 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 		ex->key_n = (unsigned char)klen;
 	}
 	ex->batch = from->batch;
+	c->stats.requests[from->role == PEER_CLIENT ? 0 : 1]++;
 	ex->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
 	ex->ctx.client = principal_of(from, NULL);
 	credential_of(&ex->ctx, from);
@@ -709,6 +714,7 @@ static void on_response(struct peer *to, struct msg *m)
 		return;
 	}
 	ex->in_sent = false;
+	ex->chain->stats.responses[msg_outcome(m)]++;   /* bytes: a flag, no parse */
 	ex->ctx.response_bytes = to->rx_bytes;
 	msg_release(&ex->m);
 	if (ex->walk.reached == 0) {   /* no module saw the request: none sees this */
@@ -757,6 +763,7 @@ static void on_cancelled(struct peer *from, struct msg *m)
 	}
 	if (from->ops->unanswered)
 		from->ops->unanswered(from, ex);
+	from->chain->stats.cancelled++;
 	end_abandoned(ex);
 }
 
@@ -1133,6 +1140,7 @@ void chain_peer_gone(struct peer *p, const char *reason)
 	for (size_t i = 0; v && i < n; i++) {
 		struct exchange *ex = v[i];
 		ex->in_sent = false;
+		ex->chain->stats.responder_gone++;
 		answer_error(ex, rpc_errorf(NULL, RPC_BACKEND_GONE, "%s: %s", p->name, reason));
 	}
 	free(v);

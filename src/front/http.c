@@ -39,6 +39,7 @@
 #include "http_int.h"
 
 static void front_kick(struct http_front *f);
+static struct http_front *f_of(struct MHD_Connection *c);
 static const char *bearer(struct MHD_Connection *c, size_t *n);
 static void ring_add(struct hsess *hs, uint64_t id, const char *bytes, size_t n);
 
@@ -192,6 +193,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 	size_t n = buf_pending(&r->out);
 	if (n > 0) {
 		n = n < max ? n : max;
+		r->f->bytes_out += n;
 		memcpy(out, r->out.data + r->out.off, n);
 		buf_consume(&r->out, n);
 		buf_shrink(&r->out, 65536);
@@ -232,6 +234,11 @@ static enum MHD_Result reply(struct hreq *r, struct MHD_Connection *c, unsigned 
 		MHD_add_response_header(resp, SID_HEADER, sid);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, POST, DELETE");
+	struct http_front *f = f_of(c);
+	if (f && status < 600)
+		f->responses[status]++;
+	if (f)
+		f->bytes_out += n;
 	if (status == MHD_HTTP_UNAUTHORIZED)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
 			bearer(c, &(size_t){ 0 }) ?
@@ -270,6 +277,7 @@ static enum MHD_Result reply_stream(struct hreq *r, const char *sid)
 		MHD_add_response_header(resp, SID_HEADER, sid);
 	enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
 	MHD_destroy_response(resp);
+	r->f->responses[MHD_HTTP_OK]++;
 	r->queued = true;
 	return rc;
 }
@@ -872,6 +880,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 				return on_health(f, c, false);
 			if (strcmp(method, "GET") == 0 && strcmp(url, "/readyz") == 0)
 				return on_health(f, c, true);
+			if (strcmp(method, "GET") == 0 && strcmp(url, "/metrics") == 0)
+				return hf_on_metrics(f, c);
 			return reply(NULL, c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n", 10, NULL);
 		}
 		if (!(r = calloc(1, sizeof *r)))
@@ -906,6 +916,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (*size > 0) {
+		f->bytes_in += *size;
 		if (!r->reject && !r->too_big && buf_pending(&r->body) + *size > f->max_message) {
 			r->too_big = true;
 			buf_release(&r->body);
@@ -941,9 +952,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 {
 	struct http_front *f = cls;
 	(void)c;
-	(void)socket_context;
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		f->conns++;
+		*socket_context = f;   /* for f_of() */
+	}
 	else if (f->conns > 0)
 		f->conns--;
 }
@@ -1294,4 +1306,77 @@ int hf_bind_credential(struct hsess *hs, struct MHD_Connection *c)
 	size_t n = 0;
 	const char *tok = bearer(c, &n);
 	return tok ? session_set_credential(hs->s, tok, n) : 0;
+}
+
+/* ---- /metrics ---- */
+
+/* The front a connection belongs to (set when it started: on_connection). */
+static struct http_front *f_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+void http_front_set_metrics(struct http_front *f, void (*fn)(struct buf *out, void *arg),
+			    void *arg)
+{
+	f->metrics = fn;
+	f->metrics_arg = arg;
+}
+
+/* Counts the sessions of each transport (a hmap_each callback). */
+static void count_legacy(void *value, void *arg)
+{
+	if (((struct hsess *)value)->legacy)
+		(*(size_t *)arg)++;
+}
+
+/* The front's own lines: sessions, connections, responses by status, bytes. */
+static void front_metrics(struct http_front *f, struct buf *b)
+{
+	size_t legacy = 0;
+	hmap_each(&f->sessions, count_legacy, &legacy);
+	buf_printf(b, "# HELP mcp_chain_http_sessions Client sessions open, by transport.\n"
+		   "# TYPE mcp_chain_http_sessions gauge\n"
+		   "mcp_chain_http_sessions{transport=\"streamable\"} %zu\n"
+		   "mcp_chain_http_sessions{transport=\"sse\"} %zu\n"
+		   "# HELP mcp_chain_http_sessions_started_total Client sessions started.\n"
+		   "# TYPE mcp_chain_http_sessions_started_total counter\n"
+		   "mcp_chain_http_sessions_started_total %u\n"
+		   "# HELP mcp_chain_http_connections HTTP connections open.\n"
+		   "# TYPE mcp_chain_http_connections gauge\n"
+		   "mcp_chain_http_connections %u\n"
+		   "# HELP mcp_chain_http_responses_total HTTP responses, by status.\n"
+		   "# TYPE mcp_chain_http_responses_total counter\n",
+		   f->sessions.count - legacy, legacy, f->serial, f->conns);
+	for (unsigned s = 100; s < 600; s++)
+		if (f->responses[s])
+			buf_printf(b, "mcp_chain_http_responses_total{code=\"%u\"} %llu\n", s,
+				   f->responses[s]);
+	buf_printf(b, "# HELP mcp_chain_http_received_bytes_total Request bodies received.\n"
+		   "# TYPE mcp_chain_http_received_bytes_total counter\n"
+		   "mcp_chain_http_received_bytes_total %llu\n"
+		   "# HELP mcp_chain_http_sent_bytes_total Response bodies sent.\n"
+		   "# TYPE mcp_chain_http_sent_bytes_total counter\n"
+		   "mcp_chain_http_sent_bytes_total %llu\n", f->bytes_in, f->bytes_out);
+}
+
+enum MHD_Result hf_on_metrics(struct http_front *f, struct MHD_Connection *c)
+{
+	enum req_kind kind;
+	const char *why = NULL;
+	unsigned status = check_headers(f, c, "GET", &kind, &why);
+	if (!status)
+		status = hf_check_auth(f, c, &why);
+	if (status)
+		return reply_error(NULL, c, status, -32000, why);
+	struct buf b = BUF_INIT;
+	front_metrics(f, &b);
+	if (f->metrics)
+		f->metrics(&b, f->metrics_arg);
+	enum MHD_Result rc = reply(NULL, c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+				   b.data ? b.data : "", buf_pending(&b), NULL);
+	buf_release(&b);
+	return rc;
 }

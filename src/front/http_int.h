@@ -109,6 +109,11 @@ struct http_front {
 	unsigned serial;
 	bool (*ready)(void *arg);
 	void *ready_arg;
+	void (*metrics)(struct buf *out, void *arg);  /* the rest of /metrics */
+	void *metrics_arg;
+	/* counted where they happen, read by /metrics */
+	unsigned long long responses[600];   /* by HTTP status */
+	unsigned long long bytes_in, bytes_out;  /* bodies */
 };
 
 /* ---- http.c, for http_sse.c ---- */
@@ -138,6 +143,9 @@ void hf_sess_end(struct hsess *hs, const char *reason);
 unsigned hf_check_auth(struct http_front *f, struct MHD_Connection *c, const char **why);
 /* Binds C's bearer token to HS; -1 when HS is bound to another. */
 int hf_bind_credential(struct hsess *hs, struct MHD_Connection *c);
+
+/* GET /metrics: Prometheus text (Host/Origin and auth checked). */
+enum MHD_Result hf_on_metrics(struct http_front *f, struct MHD_Connection *c);
 
 /* ---- http_sse.c ---- */
 

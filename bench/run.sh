@@ -19,11 +19,14 @@
 # for tools/call echo at each concurrency (default c=1 and c=16, n=5000,
 # 5 rounds), then the extra cases: progress relay (60 notifications), tools/list
 # over 1x10000 and 20x500 tools, peak RSS with three idle backends, one
-# 64 MiB result, 1000 requests in flight, start-up time.  The Markdown report goes to stdout and to bench/RESULTS.md
+# 64 MiB result, 1000 requests in flight, start-up time; then the HTTP fronts: tools/call echo
+# over Streamable HTTP (node http-load.mjs, keep-alive, one session) through mcp-chain --listen,
+# supergateway 4.0.0 --stateful and mcp-proxy 6.7.19 (npm ci in http-peers/), each wrapping
+# mcp-bench-server on stdio.  The Markdown report goes to stdout and to bench/RESULTS.md
 # (raw per-run JSON lines to bench/RESULTS.jsonl); progress goes to stderr.
 #
 # usage: bench/run.sh [-r ROUNDS] [-n N] [-c "1 16"] [--paths "..."]
-#                     [--no-extras] [--quick] [--out FILE]
+#                     [--no-extras] [--no-http] [--http-only] [--quick] [--out FILE]
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -34,6 +37,9 @@ n=5000
 concs="1 16"
 paths="direct relay line-relay mcp-chain mcp-chain+5mw sdk-proxy"
 extras=1
+stdio=1
+http=1
+http_paths="mcp-chain supergateway mcp-proxy"
 out="$here/RESULTS.md"
 steps=60
 progress_ms=60
@@ -53,7 +59,9 @@ usage() {
   -c "K ..."     concurrencies for the echo runs (default "1 16")
   --paths "..."  which of: direct relay line-relay mcp-chain mcp-chain+5mw sdk-proxy
                  mcp-chain@base mcp-chain+5mw@base (default all but the @base ones)
-  --no-extras    only the echo comparison
+  --no-extras    only the echo comparison (and the HTTP fronts)
+  --no-http      no HTTP fronts
+  --http-only    only the HTTP fronts (c from -c, rounds from -r, n from -n)
   --quick        smoke run: -r 1 -n 500, small extras
   --out FILE     report file (default bench/RESULTS.md)
   env BUILD_DIR  meson build directory (default <repo>/build)
@@ -67,6 +75,8 @@ while [ $# -gt 0 ]; do
 	-c|--concurrency) concs=$2; shift 2 ;;
 	--paths) paths=$2; shift 2 ;;
 	--no-extras) extras=0; shift ;;
+	--no-http) http=0; shift ;;
+	--http-only) stdio=0; extras=0; shift ;;
 	--quick) rounds=1; n=500; blob_mib=8; inflight_n=5000; list_n=3
 		startup_n=2; shift ;;
 	--out) out=$2; shift 2 ;;
@@ -254,6 +264,7 @@ each_path() {
 }
 
 # ---- the echo comparison ---------------------------------------------------
+if [ "$stdio" = 1 ]; then
 log "echo comparison: $rounds rounds, n=$n, c in {$concs}, paths: $(rotated 0 | tr '\n' ' ')"
 warm=$(( n / 10 > 1000 ? 1000 : n / 10 ))
 for ((r = 1; r <= rounds; r++)); do
@@ -264,6 +275,8 @@ for ((r = 1; r <= rounds; r++)); do
 		done < <(rotated "$r")
 	done
 done
+
+fi
 
 # ---- extra cases -----------------------------------------------------------
 xr=$(( rounds < 3 ? rounds : 3 ))
@@ -328,6 +341,56 @@ if [ "$extras" = 1 ]; then
 
 	log "start-up time"
 	each_path startup "$xr" --mode startup -n "$startup_n" --
+fi
+
+# ---- HTTP fronts ------------------------------------------------------------
+# Each wraps mcp-bench-server on stdio and serves Streamable HTTP on a fresh
+# port; http-load.mjs starts it, opens a session and runs the echo calls.
+set_http_cmd() {
+	local port=$2 peers="$here/http-peers/node_modules"
+	case $1 in
+	mcp-chain)
+		write_config "$tmp/chain-http.json" "echo"
+		cmd=("$chain" --config "$tmp/chain-http.json" --listen "127.0.0.1:$port" --log-level warn) ;;
+	supergateway)
+		cmd=(node "$peers/supergateway/dist/index.js" --stdio "$server" --outputTransport streamableHttp
+			--stateful --port "$port" --logLevel none) ;;
+	mcp-proxy)
+		cmd=(node "$peers/mcp-proxy/dist/bin/mcp-proxy.mjs" --host 127.0.0.1 --port "$port"
+			--endpoint /mcp -- "$server") ;;
+	esac
+}
+if [ "$http" = 1 ]; then
+	declare -A http_skip=()
+	[ -x "$chain" ] || http_skip[mcp-chain]="$chain was not built"
+	if [ ! -d "$here/http-peers/node_modules/supergateway" ] || [ ! -d "$here/http-peers/node_modules/mcp-proxy" ]; then
+		log "installing the HTTP peers (npm ci in bench/http-peers)"
+		if ! (cd "$here/http-peers" && npm ci --no-audit --no-fund --loglevel=error) >&2; then
+			http_skip[supergateway]="npm ci failed in bench/http-peers"
+			http_skip[mcp-proxy]="npm ci failed in bench/http-peers"
+		fi
+	fi
+	hps=()
+	for p in $http_paths; do
+		if [ -n "${http_skip[$p]:-}" ]; then skip_one "http:$p" http-echo "${http_skip[$p]}"; else hps+=("$p"); fi
+	done
+	hwarm=$(( n / 10 > 1000 ? 1000 : n / 10 ))
+	hport=$(( 20000 + RANDOM % 20000 ))
+	log "HTTP fronts: $rounds rounds, n=$n, c in {$concs}: ${hps[*]}"
+	for ((r = 1; r <= rounds; r++)); do
+		for c in $concs; do
+			for ((i = 0; i < ${#hps[@]}; i++)); do
+				p=${hps[$(( (i + r) % ${#hps[@]} ))]}
+				hport=$(( hport + 1 ))
+				set_http_cmd "$p" "$hport"
+				line=$(node "$here/http-load.mjs" --url "http://127.0.0.1:$hport/mcp" -n "$n" -c "$c" \
+					--warmup "$hwarm" -- "${cmd[@]}" 2>>"$tmp/load-stderr.log") || true
+				[[ $line == \{* ]] || line='{"errors":1,"fatal":"http-load.mjs printed no result"}'
+				printf '{"path":"http:%s","case":"http-echo","round":%d,%s\n' "$p" "$r" "${line#\{}" >>"$records"
+				log "http:$p c=$c r$r $line"
+			done
+		done
+	done
 fi
 
 # ---- report ----------------------------------------------------------------

@@ -332,6 +332,26 @@ if (select('startup').length) {
   emit();
 }
 
+const httpRecs = select('http-echo');
+if (httpRecs.length) {
+  emit('## HTTP fronts (Streamable HTTP, tools/call echo, one session)');
+  emit();
+  emit('Each front wraps mcp-bench-server on stdio; node http-load.mjs drives it (keep-alive,');
+  emit('`Accept: application/json, text/event-stream` as a client must). RSS is the front\'s own');
+  emit('process (VmHWM), not its child. Medians over rounds.');
+  emit();
+  emit('| front | c | rps | p50 µs | p99 µs | peak RSS kB | vs mcp-chain rps |');
+  emit('|---|---|---|---|---|---|---|');
+  for (const c of [...new Set(httpRecs.map((r) => r.c))].sort((a, b) => a - b)) {
+    for (const p of [...new Set(httpRecs.map((r) => r.path))]) {
+      const rs = select('http-echo', p, c);
+      emit(`| ${p} | ${c} | ${fmt(med(rs, 'rps'))} | ${fmt(med(rs, 'p50_us'))} | ${fmt(med(rs, 'p99_us'))} `
+        + `| ${fmt(med(rs, 'rss_kb'))} | ${ratio(pairedRatio('http-echo', c, p, 'http:mcp-chain', 'rps'))} |`);
+    }
+  }
+  emit();
+}
+
 const otherSkips = records.filter((r) => r.skipped && !r.case.startsWith('list-'));
 if (otherSkips.length) {
   emit('## Skipped');

@@ -25,6 +25,9 @@ int buf_reserve(struct buf *b, size_t n);
 /* Appends N bytes; returns 0 or -1. */
 int buf_append(struct buf *b, const void *p, size_t n);
 
+/* Appends printf-style text; returns 0 or -1. */
+int buf_printf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Marks N bytes at data+off consumed; resets when empty. */
 void buf_consume(struct buf *b, size_t n);
 

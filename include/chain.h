@@ -58,6 +58,13 @@ void chain_peer_gone(struct peer *p, const char *reason);
  */
 int chain_rebind_request(struct exchange *ex, const struct msg_val *new_id);
 
+/*
+ * Whether C's global modules accept the transport credential CRED (N
+ * bytes; NULL: none presented): -1 refused (a front answers 401), 1
+ * accepted, 0 no module checks credentials. CRED is not kept.
+ */
+int chain_check_credential(struct chain *c, const char *cred, size_t n);
+
 /* Sets C's global pipeline (takes a reference; NULL for none). */
 void chain_set_pipeline(struct chain *c, struct pipeline *pl);
 
@@ -160,6 +167,20 @@ int chain_call_via(struct peer *to, const char *method, json_t *params,
  * bound.
  */
 void chain_congestion(struct peer *p, bool congested);
+
+/* Counters of C since it was made, kept where each thing happens. */
+struct chain_stats {
+	unsigned long long requests[2];     /* started, by the requester's role
+					     * (enum peer_role: client, backend) */
+	unsigned long long responses[3];    /* answered by the responder, by
+					     * outcome: ok, JSON-RPC error, tool
+					     * error (isError) */
+	unsigned long long refused_over_limit;  /* past maxOpenRequests */
+	unsigned long long responder_gone;  /* answered with an error because the
+					     * peer went away before answering */
+	unsigned long long cancelled;       /* cancelled by their requester */
+};
+const struct chain_stats *chain_stats(const struct chain *c);
 
 /* Number of exchanges open in C (for shutdown). */
 size_t chain_open_exchanges(const struct chain *c);

@@ -67,6 +67,9 @@ struct cfg_listen {
 	char *address;            /* numeric IPv4 or IPv6; default 127.0.0.1 */
 	unsigned port;            /* default 8080; 0: any free port */
 	char *path;               /* the MCP endpoint; default /mcp */
+	char *sse_path;           /* legacy HTTP+SSE (2024-11-05): the GET stream;
+				   * default /sse; NULL: that transport is off */
+	char *messages_path;      /* ... and its POST endpoint; default /messages */
 	char **origins;           /* extra allowed Origin values, NULL-terminated */
 	char **hosts;             /* extra allowed Host names, NULL-terminated */
 	unsigned max_connections; /* default 256 */
@@ -153,5 +156,7 @@ char *cfg_expand(const char *s, char *err, size_t errlen);
 #define CFG_DEFAULT_LISTEN_ADDRESS "127.0.0.1"
 #define CFG_DEFAULT_LISTEN_PORT 8080
 #define CFG_DEFAULT_LISTEN_PATH "/mcp"
+#define CFG_DEFAULT_SSE_PATH "/sse"
+#define CFG_DEFAULT_MESSAGES_PATH "/messages"
 
 #endif

@@ -36,6 +36,15 @@ unsigned http_front_port(const struct http_front *f);
 /* Sets what /readyz asks: true when every backend is ready. */
 void http_front_set_ready(struct http_front *f, bool (*ready)(void *arg), void *arg);
 
+/*
+ * Adds what /metrics shows beyond the front's own counters: FN appends
+ * Prometheus text exposition lines to OUT (the chain's and backends'
+ * counters, kept where they happen).
+ */
+struct buf;
+void http_front_set_metrics(struct http_front *f, void (*fn)(struct buf *out, void *arg),
+			    void *arg);
+
 /* Sessions open now. */
 size_t http_front_sessions(const struct http_front *f);
 

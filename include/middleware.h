@@ -68,6 +68,14 @@ struct mw_ctx {
 				* it: borrowed from that module, which outlives
 				* the exchange; else NULL */
 	enum mw_outcome outcome; /* for a response: how it ended */
+	const char *credential;  /* the secret the client presented on its
+				  * transport (HTTP "Authorization: Bearer"),
+				  * CREDENTIAL_LEN bytes, borrowed for the hook
+				  * only; NULL when none. For an authentication
+				  * module to check (constant time); it is no
+				  * part of any message, so nothing forwards
+				  * it, and nothing may log it. */
+	size_t credential_len;
 };
 
 /*
@@ -182,6 +190,14 @@ struct mw_module_ops {
 	 */
 	void (*on_cancel)(struct mw_module *m, struct mw_ctx *ctx);
 	/*
+	 * Optional: whether this module accepts the transport credential
+	 * CRED (N bytes; NULL: the client presented none). A front whose
+	 * transport carries credentials (HTTP) asks before it hands a
+	 * request over, and refuses it (401) on -1. Returns 1 accepted, 0
+	 * no opinion, -1 refused. Never logs CRED.
+	 */
+	int (*check_credential)(struct mw_module *m, const char *cred, size_t n);
+	/*
 	 * Optional: goes live (opens files, starts processes). create() only
 	 * validates and allocates, so "mcp-chain check" has no side effects.
 	 * Returns 0 or -1 (logged).
@@ -274,6 +290,10 @@ int pipeline_start(struct pipeline *pl);
 
 /* Number of modules. */
 size_t pipeline_size(const struct pipeline *pl);
+
+/* Asks every module with a check_credential hook about CRED (N bytes,
+ * NULL: none): -1 when one refuses, else 1 when one accepts, else 0. */
+int pipeline_check_credential(const struct pipeline *pl, const char *cred, size_t n);
 
 struct pipeline *pipeline_ref(struct pipeline *pl);
 void pipeline_unref(struct pipeline *pl);

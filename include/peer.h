@@ -63,6 +63,11 @@ struct peer {
 	const char *principal;   /* client identity (clients only); may be NULL */
 	const char *version;     /* clients: the protocol version they speak
 				  * (owned by the container); may be NULL */
+	const char *credential;  /* clients: the secret presented on the
+				  * transport (HTTP bearer token), for
+				  * mw_ctx.credential; owned by the front's
+				  * session; NULL when none. Never logged. */
+	size_t credential_len;
 	bool ready;              /* handshake done; may carry traffic */
 	bool congested;          /* its output queue is over the high-water mark */
 	bool over_limit;         /* its last request went over the chain's bound */

@@ -79,6 +79,16 @@ void session_close(struct session *s, const char *reason);
 /* True while requests are open or the handshake is still running. */
 bool session_busy(const struct session *s);
 
+/*
+ * Binds the credential the client presented on its transport (an HTTP
+ * bearer token; CRED of N bytes, copied) to the session, where modules
+ * read it (mw_ctx.credential). The first one binds; a later one must be
+ * the same (compared in constant time). Returns 0, or -1 when it differs
+ * (the front refuses the request) or memory fails. CRED NULL forgets it
+ * (session_free does). Never logged.
+ */
+int session_set_credential(struct session *s, const char *cred, size_t n);
+
 /* Frees a closed session. */
 void session_free(struct session *s);
 

@@ -32,6 +32,7 @@
 
 #include "aggregate.h"
 #include "backend.h"
+#include "buf.h"
 #include "chain.h"
 #include "cli.h"
 #include "config.h"
@@ -583,6 +584,86 @@ static bool all_ready(void *arg)
 	return true;
 }
 
+/* Appends V as a Prometheus label value (backslash, quote, newline escaped). */
+static void prom_label(struct buf *b, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			buf_printf(b, "\\%c", *v);
+		else if (*v == '\n')
+			buf_printf(b, "\\n");
+		else
+			buf_append(b, v, 1);
+	}
+}
+
+/* One line NAME{backend="B"} VALUE. */
+static void prom_backend(struct buf *b, const char *name, const char *backend,
+			 const char *extra, unsigned long long v)
+{
+	buf_printf(b, "%s{backend=\"", name);
+	prom_label(b, backend);
+	buf_printf(b, "\"%s} %llu\n", extra ? extra : "", v);
+}
+
+/* /metrics beyond the front's own: the chain's counters and each backend's
+ * state and counters (all kept where they happen: chain.c, backend.c). */
+static void write_metrics(struct buf *b, void *arg)
+{
+	struct app *a = arg;
+	const struct chain_stats *st = chain_stats(a->chain);
+	buf_printf(b, "# HELP mcp_chain_requests_total JSON-RPC requests started, by who sent them.\n"
+		   "# TYPE mcp_chain_requests_total counter\n"
+		   "mcp_chain_requests_total{from=\"client\"} %llu\n"
+		   "mcp_chain_requests_total{from=\"backend\"} %llu\n"
+		   "# HELP mcp_chain_responses_total Responses from the responder, by outcome.\n"
+		   "# TYPE mcp_chain_responses_total counter\n"
+		   "mcp_chain_responses_total{outcome=\"ok\"} %llu\n"
+		   "mcp_chain_responses_total{outcome=\"error\"} %llu\n"
+		   "mcp_chain_responses_total{outcome=\"tool_error\"} %llu\n"
+		   "# HELP mcp_chain_errors_total Requests mcp-chain itself answered with an error, by kind.\n"
+		   "# TYPE mcp_chain_errors_total counter\n"
+		   "mcp_chain_errors_total{kind=\"over_limit\"} %llu\n"
+		   "mcp_chain_errors_total{kind=\"responder_gone\"} %llu\n"
+		   "# HELP mcp_chain_cancelled_total Requests cancelled by their requester.\n"
+		   "# TYPE mcp_chain_cancelled_total counter\n"
+		   "mcp_chain_cancelled_total %llu\n"
+		   "# HELP mcp_chain_requests_open Exchanges open now.\n"
+		   "# TYPE mcp_chain_requests_open gauge\n"
+		   "mcp_chain_requests_open %zu\n",
+		   st->requests[0], st->requests[1], st->responses[0], st->responses[1],
+		   st->responses[2], st->refused_over_limit, st->responder_gone, st->cancelled,
+		   chain_open_exchanges(a->chain));
+	buf_printf(b, "# HELP mcp_chain_backend_up 1 when the backend is ready.\n"
+		   "# TYPE mcp_chain_backend_up gauge\n");
+	for (size_t i = 0; i < a->nbackends; i++)
+		prom_backend(b, "mcp_chain_backend_up", backend_peer(a->backends[i])->name, NULL,
+			     backend_state(a->backends[i]) == BACKEND_READY);
+	buf_printf(b, "# HELP mcp_chain_backend_state The backend's state (the one labelled is 1).\n"
+		   "# TYPE mcp_chain_backend_state gauge\n");
+	for (size_t i = 0; i < a->nbackends; i++) {
+		char extra[64];
+		snprintf(extra, sizeof extra, ",state=\"%s\"",
+			 backend_state_name(backend_state(a->backends[i])));
+		prom_backend(b, "mcp_chain_backend_state", backend_peer(a->backends[i])->name, extra, 1);
+	}
+	static const char *const counters[][2] = {
+		{ "mcp_chain_backend_restarts_total", "Restarts of the backend." },
+		{ "mcp_chain_backend_requests_total", "Requests sent to the backend." },
+	};
+	/* (no per-backend error count: backend.c counts errors only for the
+	 * messages it parses; mcp_chain_responses_total has them all) */
+	for (size_t k = 0; k < 2; k++) {
+		buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", counters[k][0], counters[k][1],
+			   counters[k][0]);
+		for (size_t i = 0; i < a->nbackends; i++) {
+			const struct backend_stats *bs = backend_stats(a->backends[i]);
+			unsigned long long v = k == 0 ? bs->restarts : bs->requests;
+			prom_backend(b, counters[k][0], backend_peer(a->backends[i])->name, NULL, v);
+		}
+	}
+}
+
 /* --listen: the HTTP front on SPEC ("-": the "listen" section as it is). */
 static int start_http(struct app *a, const char *spec)
 {
@@ -595,6 +676,7 @@ static int start_http(struct app *a, const char *spec)
 		return -1;
 	http_front_set_ready(a->http, all_ready, a);
 	http_front_set_input_ttl(a->http, a->cfg->input_ttl);
+	http_front_set_metrics(a->http, write_metrics, a);
 	return 0;
 }
 

@@ -45,6 +45,7 @@ struct chain {
 	size_t max_open;          /* per requester; 0: no bound */
 	struct ask *asks;
 	struct chain_router *router;  /* borrowed; NULL: one backend, unchanged */
+	struct chain_stats stats;
 };
 
 /* A notification on its way through the pipeline. */
@@ -396,6 +397,21 @@ static const char *version_of(struct peer *a, struct peer *b)
 	return NULL;
 }
 
+/* The client FROM's transport credential into CTX (none from a backend). */
+static void credential_of(struct mw_ctx *ctx, const struct peer *from)
+{
+	bool client = from && from->role == PEER_CLIENT;
+	ctx->credential = client ? from->credential : NULL;
+	ctx->credential_len = client ? from->credential_len : 0;
+}
+
+int chain_check_credential(struct chain *c, const char *cred, size_t n)
+{
+	return pipeline_check_credential(c->global_pl, cred, n);
+}
+
+const struct chain_stats *chain_stats(const struct chain *c) { return &c->stats; }
+
 /* Backend name for the context. */
 static const char *backend_of(struct peer *a, struct peer *b)
 {
@@ -599,6 +615,7 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 			log_warn("%s: %zu requests open: more are refused until some end", from->name,
 				 from->received.count);
 		from->over_limit = true;
+		c->stats.refused_over_limit++;
 		reply_now(from, m, rpc_errorf(NULL, RPC_BACKEND_GONE,
 			"too many requests in flight (%zu, maxOpenRequests): retry when some end",
 			from->received.count));
@@ -624,9 +641,11 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 		ex->key_n = (unsigned char)klen;
 	}
 	ex->batch = from->batch;
+	c->stats.requests[from->role == PEER_CLIENT ? 0 : 1]++;
 	ex->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
 	ex->ctx.client = principal_of(from, NULL);
 	ex->ctx.protocol = version_of(from, NULL);
+	credential_of(&ex->ctx, from);
 	ex->ctx.backend = backend_of(from, NULL);
 	if (from->role == PEER_BACKEND && pipeline_size(from->pl) > 0) {
 		/* from a backend: its own modules first, then the global ones */
@@ -708,6 +727,7 @@ static void on_response(struct peer *to, struct msg *m)
 		return;
 	}
 	ex->in_sent = false;
+	ex->chain->stats.responses[msg_outcome(m)]++;   /* bytes: a flag, no parse */
 	ex->ctx.response_bytes = to->rx_bytes;
 	msg_release(&ex->m);
 	if (ex->walk.reached == 0) {   /* no module saw the request: none sees this */
@@ -756,6 +776,7 @@ static void on_cancelled(struct peer *from, struct msg *m)
 	}
 	if (from->ops->unanswered)
 		from->ops->unanswered(from, ex);
+	from->chain->stats.cancelled++;
 	end_abandoned(ex);
 }
 
@@ -854,6 +875,7 @@ static void send_notification(struct peer *from, struct peer *to, struct msg *m,
 	n->ctx.method = n->method;
 	n->ctx.client = principal_of(from, to);
 	n->ctx.protocol = version_of(from, to);
+	credential_of(&n->ctx, from);
 	n->ctx.backend = backend_of(from, to);
 	n->ctx.start = ev_now(EV_DEFAULT);
 	n->walk.stage[0] = pipeline_ref(first);
@@ -1161,6 +1183,7 @@ void chain_peer_gone(struct peer *p, const char *reason)
 	for (size_t i = 0; v && i < n; i++) {
 		struct exchange *ex = v[i];
 		ex->in_sent = false;
+		ex->chain->stats.responder_gone++;
 		answer_error(ex, rpc_errorf(NULL, RPC_BACKEND_GONE, "%s: %s", p->name, reason));
 	}
 	free(v);

@@ -584,7 +584,7 @@ static const char *const top_keys[] = {
 };
 
 static const char *const listen_keys[] = {
-	"address", "port", "path", "allowedOrigins", "allowedHosts", "maxConnections",
+	"address", "port", "path", "ssePath", "messagesPath", "allowedOrigins", "allowedHosts", "maxConnections",
 	"connectionTimeoutMs", "sessionIdleMs", "streamBufferBytes", NULL
 };
 
@@ -669,6 +669,34 @@ static void opt_int_at(struct ctx *c, json_t *obj, const char *path, const char 
 		*out = (double)json_integer_value(v);
 }
 
+/* True when P is a usable endpoint path: "/" and no query, fragment or space. */
+static bool endpoint_path(json_t *p)
+{
+	return json_is_string(p) && json_string_value(p)[0] == '/' &&
+	       !strpbrk(json_string_value(p), "?# \t\r\n");
+}
+
+/* Reads the path KEY of V into *OUT (owned): a path, or null for none
+ * when NULLABLE (the legacy HTTP+SSE endpoints can be turned off). */
+static void listen_path(struct ctx *c, json_t *v, const char *key, bool nullable, char **out)
+{
+	char p[64];
+	json_t *j = json_object_get(v, key);
+	snprintf(p, sizeof p, "/listen/%s", key);
+	if (!j)
+		return;
+	if (nullable && json_is_null(j)) {
+		free(*out);
+		*out = NULL;
+	} else if (!endpoint_path(j)) {
+		bad(c, p, nullable ? "must be a path starting with \"/\", or null" :
+				     "must be a path starting with \"/\"");
+	} else {
+		free(*out);
+		*out = strdup(json_string_value(j));
+	}
+}
+
 /* Reads "listen"; the defaults apply without it (for --listen). */
 static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 {
@@ -677,6 +705,8 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 	const char *path = "/listen";
 	l->address = strdup(CFG_DEFAULT_LISTEN_ADDRESS);
 	l->path = strdup(CFG_DEFAULT_LISTEN_PATH);
+	l->sse_path = strdup(CFG_DEFAULT_SSE_PATH);
+	l->messages_path = strdup(CFG_DEFAULT_MESSAGES_PATH);
 	if (v && !json_is_object(v)) {
 		bad(c, path, "must be an object");
 		v = NULL;
@@ -691,14 +721,13 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 			free(l->address);
 			l->address = strdup(json_string_value(a));
 		}
-		json_t *p = json_object_get(v, "path");
-		if (p && (!json_is_string(p) || json_string_value(p)[0] != '/' ||
-			  strpbrk(json_string_value(p), "?# \t\r\n"))) {
-			bad(c, "/listen/path", "must be a path starting with \"/\"");
-		} else if (p) {
-			free(l->path);
-			l->path = strdup(json_string_value(p));
-		}
+		listen_path(c, v, "path", false, &l->path);
+		listen_path(c, v, "ssePath", true, &l->sse_path);
+		listen_path(c, v, "messagesPath", false, &l->messages_path);
+		if (l->sse_path && (!strcmp(l->sse_path, l->path) ||
+				    !strcmp(l->messages_path, l->path) ||
+				    !strcmp(l->sse_path, l->messages_path)))
+			bad(c, "/listen/ssePath", "path, ssePath and messagesPath must differ");
 		l->origins = opt_strv(c, json_object_get(v, "allowedOrigins"), "/listen/allowedOrigins");
 		l->hosts = opt_strv(c, json_object_get(v, "allowedHosts"), "/listen/allowedHosts");
 		opt_int_at(c, v, path, "port", 0, 65535, &port);
@@ -841,6 +870,8 @@ void cfg_free(struct cfg *c)
 	pipeline_unref(c->pipeline);
 	free(c->listen.address);
 	free(c->listen.path);
+	free(c->listen.sse_path);
+	free(c->listen.messages_path);
 	free_strv(c->listen.origins);
 	free_strv(c->listen.hosts);
 	free(c->servers);

@@ -207,6 +207,20 @@ size_t pipeline_size(const struct pipeline *pl)
 	return pl ? pl->n : 0;
 }
 
+int pipeline_check_credential(const struct pipeline *pl, const char *cred, size_t n)
+{
+	int verdict = 0;
+	for (size_t i = 0; pl && i < pl->n; i++) {
+		struct mw_module *m = pl->mods[i];
+		int v = m->ops->check_credential ? m->ops->check_credential(m, cred, n) : 0;
+		if (v < 0)
+			return -1;
+		if (v > 0)
+			verdict = 1;
+	}
+	return verdict;
+}
+
 /* Takes a reference. */
 struct pipeline *pipeline_ref(struct pipeline *pl)
 {

@@ -22,11 +22,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <openssl/evp.h>
 
 #include "buf.h"
+#include "chain.h"
 #include "config.h"
 #include "hmap.h"
 #include "http_util.h"
@@ -37,101 +39,11 @@
 #include "era.h"
 #include "session.h"
 #include "stateless.h"
-
-#define JSON_TYPE "application/json"
-#define SSE_TYPE "text/event-stream"
-#define SID_HEADER "Mcp-Session-Id"
-#define VERSION_HEADER "MCP-Protocol-Version"
-
-enum req_kind { REQ_POST, REQ_GET, REQ_DELETE, REQ_OTHER };
-
-struct hsess;
-
-/* A line held for a GET stream that is not open. */
-struct held {
-	struct held *next;
-	size_t n;
-	char line[];
-};
-
-/* An event sent on a GET stream, kept for a client that resumes. */
-struct sent_ev {
-	struct sent_ev *next;
-	uint64_t id;
-	size_t n;
-	char bytes[];             /* the framed event */
-};
-
-/* One HTTP request; a POST with requests, or a GET, is also a stream. */
-struct hreq {
-	struct http_front *f;
-	struct MHD_Connection *conn;
-	enum req_kind kind;
-	int refs;
-	struct buf body;          /* the POST body as it arrives */
-	bool too_big;             /* over maxMessageBytes: discarded */
-	int reject;               /* an HTTP status decided from the headers */
-	const char *reject_text;
-	/* as a stream */
-	struct hsess *sess;       /* NULL once detached */
-	struct buf out;           /* bytes the reader has not taken */
-	struct buf err;           /* a null-id error answered at once (400) */
-	bool sse;
-	bool queued;              /* its response is queued */
-	bool done;                /* end once OUT is sent */
-	bool aborted;             /* close the connection */
-	bool suspended;
-	size_t pending;           /* responses still awaited */
-	struct msg_val *ids;      /* the requests it carries (for cancellation) */
-	size_t nids;
-	struct msg_val *tokens;   /* their progress tokens */
-	size_t ntokens;
-	ev_io watch;              /* the client's EOF while suspended */
-	struct hreq *next;        /* in the session's streams */
-};
-
-struct hsess {
-	struct http_front *f;
-	char sid[HTTP_SID_LEN + 1];
-	unsigned serial;          /* names it in logs: the id is a secret */
-	struct session *s;
-	struct http_routes routes;
-	struct hreq *streams;
-	struct hreq *get;         /* the GET stream, or NULL */
-	struct hreq *current;     /* the POST being handed to the session */
-	struct held *held, **held_tail;
-	size_t held_bytes;
-	size_t held_dropped;      /* since a GET stream last opened */
-	struct sent_ev *ring, **ring_tail;  /* the GET stream's last events */
-	size_t ring_bytes;
-	uint64_t next_event;
-	ev_timer idle;
-	bool stateless;           /* a 2026-07-28 client's: no session id, one call */
-	uint64_t instance;        /* its requestStates' instance, once registered */
-};
-
-struct http_front {
-	struct chain *chain;
-	struct MHD_Daemon *d;
-	char *address, *path;
-	char **origins, **hosts;
-	unsigned port;
-	unsigned max_conns, conns;
-	double session_idle;
-	size_t max_message, stream_buffer;
-	ev_io io;
-	ev_timer tm;
-	bool in_run, kick, stopped;
-	bool draining;            /* no new connection, session or stream */
-	struct hmap sessions;     /* sid -> hsess */
-	struct hmap instances;    /* stateless: requestState instance -> hsess */
-	double input_ttl;
-	unsigned serial;
-	bool (*ready)(void *arg);
-	void *ready_arg;
-};
+#include "http_int.h"
 
 static void front_kick(struct http_front *f);
+static struct http_front *f_of(struct MHD_Connection *c);
+static const char *bearer(struct MHD_Connection *c, size_t *n);
 static void ring_add(struct hsess *hs, uint64_t id, const char *bytes, size_t n);
 
 /* ---- streams ---- */
@@ -196,8 +108,11 @@ static void stream_detach(struct hreq *r, const char *reason)
 			break;
 		}
 	}
-	if (hs->get == r)
+	if (hs->get == r) {
 		hs->get = NULL;
+		if (hs->legacy)
+			http_sse_closed(hs, r);
+	}
 	if (hs->current == r)
 		hs->current = NULL;
 	for (size_t i = 0; i < r->ntokens; i++)
@@ -239,7 +154,7 @@ static void stream_send(struct hreq *r, const char *line, size_t n)
 	uint64_t id = ++hs->next_event;
 	int rc = stalled ? -1 : r->sse ? http_sse_event(&r->out, id, line, n)
 			: buf_append(&r->out, line, n);
-	if (rc == 0 && r == hs->get)
+	if (rc == 0 && r == hs->get && !hs->legacy)
 		ring_add(hs, id, r->out.data + r->out.len - (buf_pending(&r->out) - before),
 			 buf_pending(&r->out) - before);
 	if (rc < 0) {
@@ -281,6 +196,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 	size_t n = buf_pending(&r->out);
 	if (n > 0) {
 		n = n < max ? n : max;
+		r->f->bytes_out += n;
 		memcpy(out, r->out.data + r->out.off, n);
 		buf_consume(&r->out, n);
 		buf_shrink(&r->out, 65536);
@@ -321,6 +237,15 @@ static enum MHD_Result reply(struct hreq *r, struct MHD_Connection *c, unsigned 
 		MHD_add_response_header(resp, SID_HEADER, sid);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, POST, DELETE");
+	struct http_front *f = f_of(c);
+	if (f && status < 600)
+		f->responses[status]++;
+	if (f)
+		f->bytes_out += n;
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+			bearer(c, &(size_t){ 0 }) ?
+			"Bearer realm=\"mcp-chain\", error=\"invalid_token\"" : "Bearer realm=\"mcp-chain\"");
 	enum MHD_Result rc = MHD_queue_response(c, status, resp);
 	MHD_destroy_response(resp);
 	if (r)
@@ -355,6 +280,7 @@ static enum MHD_Result reply_stream(struct hreq *r, const char *sid)
 		MHD_add_response_header(resp, SID_HEADER, sid);
 	enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
 	MHD_destroy_response(resp);
+	r->f->responses[MHD_HTTP_OK]++;
 	r->queued = true;
 	return rc;
 }
@@ -513,6 +439,10 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 	struct msg_val v = { .n = 0 };
 	struct hreq *r = NULL;
 	bool response = false, orphan = false;
+	if (hs->legacy) {
+		http_sse_route(hs, line, n);
+		return;
+	}
 	if (msg_init_line(&m, line, n, &err) < 0) {
 		json_decref(err);
 		to_get_stream(hs, line, n);
@@ -602,6 +532,7 @@ static void sess_end(struct hsess *hs, const char *reason)
 		else
 			stream_abort(r, NULL);    /* session_close answers for them */
 	}
+	ev_timer_stop(EV_DEFAULT, &hs->reap);
 	session_close(hs->s, reason);
 	session_free(hs->s);
 	http_routes_release(&hs->routes);
@@ -688,7 +619,9 @@ static unsigned find_session(struct http_front *f, struct MHD_Connection *c,
 		*why = "Bad Request: Mcp-Session-Id header is required";
 		return MHD_HTTP_BAD_REQUEST;
 	}
-	if (!http_sid_valid(sid) || !(*hs = hmap_get(&f->sessions, sid, HTTP_SID_LEN))) {
+	if (!http_sid_valid(sid) || !(*hs = hmap_get(&f->sessions, sid, HTTP_SID_LEN)) ||
+	    (*hs)->legacy) {   /* an HTTP+SSE session is reached by its own endpoint */
+		*hs = NULL;
 		*why = "Session not found";
 		return MHD_HTTP_NOT_FOUND;
 	}
@@ -696,6 +629,11 @@ static unsigned find_session(struct http_front *f, struct MHD_Connection *c,
 		*why = "Bad Request: unsupported MCP-Protocol-Version";
 		*hs = NULL;
 		return MHD_HTTP_BAD_REQUEST;
+	}
+	if (hf_bind_credential(*hs, c) < 0) {
+		*why = "Unauthorized: this session belongs to another bearer token";
+		*hs = NULL;
+		return MHD_HTTP_UNAUTHORIZED;
 	}
 	ev_timer_again(EV_DEFAULT, &(*hs)->idle);
 	return 0;
@@ -843,6 +781,9 @@ static const char *check_stateless_headers(struct MHD_Connection *c, json_t *bod
 	const char *bv = era_request_version(params);
 	const char *hv = header(c, VERSION_HEADER);
 	bool bad;
+	bool probe = strcmp(method, "server/discover") == 0;
+	if (!hv && probe)
+		return NULL;   /* a probe is how a client learns the versions */
 	if (!hv)
 		return "the MCP-Protocol-Version header is required";
 	if (bv && strcmp(bv, hv) != 0) {
@@ -851,6 +792,8 @@ static const char *check_stateless_headers(struct MHD_Connection *c, json_t *bod
 		return why;
 	}
 	char *hm = header_value(c, "Mcp-Method", &bad);
+	if (probe && !hm)
+		return NULL;
 	if (!hm || strcmp(hm, method) != 0) {
 		snprintf(why, n, hm ? "the Mcp-Method header says %.60s but the body's method is %.60s"
 				    : "the Mcp-Method header is required (the body's method is %.60s%.0s)",
@@ -977,6 +920,7 @@ static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
 		if (f->stopped || !(hs = sess_new(f)))
 			return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
 					   "Service Unavailable: cannot open a session now");
+		hf_bind_credential(hs, c);
 	} else {
 		unsigned status = find_session(f, c, &hs, &why);
 		if (status)
@@ -1086,11 +1030,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	struct hreq *r = *req_cls;
 	(void)version;
 	if (!r) {
-		if (strcmp(url, f->path) != 0) {
+		int ep = http_sse_endpoint(f, url);
+		if (ep < 0) {
 			if (strcmp(method, "GET") == 0 && strcmp(url, "/healthz") == 0)
 				return on_health(f, c, false);
 			if (strcmp(method, "GET") == 0 && strcmp(url, "/readyz") == 0)
 				return on_health(f, c, true);
+			if (strcmp(method, "GET") == 0 && strcmp(url, "/metrics") == 0)
+				return hf_on_metrics(f, c);
 			return reply(NULL, c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n", 10, NULL);
 		}
 		if (!(r = calloc(1, sizeof *r)))
@@ -1098,11 +1045,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		r->f = f;
 		r->conn = c;
 		r->refs = 1;
+		r->ep = (enum http_ep)ep;
 		ev_init(&r->watch, on_watch);
 		r->watch.data = r;
 		*req_cls = r;
 		const char *why = NULL;
 		unsigned status = check_headers(f, c, method, &r->kind, &why);
+		if (!status)
+			status = hf_check_auth(f, c, &why);
+		if (!status && ((r->ep == EP_SSE && r->kind != REQ_GET) ||
+				(r->ep == EP_MESSAGES && r->kind != REQ_POST))) {
+			status = MHD_HTTP_METHOD_NOT_ALLOWED;
+			why = "Method Not Allowed";
+		}
 		if (status && r->kind == REQ_POST) {
 			r->reject = (int)status;  /* answered once the body is read (and dropped) */
 			r->reject_text = why;
@@ -1115,12 +1070,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return reply_error(r, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32000,
 				"Method Not Allowed: protocol " ERA_STATELESS_VERSION " uses POST only");
 		if (r->kind == REQ_GET)
-			return on_get(f, r);
+			return r->ep == EP_SSE ? http_sse_open(f, r) : on_get(f, r);
 		if (r->kind == REQ_DELETE)
 			return on_delete(f, r);
 		return MHD_YES;
 	}
 	if (*size > 0) {
+		f->bytes_in += *size;
 		if (!r->reject && !r->too_big && buf_pending(&r->body) + *size > f->max_message) {
 			r->too_big = true;
 			buf_release(&r->body);
@@ -1131,7 +1087,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (r->kind == REQ_POST && !r->queued)
-		return on_post(f, r);
+		return r->ep == EP_MESSAGES ? http_sse_post(f, r) : on_post(f, r);
 	return MHD_YES;
 }
 
@@ -1156,9 +1112,10 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 {
 	struct http_front *f = cls;
 	(void)c;
-	(void)socket_context;
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		f->conns++;
+		*socket_context = f;   /* for f_of() */
+	}
 	else if (f->conns > 0)
 		f->conns--;
 }
@@ -1315,6 +1272,10 @@ struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *
 	f->instances = empty;
 	f->address = strdup(l->address ? l->address : CFG_DEFAULT_LISTEN_ADDRESS);
 	f->path = strdup(l->path ? l->path : CFG_DEFAULT_LISTEN_PATH);
+	if (l->sse_path && l->messages_path) {
+		f->sse_path = strdup(l->sse_path);
+		f->messages_path = strdup(l->messages_path);
+	}
 	f->origins = strv_dup(l->origins);
 	f->hosts = strv_dup(l->hosts);
 	f->max_conns = l->max_connections ? l->max_connections : 256;
@@ -1329,6 +1290,9 @@ struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *
 	bool v6 = strchr(f->address, ':') != NULL;
 	log_info("http: listening on http://%s%s%s:%u%s", v6 ? "[" : "", f->address,
 		 v6 ? "]" : "", f->port, f->path);
+	if (f->sse_path)
+		log_info("http: legacy HTTP+SSE (2024-11-05) on http://%s%s%s:%u%s", v6 ? "[" : "",
+			 f->address, v6 ? "]" : "", f->port, f->sse_path);
 	return f;
 }
 
@@ -1373,7 +1337,7 @@ static void end_get(void *value, void *arg)
 {
 	struct hsess *hs = value;
 	(void)arg;
-	if (hs->get)
+	if (hs->get && !hs->legacy)  /* a legacy stream carries its answers too */
 		stream_finish(hs->get);
 }
 
@@ -1392,6 +1356,8 @@ static void count_pending(void *value, void *arg)
 	struct hsess *hs = value;
 	for (struct hreq *r = hs->streams; r; r = r->next)
 		*(size_t *)arg += r->pending;
+	if (hs->legacy && session_busy(hs->s))
+		*(size_t *)arg += 1;
 }
 
 /* Requests still waiting for their response, in every session. */
@@ -1432,5 +1398,149 @@ void http_front_free(struct http_front *f)
 	strv_free(f->hosts);
 	free(f->address);
 	free(f->path);
+	free(f->sse_path);
+	free(f->messages_path);
 	free(f);
+}
+
+/* ---- shared with http_sse.c (http_int.h) ---- */
+
+const char *hf_header(struct MHD_Connection *c, const char *name) { return header(c, name); }
+
+enum MHD_Result hf_reply(struct hreq *r, struct MHD_Connection *c, unsigned status,
+			 const char *ctype, const char *body, size_t n, const char *sid)
+{
+	return reply(r, c, status, ctype, body, n, sid);
+}
+
+enum MHD_Result hf_reply_error(struct hreq *r, struct MHD_Connection *c, unsigned status,
+			       int code, const char *text)
+{
+	return reply_error(r, c, status, code, text);
+}
+
+enum MHD_Result hf_reply_stream(struct hreq *r) { return reply_stream(r, NULL); }
+
+struct hsess *hf_sess_new(struct http_front *f) { return sess_new(f); }
+
+void hf_sess_add_stream(struct hsess *hs, struct hreq *r) { sess_add_stream(hs, r); }
+
+void hf_stream_send(struct hreq *r, const char *line, size_t n) { stream_send(r, line, n); }
+
+void hf_sess_end(struct hsess *hs, const char *reason) { sess_end(hs, reason); }
+
+/* ---- bearer credentials (the auth module checks them through the core) ---- */
+
+/* The bearer token of C's Authorization header (*N bytes), or NULL. */
+static const char *bearer(struct MHD_Connection *c, size_t *n)
+{
+	const char *v = header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+	if (!v || strncasecmp(v, "Bearer ", 7) != 0)
+		return NULL;
+	v += 7;
+	while (*v == ' ')
+		v++;
+	size_t len = strlen(v);
+	while (len > 0 && v[len - 1] == ' ')
+		len--;
+	*n = len;
+	return len ? v : NULL;
+}
+
+/*
+ * 0, or 401 with *WHY when a module checks credentials (auth) and C's
+ * bearer token is missing or unknown. The token goes to the modules
+ * through the core (chain_check_credential), never to a log.
+ */
+unsigned hf_check_auth(struct http_front *f, struct MHD_Connection *c, const char **why)
+{
+	size_t n = 0;
+	const char *tok = bearer(c, &n);
+	if (chain_check_credential(f->chain, tok, n) >= 0)
+		return 0;
+	*why = tok ? "Unauthorized: the bearer token is not valid" :
+		     "Unauthorized: a bearer token is required (Authorization: Bearer ...)";
+	return MHD_HTTP_UNAUTHORIZED;
+}
+
+/* Binds C's bearer token to HS (modules read it as ctx->credential);
+ * -1 when HS is bound to another. */
+int hf_bind_credential(struct hsess *hs, struct MHD_Connection *c)
+{
+	size_t n = 0;
+	const char *tok = bearer(c, &n);
+	return tok ? session_set_credential(hs->s, tok, n) : 0;
+}
+
+/* ---- /metrics ---- */
+
+/* The front a connection belongs to (set when it started: on_connection). */
+static struct http_front *f_of(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	return ci ? ci->socket_context : NULL;
+}
+
+void http_front_set_metrics(struct http_front *f, void (*fn)(struct buf *out, void *arg),
+			    void *arg)
+{
+	f->metrics = fn;
+	f->metrics_arg = arg;
+}
+
+/* Counts the sessions of each transport (a hmap_each callback). */
+static void count_legacy(void *value, void *arg)
+{
+	if (((struct hsess *)value)->legacy)
+		(*(size_t *)arg)++;
+}
+
+/* The front's own lines: sessions, connections, responses by status, bytes. */
+static void front_metrics(struct http_front *f, struct buf *b)
+{
+	size_t legacy = 0;
+	hmap_each(&f->sessions, count_legacy, &legacy);
+	buf_printf(b, "# HELP mcp_chain_http_sessions Client sessions open, by transport.\n"
+		   "# TYPE mcp_chain_http_sessions gauge\n"
+		   "mcp_chain_http_sessions{transport=\"streamable\"} %zu\n"
+		   "mcp_chain_http_sessions{transport=\"sse\"} %zu\n"
+		   "# HELP mcp_chain_http_sessions_started_total Client sessions started.\n"
+		   "# TYPE mcp_chain_http_sessions_started_total counter\n"
+		   "mcp_chain_http_sessions_started_total %u\n"
+		   "# HELP mcp_chain_http_connections HTTP connections open.\n"
+		   "# TYPE mcp_chain_http_connections gauge\n"
+		   "mcp_chain_http_connections %u\n"
+		   "# HELP mcp_chain_http_responses_total HTTP responses, by status.\n"
+		   "# TYPE mcp_chain_http_responses_total counter\n",
+		   f->sessions.count - legacy, legacy, f->serial, f->conns);
+	for (unsigned s = 100; s < 600; s++)
+		if (f->responses[s])
+			buf_printf(b, "mcp_chain_http_responses_total{code=\"%u\"} %llu\n", s,
+				   f->responses[s]);
+	buf_printf(b, "# HELP mcp_chain_http_received_bytes_total Request bodies received.\n"
+		   "# TYPE mcp_chain_http_received_bytes_total counter\n"
+		   "mcp_chain_http_received_bytes_total %llu\n"
+		   "# HELP mcp_chain_http_sent_bytes_total Response bodies sent.\n"
+		   "# TYPE mcp_chain_http_sent_bytes_total counter\n"
+		   "mcp_chain_http_sent_bytes_total %llu\n", f->bytes_in, f->bytes_out);
+}
+
+enum MHD_Result hf_on_metrics(struct http_front *f, struct MHD_Connection *c)
+{
+	enum req_kind kind;
+	const char *why = NULL;
+	unsigned status = check_headers(f, c, "GET", &kind, &why);
+	if (!status)
+		status = hf_check_auth(f, c, &why);
+	if (status)
+		return reply_error(NULL, c, status, -32000, why);
+	struct buf b = BUF_INIT;
+	front_metrics(f, &b);
+	if (f->metrics)
+		f->metrics(&b, f->metrics_arg);
+	enum MHD_Result rc = reply(NULL, c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+				   b.data ? b.data : "", buf_pending(&b), NULL);
+	buf_release(&b);
+	return rc;
 }

@@ -3,6 +3,7 @@
  */
 #include "session.h"
 
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -687,6 +688,7 @@ void session_free(struct session *s)
 	json_decref(s->init_result);
 	chain_remove_peer(&s->peer);
 	peer_release(&s->peer);
+	session_set_credential(s, NULL, 0);
 	free(s->version);
 	free(s->principal);
 	free(s->name);
@@ -701,3 +703,31 @@ const char *session_version(const struct session *s) { return s->version; }
 
 /* The session as a chain peer. */
 struct peer *session_peer(struct session *s) { return &s->peer; }
+
+/*
+ * The transport credential lives in the peer (mw_ctx.credential borrows
+ * it), bound once: a module holding a walk may read it later, so it is
+ * never replaced while the session lives; freed wiped.
+ */
+int session_set_credential(struct session *s, const char *cred, size_t n)
+{
+	char *old = (char *)s->peer.credential;
+	if (!cred) {   /* session_free */
+		if (old)
+			OPENSSL_cleanse(old, s->peer.credential_len);
+		free(old);
+		s->peer.credential = NULL;
+		s->peer.credential_len = 0;
+		return 0;
+	}
+	if (old)
+		return n == s->peer.credential_len && CRYPTO_memcmp(old, cred, n) == 0 ? 0 : -1;
+	char *copy = malloc(n + 1);
+	if (!copy)
+		return -1;
+	memcpy(copy, cred, n);
+	copy[n] = '\0';
+	s->peer.credential = copy;
+	s->peer.credential_len = n;
+	return 0;
+}

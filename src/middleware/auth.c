@@ -2,8 +2,12 @@
  * auth.c - the "auth" middleware module: who is calling.
  *
  * A client presents a token either in a message's params._meta under
- * "metaKey", or once for the whole session in mcp-chain's environment
- * ("env", $MCP_CHAIN_TOKEN by default), read at start. Tokens are
+ * "metaKey", or on its transport (HTTP "Authorization: Bearer", which the
+ * front hands the core as the session's credential: ctx->credential), or
+ * once for the whole session in mcp-chain's environment ("env",
+ * $MCP_CHAIN_TOKEN by default), read at start; in that order. A front
+ * whose transport carries credentials asks check_credential first and
+ * answers 401 itself when the token is missing or unknown. Tokens are
  * configured only as SHA-256 hashes: a presented token is hashed and
  * compared with every configured hash in constant time. The matching
  * entry names a principal (with roles), which becomes ctx->client for
@@ -186,6 +190,11 @@ static enum mw_verdict auth_on_message(struct mw_module *m, struct mw_ctx *ctx, 
 				 "params._meta[\"%s\"] matches no configured token", a->meta_key);
 			return refuse(a, ctx, msg, why);
 		}
+	} else if (ctx->credential) {
+		t = find_secret(a, ctx->credential, ctx->credential_len);
+		if (!t)
+			return refuse(a, ctx, msg, "unauthenticated: the bearer token matches no "
+				      "configured token");
 	} else if (a->env_state == ENV_OK) {
 		t = a->env_token;
 	}
@@ -205,6 +214,12 @@ static bool auth_reads(struct mw_module *m, const struct mw_ctx *ctx)
 {
 	return ctx->dir == MW_TO_BACKEND && ctx->kind != RPC_RESPONSE &&
 		mw_meta_has(ctx, ((struct auth *)m)->meta_key);
+}
+
+/* A transport's credential: required, and one of ours. */
+static int auth_check_credential(struct mw_module *m, const char *cred, size_t n)
+{
+	return cred && find_secret((struct auth *)m, cred, n) ? 1 : -1;
 }
 
 /* Takes the environment credential, if configured. */
@@ -247,6 +262,7 @@ static const struct mw_module_ops auth_ops = {
 	.name = "auth",
 	.reads = auth_reads,
 	.on_message = auth_on_message,
+	.check_credential = auth_check_credential,
 	.start = auth_start,
 	.destroy = auth_destroy,
 };

@@ -221,8 +221,10 @@ test('bad input: 404, 400, 415, 413, 400 with -32700, 405, 403, 406',
       assert.equal(gone.status, 404, 'a deleted session is not found');
       const probe = await request(port, { headers: { ...JSON_HEADERS, Accept: 'application/json' },
         body: JSON.stringify({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: {} }) });
-      assert.equal(probe.status, 200, 'a 2026 probe without a session gets an answer to fall back on');
-      assert.deepEqual([JSON.parse(probe.body).id, JSON.parse(probe.body).error.code], ['d', -32601]);
+      assert.equal(probe.status, 200, 'a 2026-07-28 probe without a session is answered');
+      assert.equal(JSON.parse(probe.body).id, 'd');
+      assert.ok(JSON.parse(probe.body).result.supportedVersions.includes('2026-07-28'), probe.body);
+      assert.equal(probe.headers['mcp-session-id'], undefined, 'no session in that era');
       const health = await request(port, { method: 'GET', path: '/healthz' });
       assert.equal(health.status, 200);
       const ready = await request(port, { method: 'GET', path: '/readyz' });

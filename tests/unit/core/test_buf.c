@@ -64,6 +64,22 @@ static void test_compact(void **state)
 }
 
 /* Reserving reuses consumed space at the front before growing. */
+/* buf_printf appends formatted text, longer than any first guess too. */
+static void test_printf(void **state)
+{
+	(void)state;
+	struct buf b = BUF_INIT;
+	assert_int_equal(buf_printf(&b, "a=%d ", 42), 0);
+	char big[5000];
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	assert_int_equal(buf_printf(&b, "%s!", big), 0);
+	assert_int_equal(buf_pending(&b), 5 + 4999 + 1);
+	assert_memory_equal(b.data, "a=42 xx", 7);
+	assert_int_equal(b.data[b.len - 1], '!');
+	buf_release(&b);
+}
+
 static void test_reserve_reuses_consumed_space(void **state)
 {
 	struct buf b = BUF_INIT;
@@ -103,6 +119,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_append_consume),
+		cmocka_unit_test(test_printf),
 		cmocka_unit_test(test_growth),
 		cmocka_unit_test(test_compact),
 		cmocka_unit_test(test_reserve_reuses_consumed_space),

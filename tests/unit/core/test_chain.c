@@ -307,6 +307,37 @@ static void test_error_response_mapped(void **state)
 		    "\"message\":\"Unknown tool\",\"data\":{\"t\":\"x\"}}}");
 }
 
+/* chain_stats counts where things happen: requests by requester,
+ * responses by outcome, cancellations, answers for a responder gone. */
+static void test_stats(void **state)
+{
+	(void)state;
+	const struct chain_stats *st = chain_stats(C);
+	struct chain_stats before = *st;
+	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}");
+	respond(&backend, int_at(got(&backend, 0), "id"), "{\"content\":[]}");
+	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}");
+	respond(&backend, int_at(got(&backend, 1), "id"), "{\"content\":[],\"isError\":true}");
+	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}");
+	char buf[200];
+	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
+		 ",\"error\":{\"code\":-32602,\"message\":\"no\"}}", int_at(got(&backend, 2), "id"));
+	from(&backend, buf);
+	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"slow\"}");
+	from(&client, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":4}}");
+	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"slow\"}");
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"id\":\"srv\",\"method\":\"roots/list\"}");
+	chain_peer_gone(&backend.peer, "exited");
+	assert_int_equal(st->requests[0] - before.requests[0], 5);
+	assert_int_equal(st->requests[1] - before.requests[1], 1);
+	assert_int_equal(st->responses[0] - before.responses[0], 1);
+	assert_int_equal(st->responses[1] - before.responses[1], 1);
+	assert_int_equal(st->responses[2] - before.responses[2], 1);
+	assert_int_equal(st->cancelled - before.cancelled, 1);
+	assert_int_equal(st->responder_gone - before.responder_gone, 1);
+	assert_int_equal(chain_open_exchanges(C), 0);
+}
+
 /* A real id that is an integer value (7.0) maps back as sent. */
 static void test_real_id(void **state)
 {
@@ -2359,6 +2390,7 @@ int main(void)
 		T(test_request_numeric_id),
 		T(test_request_string_ids),
 		T(test_error_response_mapped),
+		T(test_stats),
 		T(test_real_id),
 		T(test_passthrough),
 		T(test_progress_token_mapping),

@@ -721,6 +721,8 @@ static void test_listen_defaults(void **state)
 	assert_string_equal(c->listen.address, "127.0.0.1");
 	assert_int_equal(c->listen.port, 8080);
 	assert_string_equal(c->listen.path, "/mcp");
+	assert_string_equal(c->listen.sse_path, "/sse");
+	assert_string_equal(c->listen.messages_path, "/messages");
 	assert_null(c->listen.origins);
 	assert_int_equal(c->listen.max_connections, 256);
 	assert_true(c->listen.conn_timeout == 60.0);
@@ -734,7 +736,8 @@ static void test_listen_section(void **state)
 {
 	(void)state;
 	struct cfg *c = load_ok("{\"mcpServers\":{\"s\":{\"command\":\"srv\"}},"
-		"\"listen\":{\"address\":\"::1\",\"port\":0,\"path\":\"/x/mcp\","
+		"\"listen\":{\"address\":\"::1\",\"port\":0,\"path\":\"/x/mcp\",\"ssePath\":null,"
+		"\"messagesPath\":\"/x/msg\","
 		"\"allowedOrigins\":[\"https://app.example\"],\"allowedHosts\":[\"mcp.local\"],"
 		"\"maxConnections\":4,\"connectionTimeoutMs\":2000,\"sessionIdleMs\":5000,"
 		"\"streamBufferBytes\":65536}}");
@@ -742,6 +745,8 @@ static void test_listen_section(void **state)
 	assert_string_equal(c->listen.address, "::1");
 	assert_int_equal(c->listen.port, 0);
 	assert_string_equal(c->listen.path, "/x/mcp");
+	assert_null(c->listen.sse_path);
+	assert_string_equal(c->listen.messages_path, "/x/msg");
 	assert_string_equal(c->listen.origins[0], "https://app.example");
 	assert_null(c->listen.origins[1]);
 	assert_string_equal(c->listen.hosts[0], "mcp.local");
@@ -758,12 +763,14 @@ static void test_listen_errors(void **state)
 	(void)state;
 	struct cfg_errors e = { 0 };
 	struct cfg *c = cfg_load_string("{\"mcpServers\":{\"s\":{\"command\":\"srv\"}},"
-		"\"listen\":{\"address\":\"localhost\",\"port\":70000,\"path\":\"mcp\","
-		"\"allowedOrigins\":[1],\"maxConnections\":0,\"bogus\":1}}", NAME, &e);
+		"\"listen\":{\"address\":\"localhost\",\"port\":70000,\"path\":\"mcp\",\"ssePath\":\"/mcp\","
+		"\"messagesPath\":null,\"allowedOrigins\":[1],\"maxConnections\":0,\"bogus\":1}}", NAME, &e);
 	assert_null(c);
 	assert_true(has_error(&e, NAME ": /listen/address: must be a numeric IPv4 or IPv6 address"));
 	assert_true(has_error(&e, NAME ": /listen/port: must be an integer from 0 to 65535"));
 	assert_true(has_error(&e, NAME ": /listen/path: must be a path starting with \"/\""));
+	assert_true(has_error(&e, NAME ": /listen/messagesPath: must be a path starting with \"/\""));
+	assert_true(has_error(&e, NAME ": /listen/ssePath: path, ssePath and messagesPath must differ"));
 	assert_true(has_error(&e, NAME ": /listen/allowedOrigins/0: must be a non-empty string"));
 	assert_true(has_error(&e, NAME ": /listen/maxConnections: must be an integer from 1 to 65536"));
 	assert_true(has_error(&e, NAME ": /listen/bogus: unknown key"));

@@ -299,6 +299,22 @@ static int teardown(void **state)
 
 /* ---- lifecycle ---- */
 
+/* A transport credential binds once; the same one again passes, another
+ * is refused; the peer carries it for the modules. */
+static void test_credential_binds_once(void **state)
+{
+	(void)state;
+	struct peer *p = session_peer(S);
+	assert_null(p->credential);
+	assert_int_equal(session_set_credential(S, "tok-1", 5), 0);
+	assert_int_equal(p->credential_len, 5);
+	assert_memory_equal(p->credential, "tok-1", 5);
+	assert_int_equal(session_set_credential(S, "tok-1", 5), 0);
+	assert_int_equal(session_set_credential(S, "tok-2", 5), -1);
+	assert_int_equal(session_set_credential(S, "tok-1x", 6), -1);
+	assert_memory_equal(p->credential, "tok-1", 5);
+}
+
 static void test_versions(void **state)
 {
 	(void)state;
@@ -1305,6 +1321,7 @@ int main(void)
 		T(test_batch_cancel_as_lines),
 		T(test_batch_cancel_as_lines_debug),
 		T(test_versions),
+		T(test_credential_binds_once),
 		T(test_request_before_initialize),
 		T(test_ping_before_initialize),
 		T(test_initialize_supported_version),

@@ -237,6 +237,8 @@ json_t *mwt_forward(struct mwt_run *r, struct pipeline *pl, const struct mwt_msg
 	json_decref(msg);
 	r->ctx.id = r->id;
 	r->ctx.client = m->client;
+	r->ctx.credential = m->credential;
+	r->ctx.credential_len = m->credential ? strlen(m->credential) : 0;
 	r->ctx.backend = m->backend;
 	r->ctx.name = m->name;
 	r->ctx.start = m->start;

@@ -101,6 +101,8 @@ struct mwt_msg {
 				   * message has an id, else notification" */
 	const char *method;       /* forward: NULL means the message's own */
 	const char *client;       /* forward: ctx.client, borrowed */
+	const char *credential;   /* forward: ctx.credential (a transport's
+				   * bearer token), borrowed; NULL: none */
 	const char *backend;      /* ctx.backend, borrowed; back: NULL keeps it */
 	const char *name;         /* forward: ctx.name, borrowed */
 	double start;             /* forward: ctx.start */

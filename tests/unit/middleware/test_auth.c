@@ -177,6 +177,42 @@ static void test_refusals(void **state)
 	pipeline_unref(pl);
 }
 
+/*
+ * A transport's bearer token (ctx->credential, from an HTTP session):
+ * names the principal without being in the message; an unknown one is
+ * refused; a _meta token goes first. check_credential answers the front.
+ */
+static void test_transport_credential(void **state)
+{
+	(void)state;
+	struct pipeline *pl = auth_with("\"env\":false");
+	struct mwt_run x;
+	mwt_walk(&x, pl, &(struct mwt_msg){ .client = "self-declared", .credential = "secret-bob",
+					    .text = CALL("") });
+	assert_int_equal(x.verdict, MW_PASS);
+	assert_string_equal(x.ctx.client, "bob");
+	mwt_run_release(&x);
+	mwt_walk(&x, pl, &(struct mwt_msg){ .credential = "secret-bob",
+		.text = CALL(",\"_meta\":{\"io.mcp-chain/token\":\"secret-alice\"}") });
+	assert_string_equal(x.ctx.client, "alice");
+	mwt_run_release(&x);
+	mwt_walk(&x, pl, &(struct mwt_msg){ .credential = "guess", .text = CALL("") });
+	assert_int_equal(x.verdict, MW_REPLY);
+	assert_int_equal(mwt_error_code(&x), MW_AUTH_UNAUTHENTICATED);
+	assert_non_null(strstr(mwt_error_message(&x), "bearer token"));
+	assert_null(strstr(mwt_error_message(&x), "guess"));
+	mwt_run_release(&x);
+	assert_int_equal(pipeline_check_credential(pl, "secret-alice", 12), 1);
+	assert_int_equal(pipeline_check_credential(pl, "secret-alicX", 12), -1);
+	assert_int_equal(pipeline_check_credential(pl, "secret-alice", 11), -1);
+	assert_int_equal(pipeline_check_credential(pl, NULL, 0), -1);
+	pipeline_unref(pl);
+	/* no module that checks credentials: no opinion */
+	struct pipeline *none = mwt_start_okf("[]");
+	assert_int_equal(pipeline_check_credential(none, NULL, 0), 0);
+	pipeline_unref(none);
+}
+
 /* Public methods and bare notifications pass without a principal. */
 static void test_public_and_notifications(void **state)
 {
@@ -359,6 +395,7 @@ int main(void)
 		cmocka_unit_test(test_options_errors),
 		cmocka_unit_test(test_meta_token),
 		cmocka_unit_test(test_refusals),
+		cmocka_unit_test(test_transport_credential),
 		cmocka_unit_test(test_public_and_notifications),
 		cmocka_unit_test(test_to_client),
 		cmocka_unit_test(test_reads_only_tokens),

@@ -1,0 +1,169 @@
+/*
+ * http_int.h - what the HTTP front's files share (http.c: Streamable
+ * HTTP and the machinery; http_sse.c: the legacy HTTP+SSE transport).
+ * Not an API: nothing outside src/front/http*.c includes it.
+ */
+#ifndef MCPC_HTTP_INT_H
+#define MCPC_HTTP_INT_H
+#include <ev.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include "mhd_dl.h"
+
+#include "buf.h"
+#include "hmap.h"
+#include "http_util.h"
+#include "msg.h"
+
+#define JSON_TYPE "application/json"
+#define SSE_TYPE "text/event-stream"
+#define SID_HEADER "Mcp-Session-Id"
+#define VERSION_HEADER "MCP-Protocol-Version"
+
+enum req_kind { REQ_POST, REQ_GET, REQ_DELETE, REQ_OTHER };
+
+/* Which endpoint a request came to. */
+enum http_ep { EP_MCP, EP_SSE, EP_MESSAGES };
+
+struct hsess;
+
+/* A line held for a GET stream that is not open. */
+struct held {
+	struct held *next;
+	size_t n;
+	char line[];
+};
+
+/* An event sent on a GET stream, kept for a client that resumes. */
+struct sent_ev {
+	struct sent_ev *next;
+	uint64_t id;
+	size_t n;
+	char bytes[];             /* the framed event */
+};
+
+/* One HTTP request; a POST with requests, or a GET, is also a stream. */
+struct hreq {
+	struct http_front *f;
+	struct MHD_Connection *conn;
+	enum req_kind kind;
+	int refs;
+	struct buf body;          /* the POST body as it arrives */
+	bool too_big;             /* over maxMessageBytes: discarded */
+	int reject;               /* an HTTP status decided from the headers */
+	const char *reject_text;
+	/* as a stream */
+	struct hsess *sess;       /* NULL once detached */
+	struct buf out;           /* bytes the reader has not taken */
+	struct buf err;           /* a null-id error answered at once (400) */
+	bool sse;
+	bool queued;              /* its response is queued */
+	bool done;                /* end once OUT is sent */
+	bool aborted;             /* close the connection */
+	bool suspended;
+	size_t pending;           /* responses still awaited */
+	struct msg_val *ids;      /* the requests it carries (for cancellation) */
+	size_t nids;
+	struct msg_val *tokens;   /* their progress tokens */
+	size_t ntokens;
+	ev_io watch;              /* the client's EOF while suspended */
+	struct hreq *next;        /* in the session's streams */
+	enum http_ep ep;          /* the endpoint it came to */
+};
+
+struct hsess {
+	struct http_front *f;
+	char sid[HTTP_SID_LEN + 1];
+	unsigned serial;          /* names it in logs: the id is a secret */
+	struct session *s;
+	struct http_routes routes;
+	struct hreq *streams;
+	struct hreq *get;         /* the GET stream, or NULL */
+	struct hreq *current;     /* the POST being handed to the session */
+	struct held *held, **held_tail;
+	size_t held_bytes;
+	size_t held_dropped;      /* since a GET stream last opened */
+	struct sent_ev *ring, **ring_tail;  /* the GET stream's last events */
+	size_t ring_bytes;
+	uint64_t next_event;
+	ev_timer idle;
+	bool legacy;              /* HTTP+SSE (2024-11-05): one stream carries all */
+	ev_timer reap;            /* ends a legacy session once its stream closed */
+	bool stateless;           /* a 2026-07-28 client's: no session id, one call */
+	uint64_t instance;        /* its requestStates' instance, once registered */
+};
+
+struct http_front {
+	struct chain *chain;
+	struct MHD_Daemon *d;
+	char *address, *path;
+	char *sse_path, *messages_path;  /* legacy HTTP+SSE; NULL: off */
+	char **origins, **hosts;
+	unsigned port;
+	unsigned max_conns, conns;
+	double session_idle;
+	size_t max_message, stream_buffer;
+	ev_io io;
+	ev_timer tm;
+	bool in_run, kick, stopped;
+	bool draining;            /* no new connection, session or stream */
+	struct hmap sessions;     /* sid -> hsess */
+	struct hmap instances;    /* stateless: requestState instance -> hsess */
+	double input_ttl;         /* seconds a stateless call waits for its retry */
+	unsigned serial;
+	bool (*ready)(void *arg);
+	void *ready_arg;
+	void (*metrics)(struct buf *out, void *arg);  /* the rest of /metrics */
+	void *metrics_arg;
+	/* counted where they happen, read by /metrics */
+	unsigned long long responses[600];   /* by HTTP status */
+	unsigned long long bytes_in, bytes_out;  /* bodies */
+};
+
+/* ---- http.c, for http_sse.c ---- */
+
+/* A header of C, or NULL. */
+const char *hf_header(struct MHD_Connection *c, const char *name);
+/* Queues a complete response (CTYPE may be NULL: empty body); SID adds
+ * Mcp-Session-Id. */
+enum MHD_Result hf_reply(struct hreq *r, struct MHD_Connection *c, unsigned status,
+			 const char *ctype, const char *body, size_t n, const char *sid);
+/* Queues STATUS with a JSON-RPC error body (id null) saying TEXT. */
+enum MHD_Result hf_reply_error(struct hreq *r, struct MHD_Connection *c, unsigned status,
+			       int code, const char *text);
+/* Queues R's stream response (SSE when r->sse). */
+enum MHD_Result hf_reply_stream(struct hreq *r);
+/* A new session (logged), or NULL. */
+struct hsess *hf_sess_new(struct http_front *f);
+/* Makes R a stream of HS. */
+void hf_sess_add_stream(struct hsess *hs, struct hreq *r);
+/* Appends one message line to the stream R (framed as SSE when r->sse). */
+void hf_stream_send(struct hreq *r, const char *line, size_t n);
+/* Ends HS now, logging REASON: not from inside the session's own calls. */
+void hf_sess_end(struct hsess *hs, const char *reason);
+
+/* 0, or 401 with *WHY: a module checks credentials and C's bearer token
+ * is missing or unknown. */
+unsigned hf_check_auth(struct http_front *f, struct MHD_Connection *c, const char **why);
+/* Binds C's bearer token to HS; -1 when HS is bound to another. */
+int hf_bind_credential(struct hsess *hs, struct MHD_Connection *c);
+
+/* GET /metrics: Prometheus text (Host/Origin and auth checked). */
+enum MHD_Result hf_on_metrics(struct http_front *f, struct MHD_Connection *c);
+
+/* ---- http_sse.c ---- */
+
+/* The endpoint of URL: EP_MCP for the Streamable HTTP path, the legacy
+ * ones when they are on; -1 for none of ours. */
+int http_sse_endpoint(const struct http_front *f, const char *url);
+/* GET on the legacy stream path: a new session whose stream R becomes. */
+enum MHD_Result http_sse_open(struct http_front *f, struct hreq *r);
+/* A complete POST to the legacy messages path: 202, answers on the stream. */
+enum MHD_Result http_sse_post(struct http_front *f, struct hreq *r);
+/* What a legacy session writes: all of it goes down its one stream. */
+void http_sse_route(struct hsess *hs, const char *line, size_t n);
+/* The legacy stream R of HS closed: the session ends soon (not now: the
+ * caller may be inside the session). */
+void http_sse_closed(struct hsess *hs, struct hreq *r);
+
+#endif

@@ -1,0 +1,117 @@
+// Helpers for the tests that drive `mcp-chain --listen` (HTTP+SSE,
+// conformance, auth, load): start a chain on a free port, raw requests,
+// an open SSE stream read event by event.
+
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+
+import { CHAIN, sleep, waitFor, writeConfig, descendants, isAlive, killAll } from './lib.mjs';
+
+/** mcp-chain --listen 127.0.0.1:0 on SERVER (a lib.mjs server, or CONFIG: a file). */
+export async function startChain(server, { extra, config, listen = '127.0.0.1:0', env, args = [] } = {}) {
+  const file = config ?? writeConfig(server, { extra });
+  const proc = spawn(CHAIN, ['--config', file, '--listen', listen, ...args], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    env: env ? { ...process.env, ...env } : undefined,
+  });
+  const chain = { proc, stderr: '', port: 0 };
+  proc.stderr.on('data', (c) => {
+    chain.stderr += c;
+    if (process.env.IT_VERBOSE) process.stderr.write(c);
+  });
+  chain.exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+  const re = /listening on http:\/\/127\.0\.0\.1:(\d+)\//;
+  await waitFor(() => re.test(chain.stderr) || proc.exitCode !== null,
+    { timeoutMs: 10_000, what: 'mcp-chain to listen' });
+  const m = re.exec(chain.stderr);
+  assert.ok(m, `mcp-chain did not listen:\n${chain.stderr}`);
+  chain.port = Number(m[1]);
+  chain.base = `http://127.0.0.1:${chain.port}`;
+  chain.url = new URL(`${chain.base}/mcp`);
+  chain.stop = async () => {
+    const tree = [proc.pid, ...descendants(proc.pid)];
+    proc.kill('SIGTERM');
+    const r = await Promise.race([chain.exited, sleep(5000).then(() => null)]);
+    if (!r) proc.kill('SIGKILL');
+    await sleep(50);
+    killAll(tree.filter(isAlive));
+    return r;
+  };
+  return chain;
+}
+
+/** Runs FN with a chain, always stops it (exit 0, no sanitizer report). */
+export async function withChain(server, opts, fn) {
+  const chain = await startChain(server, opts);
+  try {
+    return await fn(chain);
+  } catch (e) {
+    e.message += `\n--- mcp-chain stderr (tail) ---\n${chain.stderr.slice(-3000)}`;
+    throw e;
+  } finally {
+    const r = await chain.stop();
+    assert.ok(r && r.code === 0, `mcp-chain exited ${JSON.stringify(r)}\n${chain.stderr.slice(-2000)}`);
+    assert.doesNotMatch(chain.stderr, /AddressSanitizer|runtime error|LeakSanitizer/);
+  }
+}
+
+/** One raw HTTP request; resolves {status, headers, body}. */
+export function request(port, { method = 'POST', path = '/mcp', headers = {}, body } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path, headers, agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }));
+    });
+    req.on('error', reject);
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+/**
+ * A GET that stays open: {status, headers, events, next(), close()}.
+ * events collects {event, data, id}; next(pred) waits for one matching.
+ */
+export function openStream(port, { path, headers = {} }) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method: 'GET', path, headers, agent: false }, (res) => {
+      const s = { status: res.statusCode, headers: res.headers, events: [], ended: false, res, req };
+      let buf = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => {
+        buf += c;
+        let i;
+        while ((i = buf.indexOf('\n\n')) >= 0) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const ev = { event: 'message', data: '' , id: undefined };
+          const data = [];
+          for (const line of block.split('\n')) {
+            const [k, ...v] = line.split(':');
+            const val = v.join(':').replace(/^ /, '');
+            if (k === 'event') ev.event = val;
+            else if (k === 'data') data.push(val);
+            else if (k === 'id') ev.id = val;
+          }
+          ev.data = data.join('\n');
+          s.events.push(ev);
+        }
+      });
+      res.on('end', () => { s.ended = true; });
+      res.on('error', () => { s.ended = true; });
+      s.next = async (pred, what = 'an event') => {
+        let found;
+        await waitFor(() => (found = s.events.find(pred)) || s.ended, { what });
+        assert.ok(found, `stream ended before ${what}`);
+        return found;
+      };
+      s.close = () => req.destroy();
+      resolve(s);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}

@@ -12,7 +12,12 @@
  * from caches refreshed on each backend's list_changed, pages
  * resources/list and resources/templates/list across backends behind an
  * opaque cursor, and routes calls, reads, subscriptions and completions
- * to the owning backend with its own names.
+ * to the owning backend with its own names. Task ids are exposed as the
+ * backend's prefix + separator + its own id and routed back by it
+ * (tasks/get, tasks/result, tasks/cancel, tasks/update; tasks/list is
+ * paged across backends); merged lists carry the backends' smallest
+ * ttlMs and narrowest cacheScope, and a cached list whose ttlMs ran out
+ * is fetched again before it is served.
  *
  * It does this as a peer of its own ("mcp-chain"), so its answers pass
  * back through the middleware like a backend's, and as the chain's router

@@ -95,9 +95,10 @@ struct chain_router_ops {
 			      const char *method, int *code, char *why, size_t n);
 	/*
 	 * A notification from FROM (a client or a backend) that the router
-	 * may act on: notifications/initialized and every .../list_changed.
-	 * MSG is borrowed. Returns true when the router consumed it; false:
-	 * it goes on as any other (to route()'s pick, or to every client).
+	 * may act on: notifications/initialized, every .../list_changed and
+	 * notifications/tasks/status. MSG is borrowed; the router may change
+	 * it in place. Returns true when the router consumed it; false: it
+	 * goes on as any other (to route()'s pick, or to every client).
 	 */
 	bool (*notification)(struct chain_router *r, struct peer *from, json_t *msg,
 			     const char *method);

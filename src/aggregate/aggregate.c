@@ -12,6 +12,7 @@
 #include "aggregate.h"
 
 #include <ev.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "log.h"
 #include "mcpc_version.h"
 #include "rpc.h"
+#include "agg_tasks.h"
 
 #define NAME_MAX_LEN 64
 #define STATUS_URI "mcp-chain://status"
@@ -35,6 +37,9 @@ static const char *const list_cap[LIST_KINDS] = { "tools", "prompts" };
 static const char *const list_note[LIST_KINDS] = {
 	"notifications/tools/list_changed", "notifications/prompts/list_changed"
 };
+
+/* A list result's cacheScope, most private last. */
+enum { SCOPE_NONE, SCOPE_PUBLIC, SCOPE_PRIVATE };
 
 struct aggregate;
 
@@ -49,6 +54,11 @@ struct slot {
 	json_t *items[LIST_KINDS];   /* owned: its tools and prompts, its names */
 	json_t *paging[LIST_KINDS];  /* owned: a refresh being gathered */
 	bool changed[LIST_KINDS];    /* tell clients when the refresh ends */
+	json_int_t ttl[LIST_KINDS];  /* its list's ttlMs, or -1 when it gave none */
+	int scope[LIST_KINDS];       /* its cacheScope: SCOPE_* */
+	json_int_t pttl[LIST_KINDS]; /* the same, of the refresh being gathered */
+	int pscope[LIST_KINDS];
+	double expires[LIST_KINDS];  /* ev_now() after which its list is stale; 0: never */
 	bool sent_initialized;       /* this run got notifications/initialized */
 	bool was_down;
 	bool joined;                 /* has been ready once */
@@ -89,6 +99,9 @@ struct aggregate {
 	json_t *uri_owner;            /* owned: uri -> slot index */
 	json_t *templates;            /* owned: [[template, slot index], ...] */
 	json_t *client_params;        /* owned */
+	json_t *waiting[LIST_KINDS];  /* owned: ids of list requests waiting for
+				       * a refresh of lists whose ttlMs ran out */
+	struct agg_tasks *tasks;      /* owned: live task ids -> backend */
 	struct agg_init *init;
 	bool joined_late;             /* initialize was answered without a backend
 				       * still starting: every list is promised */
@@ -176,6 +189,13 @@ static void expose(struct aggregate *a, char out[NAME_MAX_LEN + 1], const char *
 	snprintf(out + keep, NAME_MAX_LEN + 1 - keep, "_%08x", fnv(orig, salt ? salt : prefix));
 }
 
+/* A backend's head: its prefix and the separator (task ids are exposed as
+ * head + the backend's own id). */
+static void slot_head(struct slot *s, char *out, size_t n)
+{
+	snprintf(out, n, "%s%s", s->prefix, s->a->cfg->separator);
+}
+
 /* Frees every mapping of kind K. */
 static void clear_maps(struct aggregate *a, enum list_kind k)
 {
@@ -255,6 +275,27 @@ struct fetch {
 
 static void check_init_done(struct aggregate *a);
 
+static void flush_waiting(struct aggregate *a, enum list_kind k);
+
+/* Takes the ttlMs and cacheScope of a page of a refresh (the first page
+ * starts afresh; later ones can only shorten or narrow them). */
+static void page_hints(struct slot *s, enum list_kind k, json_t *result)
+{
+	json_t *ttl = json_object_get(result, "ttlMs");
+	const char *scope = json_string_value(json_object_get(result, "cacheScope"));
+	if (json_is_number(ttl)) {
+		double v = json_number_value(ttl);
+		json_int_t ms = v < 0 ? 0 : v > 1e12 ? (json_int_t)1e12 : (json_int_t)v;
+		if (s->pttl[k] < 0 || ms < s->pttl[k])
+			s->pttl[k] = ms;
+	}
+	if (scope) {
+		int sc = strcmp(scope, "public") == 0 ? SCOPE_PUBLIC : SCOPE_PRIVATE;
+		if (sc > s->pscope[k])
+			s->pscope[k] = sc;
+	}
+}
+
 /* A page of a backend's list arrived. */
 static void on_list_page(struct exchange *ex, json_t *msg, void *arg)
 {
@@ -268,6 +309,7 @@ static void on_list_page(struct exchange *ex, json_t *msg, void *arg)
 	if (!s->paging[k])
 		return;
 	json_array_extend(s->paging[k], json_object_get(result, list_key[k]));
+	page_hints(s, k, result);
 	const char *next = json_string_value(json_object_get(result, "nextCursor"));
 	if (result && next && *next && s->peer->ready) {
 		fetch_list(s, k, next);
@@ -276,15 +318,22 @@ static void on_list_page(struct exchange *ex, json_t *msg, void *arg)
 	if (!result) {
 		log_warn("%s: %s failed; keeping what was listed", s->entry->name, list_method[k]);
 		json_decref(s->paging[k]);
+		if (s->ttl[k] >= 0)
+			s->expires[k] = ev_now(EV_DEFAULT);  /* still stale: asked again next time */
 	} else {
 		json_decref(s->items[k]);
 		s->items[k] = s->paging[k];
+		s->ttl[k] = s->pttl[k];
+		s->scope[k] = s->pscope[k];
+		/* its own cache of the list lasts as long as the backend says */
+		s->expires[k] = s->ttl[k] >= 0 ? ev_now(EV_DEFAULT) + (double)s->ttl[k] / 1000. : 0.;
 	}
 	s->paging[k] = NULL;
 	rebuild(a, k);
 	if (s->changed[k] && a->client_initialized)
 		notify_clients(a, list_note[k]);
 	s->changed[k] = false;
+	flush_waiting(a, k);
 	check_init_done(a);
 }
 
@@ -296,8 +345,11 @@ static void fetch_list(struct slot *s, enum list_kind k, const char *cursor)
 		return;
 	f->s = s;
 	f->k = k;
-	if (!s->paging[k])
+	if (!s->paging[k]) {
 		s->paging[k] = json_array();
+		s->pttl[k] = -1;
+		s->pscope[k] = SCOPE_NONE;
+	}
 	json_t *params = cursor ? json_pack("{s:s}", "cursor", cursor) : json_object();
 	if (chain_call_via(s->peer, list_method[k], params, s->peer->pl, on_list_page, f) < 0) {
 		json_decref(s->paging[k]);
@@ -559,22 +611,77 @@ static void agg_reply(struct aggregate *a, json_t *id, json_t *resp_without_id)
 #define VIEW_ID "0"
 #define VIEW_RESULT ",\"result\":"
 
-/* Makes the cached response of kind K: its head, the view, its end. */
+/* The slots whose list of kind K is in the merged view. */
+static bool in_view(struct slot *s, enum list_kind k)
+{
+	return !s->removed && s->peer->ready && s->items[k];
+}
+
+/*
+ * The caching hints of the merged list of kind K: *TTL the smallest of
+ * the backends' ttlMs, a backend that gave none counting as 0 (-1 when
+ * none gave one); *SCOPE private when any backend's list is private or
+ * says nothing while others speak (the front would call it private),
+ * public when every one says public (SCOPE_NONE when none says).
+ */
+static void merged_hints(struct aggregate *a, enum list_kind k, json_int_t *ttl, int *scope)
+{
+	bool any_ttl = false, any_scope = false, all_public = true;
+	json_int_t min = -1;
+	for (size_t i = 0; i < a->n; i++) {
+		struct slot *s = a->v[i];
+		if (!in_view(s, k))
+			continue;
+		json_int_t t = s->ttl[k] >= 0 ? s->ttl[k] : 0;
+		any_ttl |= s->ttl[k] >= 0;
+		if (min < 0 || t < min)
+			min = t;
+		any_scope |= s->scope[k] != SCOPE_NONE;
+		all_public &= s->scope[k] == SCOPE_PUBLIC;
+	}
+	*ttl = any_ttl ? min : -1;
+	*scope = !any_scope ? SCOPE_NONE : all_public ? SCOPE_PUBLIC : SCOPE_PRIVATE;
+}
+
+/* Sets the merged list's hints on result R. */
+static void set_hints(struct aggregate *a, enum list_kind k, json_t *r)
+{
+	json_int_t ttl;
+	int scope;
+	merged_hints(a, k, &ttl, &scope);
+	if (ttl >= 0)
+		json_object_set_new(r, "ttlMs", json_integer(ttl));
+	if (scope != SCOPE_NONE)
+		json_object_set_new(r, "cacheScope",
+				    json_string(scope == SCOPE_PUBLIC ? "public" : "private"));
+}
+
+/* Makes the cached response of kind K: its head, the view, its hints, its end. */
 static bool make_view_line(struct aggregate *a, enum list_kind k)
 {
 	char *text = json_dumps(a->view[k], JSON_COMPACT);
 	if (!text)
 		return false;
 	size_t tn = strlen(text);
-	char head[64];
+	char head[64], tail[96] = "";
 	int hn = snprintf(head, sizeof head, VIEW_HEAD VIEW_ID VIEW_RESULT "{\"%s\":", list_key[k]);
-	char *line = malloc((size_t)hn + tn + 2);
+	json_int_t ttl;
+	int scope;
+	merged_hints(a, k, &ttl, &scope);
+	int tl = 0;
+	if (ttl >= 0)
+		tl += snprintf(tail + tl, sizeof tail - (size_t)tl, ",\"ttlMs\":%" JSON_INTEGER_FORMAT, ttl);
+	if (scope != SCOPE_NONE)
+		tl += snprintf(tail + tl, sizeof tail - (size_t)tl, ",\"cacheScope\":\"%s\"",
+			       scope == SCOPE_PUBLIC ? "public" : "private");
+	char *line = malloc((size_t)hn + tn + (size_t)tl + 2);
 	if (line) {
 		memcpy(line, head, (size_t)hn);
 		memcpy(line + hn, text, tn);
-		memcpy(line + hn + tn, "}}", 2);
+		memcpy(line + hn + tn, tail, (size_t)tl);
+		memcpy(line + hn + tn + tl, "}}", 2);
 		a->view_line[k] = line;
-		a->view_len[k] = (size_t)hn + tn + 2;
+		a->view_len[k] = (size_t)hn + tn + (size_t)tl + 2;
 	}
 	free(text);
 	return line != NULL;
@@ -600,6 +707,66 @@ static bool agg_list_fast(struct aggregate *a, json_t *id, enum list_kind k)
 	msg_init_own(&m, line, a->view_len[k], idspan, json_integer_value(id), result);
 	a->peer.rx_bytes = 0;
 	chain_receive_msg(&a->peer, &m);
+	return true;
+}
+
+/* Answers list request ID of kind K from the merged view. */
+static void answer_list(struct aggregate *a, json_t *id, enum list_kind k)
+{
+	if (agg_list_fast(a, id, k))
+		return;
+	json_t *r = json_object();
+	/* no view before any backend listed: an empty list (new, not leaked) */
+	json_object_set_new(r, list_key[k], a->view[k] ? json_incref(a->view[k]) : json_array());
+	set_hints(a, k, r);
+	agg_reply(a, id, rpc_result(json_null(), r));
+}
+
+/* True while some backend's list of kind K is being fetched. */
+static bool paging_kind(struct aggregate *a, enum list_kind k)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (a->v[i]->paging[k])
+			return true;
+	return false;
+}
+
+/* Answers the list requests that waited for a refresh, once none runs. */
+static void flush_waiting(struct aggregate *a, enum list_kind k)
+{
+	if (!a->waiting[k] || paging_kind(a, k))
+		return;
+	json_t *ids = a->waiting[k];
+	size_t i;
+	json_t *id;
+	a->waiting[k] = NULL;
+	json_array_foreach(ids, i, id)
+		answer_list(a, id, k);
+	json_decref(ids);
+}
+
+/*
+ * A backend's list whose ttlMs ran out is not served from the cache:
+ * fetches every stale list of kind K and holds request ID until they are
+ * in (or failed). False when nothing is stale (answer now).
+ */
+static bool refresh_stale(struct aggregate *a, json_t *id, enum list_kind k)
+{
+	double now = ev_now(EV_DEFAULT);
+	bool any = false;
+	for (size_t i = 0; i < a->n; i++) {
+		struct slot *s = a->v[i];
+		if (!in_view(s, k) || s->expires[k] <= 0 || now < s->expires[k])
+			continue;
+		if (!s->paging[k])
+			fetch_list(s, k, NULL);
+		any |= s->paging[k] != NULL;
+	}
+	if (!any || !paging_kind(a, k))
+		return false;
+	if (!a->waiting[k])
+		a->waiting[k] = json_array();
+	json_array_append(a->waiting[k], id);
 	return true;
 }
 
@@ -648,6 +815,7 @@ struct page_req {
 	size_t slot;
 	const char *method;   /* resources/list or resources/templates/list */
 	const char *key;
+	bool tasks;           /* tasks/list: backends with tasks.list, ids exposed */
 	bool first;           /* the status resource goes on the first page */
 };
 
@@ -660,6 +828,22 @@ static size_t next_resource_slot(struct aggregate *a, size_t i)
 		if (!a->v[i]->removed && json_object_get(caps_of(a->v[i]), "resources"))
 			return i;
 	return a->n;
+}
+
+/* The first slot at or after I that lists tasks, or a->n. */
+static size_t next_task_slot(struct aggregate *a, size_t i)
+{
+	for (; i < a->n; i++)
+		if (!a->v[i]->removed &&
+		    json_object_get(json_object_get(caps_of(a->v[i]), "tasks"), "list"))
+			return i;
+	return a->n;
+}
+
+/* The next slot a page request PR goes on to after slot I. */
+static size_t next_page_slot(struct page_req *pr, size_t i)
+{
+	return pr->tasks ? next_task_slot(pr->a, i) : next_resource_slot(pr->a, i);
 }
 
 /* Remembers where listed URIs and templates live. */
@@ -678,11 +862,17 @@ static void learn_owners(struct page_req *pr, json_t *items)
 	}
 }
 
-/* Finishes a resources page (ITEMS stolen): our cursor points at what follows. */
-static void finish_page(struct page_req *pr, json_t *items, const char *inner_next)
+/* Finishes a page (ITEMS stolen) with the caching hints of the backend's
+ * result FROM (borrowed, may be NULL): our cursor points at what follows. */
+static void finish_page(struct page_req *pr, json_t *items, const char *inner_next, json_t *from)
 {
 	struct aggregate *a = pr->a;
 	json_t *result = json_object();
+	json_t *ttl = json_object_get(from, "ttlMs"), *scope = json_object_get(from, "cacheScope");
+	if (ttl)
+		json_object_set(result, "ttlMs", ttl);
+	if (scope)
+		json_object_set(result, "cacheScope", scope);
 	if (pr->first && status_on(a) && strcmp(pr->method, "resources/list") == 0)
 		json_array_insert_new(items, 0, json_pack("{s:s,s:s,s:s,s:s}", "uri", STATUS_URI,
 			"name", "mcp-chain status", "description",
@@ -691,8 +881,8 @@ static void finish_page(struct page_req *pr, json_t *items, const char *inner_ne
 	json_t *cur = NULL;
 	if (inner_next && *inner_next)
 		cur = make_cursor(pr->slot, inner_next);
-	else if (next_resource_slot(a, pr->slot + 1) < a->n)
-		cur = make_cursor(next_resource_slot(a, pr->slot + 1), "");
+	else if (next_page_slot(pr, pr->slot + 1) < a->n)
+		cur = make_cursor(next_page_slot(pr, pr->slot + 1), "");
 	if (cur)
 		json_object_set_new(result, "nextCursor", cur);
 	agg_reply(a, pr->id, rpc_result(json_null(), result));
@@ -710,17 +900,28 @@ static void on_resource_page(struct exchange *ex, json_t *msg, void *arg)
 	json_t *items = json_object_get(result, pr->key);
 	if (!json_is_array(items)) {
 		log_warn("%s: %s failed; skipped", a->v[pr->slot]->entry->name, pr->method);
-		size_t next = next_resource_slot(a, pr->slot + 1);
+		size_t next = next_page_slot(pr, pr->slot + 1);
 		if (next < a->n) {
 			pr->slot = next;
 			next_page(pr, NULL);
 			return;
 		}
-		finish_page(pr, json_array(), NULL);
+		finish_page(pr, json_array(), NULL, NULL);
+		return;
+	}
+	if (pr->tasks) {  /* the backend's ids, exposed; its live tasks learnt */
+		json_t *copy = json_deep_copy(result);
+		char head[300];
+		slot_head(a->v[pr->slot], head, sizeof head);
+		agg_tasks_expose(a->tasks, copy, pr->slot, head);
+		finish_page(pr, json_incref(json_object_get(copy, pr->key)),
+			    json_string_value(json_object_get(result, "nextCursor")), NULL);
+		json_decref(copy);
 		return;
 	}
 	learn_owners(pr, items);
-	finish_page(pr, json_copy(items), json_string_value(json_object_get(result, "nextCursor")));
+	finish_page(pr, json_copy(items), json_string_value(json_object_get(result, "nextCursor")),
+		    result);
 }
 
 /* Asks the current slot for the page at INNER. */
@@ -754,6 +955,9 @@ static void agg_resources(struct aggregate *a, json_t *msg, const char *method, 
 	pr->method = strcmp(method, "resources/list") == 0 ? "resources/list" :
 		     "resources/templates/list";
 	pr->key = key;
+	pr->tasks = strcmp(method, "tasks/list") == 0;
+	if (pr->tasks)
+		pr->method = "tasks/list";
 	if (cursor) {
 		if (read_cursor(a, cursor, &pr->slot, inner, sizeof inner) < 0) {
 			agg_reply(a, id, rpc_error(NULL, RPC_INVALID_PARAMS, "invalid cursor", NULL));
@@ -763,10 +967,10 @@ static void agg_resources(struct aggregate *a, json_t *msg, const char *method, 
 		}
 	} else {
 		pr->first = true;
-		pr->slot = next_resource_slot(a, 0);
+		pr->slot = next_page_slot(pr, 0);
 	}
 	if (pr->slot >= a->n) {
-		finish_page(pr, json_array(), NULL);
+		finish_page(pr, json_array(), NULL, NULL);
 		return;
 	}
 	next_page(pr, inner);
@@ -796,13 +1000,150 @@ static void agg_set_level(struct aggregate *a, json_t *msg)
 	agg_reply(a, json_object_get(msg, "id"), rpc_result(json_null(), json_object()));
 }
 
+/* ---------- tasks ---------- */
+
+static int agg_send(struct peer *p, json_t *msg, struct exchange *ex);
+
+/* The requests about a task named by params.taskId. */
+static bool is_task_method(const char *m)
+{
+	return strcmp(m, "tasks/get") == 0 || strcmp(m, "tasks/result") == 0 ||
+		strcmp(m, "tasks/cancel") == 0 || strcmp(m, "tasks/update") == 0;
+}
+
+/* A request the aggregate relays to a backend to see its answer. */
+struct relay {
+	struct aggregate *a;
+	json_t *id;           /* owned: the request's id on the aggregate */
+	size_t slot;
+	char *exposed;        /* owned: tasks/result's task id, or NULL */
+};
+
+/* The backend answered a relayed request: its task ids are exposed. */
+static void on_relay(struct exchange *ex, json_t *msg, void *arg)
+{
+	struct relay *r = arg;
+	struct aggregate *a = r->a;
+	json_t *resp = json_deep_copy(msg);
+	json_t *result = json_object_get(resp, "result");
+	(void)ex;
+	json_object_del(resp, "id");
+	if (result && r->slot < a->n) {
+		char head[300];
+		slot_head(a->v[r->slot], head, sizeof head);
+		agg_tasks_expose(a->tasks, result, r->slot, head);
+		if (r->exposed)  /* tasks/result answers once the task has ended */
+			agg_tasks_del(a->tasks, r->exposed);
+	}
+	agg_reply(a, r->id, resp);
+	json_decref(r->id);
+	free(r->exposed);
+	free(r);
+}
+
+/* Relays request METHOD with PARAMS (stolen) to backend slot S for ID. */
+static void relay(struct aggregate *a, struct slot *s, const char *method, json_t *params,
+		  json_t *id, const char *exposed)
+{
+	struct relay *r = calloc(1, sizeof *r);
+	if (!r || !s->peer->ready) {
+		free(r);
+		json_decref(params);
+		agg_reply(a, id, rpc_errorf(NULL, RPC_BACKEND_GONE, "backend %s is not available%s%s%s",
+			s->entry->name, s->peer->why_down[0] ? " (" : "", s->peer->why_down,
+			s->peer->why_down[0] ? ")" : ""));
+		return;
+	}
+	r->a = a;
+	r->id = json_incref(id);
+	r->slot = s->index;
+	r->exposed = exposed ? strdup(exposed) : NULL;
+	/* answered (or failed) through on_relay whatever happens */
+	if (chain_call_via(s->peer, method, params, s->peer->pl, on_relay, r) < 0) {
+		json_t *err = rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory");
+		on_relay(NULL, err, r);
+		json_decref(err);
+	}
+}
+
+/*
+ * The backend of exposed task id ID: its entry in the table, else the
+ * backend whose head starts ID (the longest), for a task whose entry went
+ * (it ended, or the table was full). NULL when none; *ORIG then unset.
+ */
+static struct slot *task_owner(struct aggregate *a, const char *id, const char **orig)
+{
+	size_t slot;
+	if (agg_tasks_get(a->tasks, id, &slot, orig) && slot < a->n && !a->v[slot]->removed)
+		return a->v[slot];
+	struct slot *best = NULL;
+	size_t best_n = 0;
+	for (size_t i = 0; i < a->n; i++) {
+		char head[300];
+		slot_head(a->v[i], head, sizeof head);
+		size_t n = strlen(head);
+		if (a->v[i]->removed || n <= best_n || strncmp(id, head, n) != 0 || !id[n])
+			continue;
+		best = a->v[i];
+		best_n = n;
+	}
+	if (best)
+		*orig = id + best_n;
+	return best;
+}
+
+/* tasks/get, tasks/result, tasks/cancel, tasks/update: to the task's backend. */
+static void agg_task_request(struct aggregate *a, json_t *msg, const char *m, json_t *id)
+{
+	json_t *params = json_object_get(msg, "params");
+	const char *tid = json_string_value(json_object_get(params, "taskId")), *orig = NULL;
+	struct slot *s = tid ? task_owner(a, tid, &orig) : NULL;
+	if (!s) {
+		agg_reply(a, id, rpc_errorf(NULL, RPC_INVALID_PARAMS, tid ?
+			"Failed to retrieve task: Task not found (%s is no task of any backend)" :
+			"Invalid params: %s needs a taskId", tid ? tid : m));
+		return;
+	}
+	json_t *p = json_deep_copy(params);
+	json_object_set_new(p, "taskId", json_string(orig));
+	relay(a, s, m, p, id, strcmp(m, "tasks/result") == 0 ? tid : NULL);
+}
+
+static struct peer *route_request(struct aggregate *a, json_t *msg, const char *method,
+				  int *code, char *err, size_t errlen);
+
+/*
+ * A request with params.task (the backend may answer with a task): routed
+ * as it would be (names renamed), then relayed so that the task id in the
+ * answer is exposed and remembered. One the aggregate answers itself is
+ * answered as such (no task: a receiver may ignore params.task).
+ */
+static void agg_task_augmented(struct aggregate *a, json_t *msg, const char *m, json_t *id,
+			       struct exchange *ex)
+{
+	int code = RPC_INVALID_PARAMS;
+	char why[300] = "";
+	struct peer *to = route_request(a, msg, m, &code, why, sizeof why);
+	struct slot *s = to ? slot_of(a, to) : NULL;
+	if (to == &a->peer) {
+		json_object_del(json_object_get(msg, "params"), "task");
+		agg_send(&a->peer, msg, ex);
+		return;
+	}
+	if (!s) {
+		agg_reply(a, id, rpc_error(NULL, code, why[0] ? why : "no backend for this request",
+					   NULL));
+		return;
+	}
+	relay(a, s, m, json_deep_copy(json_object_get(msg, "params")), id, NULL);
+}
+
 /* The aggregate's send operation: requests the router answers itself. */
 static int agg_send(struct peer *p, json_t *msg, struct exchange *ex)
 {
 	struct aggregate *a = container_of(p, struct aggregate, peer);
 	const char *m = json_string_value(json_object_get(msg, "method"));
 	json_t *id = json_object_get(msg, "id");
-	(void)ex;
 	if (!m || !id)
 		return 0;  /* notifications to the aggregate end here */
 	if (strcmp(m, "tools/list") == 0 || strcmp(m, "prompts/list") == 0) {
@@ -811,16 +1152,18 @@ static int agg_send(struct peer *p, json_t *msg, struct exchange *ex)
 			agg_reply(a, id, rpc_error(NULL, RPC_INVALID_PARAMS, "invalid cursor", NULL));
 			return 0;
 		}
-		if (agg_list_fast(a, id, k))
-			return 0;
-		json_t *r = json_object();
-		/* no view before any backend listed: an empty list (new, not leaked) */
-		json_object_set_new(r, list_key[k], a->view[k] ? json_incref(a->view[k]) : json_array());
-		agg_reply(a, id, rpc_result(json_null(), r));
+		if (!refresh_stale(a, id, k))
+			answer_list(a, id, k);
 	} else if (strcmp(m, "resources/list") == 0) {
 		agg_resources(a, msg, m, "resources");
 	} else if (strcmp(m, "resources/templates/list") == 0) {
 		agg_resources(a, msg, m, "resourceTemplates");
+	} else if (strcmp(m, "tasks/list") == 0) {
+		agg_resources(a, msg, m, "tasks");
+	} else if (is_task_method(m)) {
+		agg_task_request(a, msg, m, id);
+	} else if (json_is_object(json_object_get(json_object_get(msg, "params"), "task"))) {
+		agg_task_augmented(a, msg, m, id, ex);
 	} else if (strcmp(m, "resources/read") == 0) {
 		agg_status(a, id);
 	} else if (strcmp(m, "logging/setLevel") == 0) {
@@ -959,7 +1302,8 @@ static struct peer *route_request(struct aggregate *a, json_t *msg, const char *
 	if (strcmp(method, "tools/list") == 0 || strcmp(method, "prompts/list") == 0 ||
 	    strcmp(method, "resources/list") == 0 ||
 	    strcmp(method, "resources/templates/list") == 0 || strcmp(method, "ping") == 0 ||
-	    strcmp(method, "logging/setLevel") == 0)
+	    strcmp(method, "logging/setLevel") == 0 || strcmp(method, "tasks/list") == 0 ||
+	    is_task_method(method))
 		return &a->peer;
 	for (size_t i = 0; i < a->n; i++)  /* anything else: the first ready backend */
 		if (!a->v[i]->removed && a->v[i]->peer->ready)
@@ -1000,12 +1344,20 @@ static bool client_notification(struct aggregate *a, struct peer *client, json_t
 	return false;
 }
 
-/* Backend notifications the aggregate handles (MSG borrowed). */
-static bool backend_notification(struct aggregate *a, struct peer *backend, const char *method)
+/* Backend notifications the aggregate handles (MSG borrowed; a task's
+ * status has its id exposed in place and goes on to the clients). */
+static bool backend_notification(struct aggregate *a, struct peer *backend, json_t *msg,
+				 const char *method)
 {
 	struct slot *s = slot_of(a, backend);
 	if (!a->multi || !s)
 		return false;
+	if (strcmp(method, "notifications/tasks/status") == 0) {
+		char head[300];
+		slot_head(s, head, sizeof head);
+		agg_tasks_expose(a->tasks, json_object_get(msg, "params"), s->index, head);
+		return false;
+	}
 	for (int k = 0; k < LIST_KINDS; k++) {
 		if (strcmp(method, list_note[k]) == 0) {
 			s->changed[k] = true;
@@ -1048,6 +1400,9 @@ static struct peer *op_route(struct chain_router *r, struct peer *client, struct
 		return NULL;
 	}
 	(void)client;
+	if (json_is_object(json_object_get(json_object_get(t, "params"), "task")) &&
+	    json_object_get(t, "id"))
+		return &a->peer;  /* it relays it, to learn the task's backend */
 	return route_request(a, t, method, code, why, n);
 }
 
@@ -1059,7 +1414,7 @@ static bool op_notification(struct chain_router *r, struct peer *from, json_t *m
 	if (aggregate_backends(a) == 0)
 		return false;
 	return from->role == PEER_CLIENT ? client_notification(a, from, msg, method) :
-		backend_notification(a, from, method);
+		backend_notification(a, from, msg, method);
 }
 
 static const struct chain_router_ops router_ops = {
@@ -1111,6 +1466,7 @@ void aggregate_backend_down(struct aggregate *a, struct peer *backend)
 	s->sent_initialized = false;
 	if (!a->multi)
 		return;
+	agg_tasks_drop_slot(a->tasks, s->index);  /* a new run knows none of them */
 	for (int k = 0; k < LIST_KINDS; k++) {
 		json_decref(s->paging[k]);
 		s->paging[k] = NULL;
@@ -1119,6 +1475,7 @@ void aggregate_backend_down(struct aggregate *a, struct peer *backend)
 			if (a->client_initialized)
 				notify_clients(a, list_note[k]);
 		}
+		flush_waiting(a, (enum list_kind)k);
 	}
 }
 
@@ -1148,6 +1505,11 @@ struct aggregate *aggregate_new(struct chain *chain, const struct cfg *cfg)
 	a->peer.answers_inline = true;
 	a->uri_owner = json_object();
 	a->templates = json_array();
+	a->tasks = agg_tasks_new(AGG_TASKS_MAX);
+	if (!a->tasks) {
+		aggregate_free(a);
+		return NULL;
+	}
 	return a;
 }
 
@@ -1167,6 +1529,8 @@ void aggregate_add_backend(struct aggregate *a, struct peer *backend,
 	s->peer = backend;
 	s->entry = entry;
 	s->prefix = entry->prefix ? entry->prefix : entry->name;
+	for (int k = 0; k < LIST_KINDS; k++)
+		s->ttl[k] = s->pttl[k] = -1;
 	s->was_down = a->client_initialized;  /* added by a reload: tell the client */
 	a->v[a->n++] = s;
 	if (!a->multi && aggregate_backends(a) >= 2) {
@@ -1189,7 +1553,9 @@ void aggregate_remove_backend(struct aggregate *a, struct peer *backend)
 		rebuild(a, (enum list_kind)k);
 		if (a->multi && a->client_initialized)
 			notify_clients(a, list_note[k]);
+		flush_waiting(a, (enum list_kind)k);
 	}
+	agg_tasks_drop_slot(a->tasks, s->index);
 	for (size_t i = json_array_size(a->templates); i-- > 0;)
 		if ((size_t)json_integer_value(json_array_get(json_array_get(a->templates, i), 1)) == s->index)
 			json_array_remove(a->templates, i);
@@ -1261,7 +1627,9 @@ void aggregate_free(struct aggregate *a)
 		clear_maps(a, (enum list_kind)k);
 		json_decref(a->view[k]);
 		free(a->view_line[k]);
+		json_decref(a->waiting[k]);  /* their requests fail with the peer below */
 	}
+	agg_tasks_free(a->tasks);
 	if (a->init) {
 		ev_timer_stop(EV_DEFAULT, &a->init->settle);
 		ev_timer_stop(EV_DEFAULT, &a->init->bound);

@@ -893,6 +893,7 @@ static bool router_note(const struct chain *c, const char *method)
 		return false;
 	size_t n = strlen(method);
 	return strcmp(method + 14, "initialized") == 0 ||
+		strcmp(method + 14, "tasks/status") == 0 ||
 		(n > 12 && strcmp(method + n - 12, "list_changed") == 0);
 }
 

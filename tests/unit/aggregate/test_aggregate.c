@@ -20,6 +20,7 @@
 #include <malloc.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <ev.h>
@@ -52,6 +53,7 @@ struct fbe {
 	void *held_arg;
 	bool manual;             /* pump() leaves its list requests alone */
 	json_t *tools, *prompts, *templates;  /* owned: what its lists answer */
+	json_t *list_extra;      /* owned or NULL: fields added to its list results */
 };
 
 #define MAXB 3
@@ -332,11 +334,15 @@ static void pump(void)
 			if (b->manual)
 				continue;
 			while ((req = peek(b, "tools/list"))) {
-				answer(b, req, json_pack("{s:O}", "tools", b->tools));
+				json_t *r = json_pack("{s:O}", "tools", b->tools);
+				json_object_update(r, b->list_extra);
+				answer(b, req, r);
 				any = true;
 			}
 			while ((req = peek(b, "prompts/list"))) {
-				answer(b, req, json_pack("{s:O}", "prompts", b->prompts));
+				json_t *r = json_pack("{s:O}", "prompts", b->prompts);
+				json_object_update(r, b->list_extra);
+				answer(b, req, r);
 				any = true;
 			}
 			while ((req = peek(b, "resources/templates/list"))) {
@@ -415,6 +421,7 @@ static void stop(void)
 		json_decref(b->tools);
 		json_decref(b->prompts);
 		json_decref(b->templates);
+		json_decref(b->list_extra);
 		memset(b, 0, sizeof *b);
 	}
 	NB = 0;
@@ -1504,6 +1511,350 @@ static void test_lists_before_any_backend(void **state)
 	expect_json(result_of(reply_to(3)), "{\"resourceTemplates\":[]}");
 }
 
+/* ---- tasks ---- */
+
+#define TASK_CAPS "{\"tools\":{},\"tasks\":{\"list\":{},\"cancel\":{}," \
+	"\"requests\":{\"tools\":{\"call\":{}}}}}"
+
+/* A Task object with id ID and STATUS (new). */
+static json_t *task_obj(const char *id, const char *status)
+{
+	return json_pack("{s:s,s:s,s:i,s:s,s:s}", "taskId", id, "status", status, "ttl", 60000,
+			 "createdAt", "2026-11-24T00:00:00Z", "lastUpdatedAt", "2026-11-24T00:00:00Z");
+}
+
+/* The one unanswered request METHOD that reached a backend; *WHO gets it. */
+static json_t *reached(const char *method, struct fbe **who)
+{
+	json_t *found = NULL;
+	*who = NULL;
+	for (size_t i = 0; i < NB; i++) {
+		json_t *m = peek(&B[i], method);
+		if (m) {
+			assert_null(found);  /* exactly one backend got it */
+			found = m;
+			*who = &B[i];
+		}
+	}
+	return found;
+}
+
+/* The client asks METHOD about task TID with id ID. */
+static void task_req(json_int_t id, const char *method, const char *tid)
+{
+	session_receive(S, json_pack("{s:s,s:I,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", id,
+				     "method", method, "params", "taskId", tid));
+	pump();
+}
+
+/* A tools/call with params.task to exposed tool NAME; the backend that got
+ * it (checked to be WANT, with its own name) answers task ORIG: the client
+ * gets the exposed id EXPOSED. */
+static void create_task(json_int_t id, const char *name, struct fbe *want, const char *orig,
+			const char *exposed)
+{
+	struct fbe *who;
+	session_receive(S, json_pack("{s:s,s:I,s:s,s:{s:s,s:{},s:{s:i}}}", "jsonrpc", "2.0",
+				     "id", id, "method", "tools/call", "params", "name", name,
+				     "arguments", "task", "ttl", 60000));
+	pump();
+	json_t *req = reached("tools/call", &who);
+	assert_non_null(req);
+	assert_ptr_equal(who, want);
+	json_t *params = json_object_get(req, "params");
+	assert_string_equal(json_string_value(json_object_get(params, "name")), "slow");
+	expect_json(json_object_get(params, "task"), "{\"ttl\":60000}");
+	answer(who, req, json_pack("{s:o}", "task", task_obj(orig, "working")));
+	json_t *task = json_object_get(result_of(reply_to(id)), "task");
+	assert_string_equal(json_string_value(json_object_get(task, "taskId")), exposed);
+	assert_string_equal(json_string_value(json_object_get(task, "status")), "working");
+}
+
+/* Two backends that both call their task "t1": the client sees two ids,
+ * each routed back to the backend that made it, with the backend's own id;
+ * answers, task-related _meta and status notifications carry exposed ids;
+ * an id of no backend is -32602; the merged initialize offers tasks. */
+static void test_tasks_routed_by_id(void **state)
+{
+	(void)state;
+	start(CFG3);
+	fbe_caps(&B[0], TASK_CAPS, NULL);
+	fbe_caps(&B[1], TASK_CAPS, NULL);
+	fbe_caps(&B[2], "{\"tools\":{}}", NULL);
+	set_tools(&B[0], (const char *const[]){ "slow", NULL });
+	set_tools(&B[1], (const char *const[]){ "slow", NULL });
+	client_init();
+	expect_json(json_object_get(json_object_get(result_of(reply_to(0)), "capabilities"), "tasks"),
+		    "{\"list\":{},\"cancel\":{},\"requests\":{\"tools\":{\"call\":{}}}}");
+	create_task(1, "a-x-slow", &B[0], "t1", "a-x-t1");
+	create_task(2, "beta-x-slow", &B[1], "t1", "beta-x-t1");
+
+	struct fbe *who;
+	task_req(3, "tasks/get", "beta-x-t1");
+	json_t *req = reached("tasks/get", &who);
+	assert_ptr_equal(who, &B[1]);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(req, "params"),
+							      "taskId")), "t1");
+	answer(who, req, task_obj("t1", "input_required"));
+	json_t *r = result_of(reply_to(3));
+	assert_string_equal(json_string_value(json_object_get(r, "taskId")), "beta-x-t1");
+	assert_string_equal(json_string_value(json_object_get(r, "status")), "input_required");
+
+	task_req(4, "tasks/cancel", "a-x-t1");
+	req = reached("tasks/cancel", &who);
+	assert_ptr_equal(who, &B[0]);
+	assert_string_equal(json_string_value(json_object_get(json_object_get(req, "params"),
+							      "taskId")), "t1");
+	answer(who, req, task_obj("t1", "cancelled"));
+	assert_string_equal(json_string_value(json_object_get(result_of(reply_to(4)), "taskId")),
+			    "a-x-t1");
+	/* its entry went with the terminal status; its head still routes it */
+	task_req(5, "tasks/get", "a-x-t1");
+	req = reached("tasks/get", &who);
+	assert_ptr_equal(who, &B[0]);
+	answer_error(who, req, RPC_INVALID_PARAMS, "Task not found");
+	assert_int_equal(err_code(reply_to(5)), RPC_INVALID_PARAMS);
+
+	/* an id no backend made: answered here, reaching none */
+	task_req(6, "tasks/get", "nobody-t1");
+	assert_int_equal(err_code(reply_to(6)), RPC_INVALID_PARAMS);
+	assert_non_null(strstr(err_text(reply_to(6)), "nobody-t1"));
+	assert_null(reached("tasks/get", &who));
+	csend("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tasks/result\",\"params\":{}}");
+	pump();
+	assert_int_equal(err_code(reply_to(7)), RPC_INVALID_PARAMS);
+
+	/* the result, with its related-task _meta exposed */
+	task_req(8, "tasks/result", "beta-x-t1");
+	req = reached("tasks/result", &who);
+	assert_ptr_equal(who, &B[1]);
+	answer(who, req, J("{\"content\":[{\"type\":\"text\",\"text\":\"done\"}],"
+			   "\"_meta\":{\"io.modelcontextprotocol/related-task\":{\"taskId\":\"t1\"}}}"));
+	expect_json(result_of(reply_to(8)), "{\"content\":[{\"type\":\"text\",\"text\":\"done\"}],"
+		    "\"_meta\":{\"io.modelcontextprotocol/related-task\":{\"taskId\":\"beta-x-t1\"}}}");
+
+	/* a status notification names the exposed id */
+	json_t *params = task_obj("t2", "working");
+	chain_receive(&B[0].peer, rpc_notification("notifications/tasks/status", params));
+	pump();
+	assert_int_equal(notes("notifications/tasks/status"), 1);
+	size_t i;
+	json_t *m;
+	json_array_foreach(out, i, m)
+		if (json_is_string(json_object_get(m, "method")) &&
+		    strcmp(json_string_value(json_object_get(m, "method")),
+			   "notifications/tasks/status") == 0)
+			assert_string_equal(json_string_value(json_object_get(json_object_get(m, "params"),
+				"taskId")), "a-x-t2");
+
+	/* a task-augmented call to an unknown tool reaches nobody */
+	session_receive(S, J("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":"
+			     "{\"name\":\"nope\",\"task\":{}}}"));
+	pump();
+	assert_int_equal(err_code(reply_to(9)), RPC_INVALID_PARAMS);
+	assert_null(reached("tools/call", &who));
+}
+
+/* tasks/list pages across the backends that list tasks, one page per
+ * backend behind an opaque cursor, every id exposed. */
+static void test_tasks_list_paged(void **state)
+{
+	(void)state;
+	start(CFG3);
+	fbe_caps(&B[0], TASK_CAPS, NULL);
+	fbe_caps(&B[1], "{\"tools\":{}}", NULL);   /* no tasks: skipped */
+	fbe_caps(&B[2], TASK_CAPS, NULL);
+	client_init();
+	csend("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tasks/list\"}");
+	pump();
+	struct fbe *who;
+	json_t *req = reached("tasks/list", &who);
+	assert_ptr_equal(who, &B[0]);
+	answer(who, req, json_pack("{s:[o,o]}", "tasks", task_obj("t1", "working"),
+				   task_obj("t2", "completed")));
+	json_t *r = result_of(reply_to(1));
+	json_t *tasks = json_object_get(r, "tasks");
+	assert_int_equal(json_array_size(tasks), 2);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(tasks, 0), "taskId")),
+			    "a-x-t1");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(tasks, 1), "taskId")),
+			    "a-x-t2");
+	const char *cur = json_string_value(json_object_get(r, "nextCursor"));
+	assert_non_null(cur);
+	json_t *next = json_pack("{s:s,s:i,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", 2,
+				 "method", "tasks/list", "params", "cursor", cur);
+	session_receive(S, next);
+	pump();
+	req = reached("tasks/list", &who);
+	assert_ptr_equal(who, &B[2]);
+	assert_null(json_object_get(json_object_get(req, "params"), "cursor"));
+	answer(who, req, json_pack("{s:[o]}", "tasks", task_obj("t1", "working")));
+	r = result_of(reply_to(2));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(
+		json_object_get(r, "tasks"), 0), "taskId")), "my.srv-x-t1");
+	assert_null(json_object_get(r, "nextCursor"));
+	/* the listed live task routes to its backend */
+	task_req(3, "tasks/get", "my.srv-x-t1");
+	req = reached("tasks/get", &who);
+	assert_ptr_equal(who, &B[2]);
+}
+
+/* With one backend, tasks pass through unchanged (ids included). */
+static void test_tasks_single_backend_unchanged(void **state)
+{
+	(void)state;
+	start("{\"mcpServers\":{\"only\":{\"command\":\"/bin/true\"}}}");
+	fbe_caps(&B[0], TASK_CAPS, NULL);
+	client_init();
+	session_receive(S, J("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+			     "{\"name\":\"slow\",\"task\":{\"ttl\":5}}}"));
+	pump();
+	json_t *req = must(&B[0], "tools/call");
+	expect_json(json_object_get(req, "params"), "{\"name\":\"slow\",\"task\":{\"ttl\":5}}");
+	answer(&B[0], req, json_pack("{s:o}", "task", task_obj("t1", "working")));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(
+		result_of(reply_to(1)), "task"), "taskId")), "t1");
+	task_req(2, "tasks/get", "t1");
+	req = must(&B[0], "tasks/get");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(req, "params"),
+							      "taskId")), "t1");
+	chain_receive(&B[0].peer, rpc_notification("notifications/tasks/status",
+						   task_obj("t1", "completed")));
+	pump();
+	assert_int_equal(notes("notifications/tasks/status"), 1);
+}
+
+/* ---- caching hints ---- */
+
+/* The merged list's hints: the smallest ttlMs, private when any is; a
+ * backend that says nothing counts as 0 and private; none: no hints. */
+static void test_list_hints_merged(void **state)
+{
+	(void)state;
+	start("{\"mcpServers\":{\"a\":{\"command\":\"/bin/true\"},\"b\":{\"command\":\"/bin/true\"}}}");
+	set_tools(&B[0], (const char *const[]){ "x", NULL });
+	set_tools(&B[1], (const char *const[]){ "y", NULL });
+	B[0].list_extra = J("{\"ttlMs\":60000,\"cacheScope\":\"public\"}");
+	B[1].list_extra = J("{\"ttlMs\":30000,\"cacheScope\":\"public\"}");
+	client_init();
+	int raw = raw_writes;
+	size_t i;
+	json_t *m;
+	json_decref(list_names("tools", 1));
+	assert_int_equal(raw_writes, raw + 1);  /* the cached text carries them too */
+	json_t *r = result_of(reply_to(1));
+	assert_int_equal(json_integer_value(json_object_get(r, "ttlMs")), 30000);
+	assert_string_equal(json_string_value(json_object_get(r, "cacheScope")), "public");
+	/* the tree path (a string id) says the same */
+	csend("{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"method\":\"tools/list\"}");
+	pump();
+	json_array_foreach(out, i, m)
+		if (json_is_string(json_object_get(m, "id")))
+			r = result_of(m);
+	assert_int_equal(json_integer_value(json_object_get(r, "ttlMs")), 30000);
+	assert_string_equal(json_string_value(json_object_get(r, "cacheScope")), "public");
+
+	json_decref(B[1].list_extra);
+	B[1].list_extra = J("{\"cacheScope\":\"private\"}");
+	be_note(&B[1], "notifications/tools/list_changed");
+	pump();
+	json_decref(list_names("tools", 3));
+	r = result_of(reply_to(3));
+	assert_int_equal(json_integer_value(json_object_get(r, "ttlMs")), 0);  /* none counts 0 */
+	assert_string_equal(json_string_value(json_object_get(r, "cacheScope")), "private");
+
+	json_decref(B[1].list_extra);
+	B[1].list_extra = NULL;
+	be_note(&B[1], "notifications/tools/list_changed");
+	pump();
+	json_decref(list_names("tools", 4));
+	r = result_of(reply_to(4));
+	assert_int_equal(json_integer_value(json_object_get(r, "ttlMs")), 0);
+	assert_string_equal(json_string_value(json_object_get(r, "cacheScope")), "private");
+
+	/* neither says anything: neither does the merged list */
+	json_decref(B[0].list_extra);
+	B[0].list_extra = NULL;
+	be_note(&B[0], "notifications/tools/list_changed");
+	pump();
+	json_decref(list_names("tools", 5));
+	r = result_of(reply_to(5));
+	assert_null(json_object_get(r, "ttlMs"));
+	assert_null(json_object_get(r, "cacheScope"));
+}
+
+/* A backend's cached list is fetched again once its ttlMs ran out, before
+ * the client's list is answered; a list still fresh is not. */
+static void test_list_ttl_expires(void **state)
+{
+	(void)state;
+	start("{\"mcpServers\":{\"a\":{\"command\":\"/bin/true\"},\"b\":{\"command\":\"/bin/true\"}}}");
+	set_tools(&B[0], (const char *const[]){ "x", NULL });
+	set_tools(&B[1], (const char *const[]){ "y", NULL });
+	B[0].list_extra = J("{\"ttlMs\":50}");
+	B[1].list_extra = J("{\"ttlMs\":600000}");
+	client_init();
+	size_t a0 = got_n(&B[0], "tools/list"), b0 = got_n(&B[1], "tools/list");
+	json_t *names = list_names("tools", 1);   /* fresh: from the cache */
+	expect_json(names, "[\"a__x\",\"b__y\"]");
+	json_decref(names);
+	assert_int_equal(got_n(&B[0], "tools/list"), a0);
+	set_tools(&B[0], (const char *const[]){ "x", "z", NULL });  /* no list_changed */
+	usleep(80 * 1000);
+	ev_now_update(EV_DEFAULT);
+	B[0].manual = true;   /* hold its answer: the client's list waits */
+	csend("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}");
+	pump();
+	assert_int_equal(got_n(&B[0], "tools/list"), a0 + 1);
+	assert_int_equal(got_n(&B[1], "tools/list"), b0);       /* still fresh */
+	json_t *m;
+	size_t i;
+	json_array_foreach(out, i, m)
+		assert_false(json_integer_value(json_object_get(m, "id")) == 2);
+	B[0].manual = false;
+	pump();
+	json_t *r = result_of(reply_to(2));
+	assert_int_equal(json_array_size(json_object_get(r, "tools")), 3);
+	assert_int_equal(json_integer_value(json_object_get(r, "ttlMs")), 50);
+	assert_int_equal(notes("notifications/tools/list_changed"), 0);
+	/* a backend that goes down while its list is fetched still lets it end */
+	usleep(80 * 1000);
+	ev_now_update(EV_DEFAULT);
+	B[0].manual = true;
+	csend("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}");
+	pump();
+	be_down(&B[0]);
+	pump();
+	expect_json(json_object_get(result_of(reply_to(3)), "tools"),
+		    "[{\"name\":\"b__y\",\"description\":\"a tool\",\"inputSchema\":{\"type\":\"object\"}}]");
+}
+
+/* A resources page carries its backend's hints; resources/read passes
+ * the backend's answer, hints and all, unchanged. */
+static void test_resource_hints_pass(void **state)
+{
+	(void)state;
+	start("{\"status\":false,\"mcpServers\":{\"a\":{\"command\":\"/bin/true\"},"
+	      "\"b\":{\"command\":\"/bin/true\"}}}");
+	client_init();
+	csend("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/list\"}");
+	pump();
+	json_t *req = must(&B[0], "resources/list");
+	answer(&B[0], req, J("{\"resources\":[{\"uri\":\"file:///a\",\"name\":\"a\"}],"
+			     "\"ttlMs\":1234,\"cacheScope\":\"public\"}"));
+	json_t *r = result_of(reply_to(1));
+	assert_int_equal(json_integer_value(json_object_get(r, "ttlMs")), 1234);
+	assert_string_equal(json_string_value(json_object_get(r, "cacheScope")), "public");
+	csend("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":"
+	      "{\"uri\":\"file:///a\"}}");
+	pump();
+	req = must(&B[0], "resources/read");
+	answer(&B[0], req, J("{\"contents\":[{\"uri\":\"file:///a\",\"text\":\"x\"}],"
+			     "\"ttlMs\":77,\"cacheScope\":\"private\"}"));
+	expect_json(result_of(reply_to(2)), "{\"contents\":[{\"uri\":\"file:///a\",\"text\":\"x\"}],"
+		    "\"ttlMs\":77,\"cacheScope\":\"private\"}");
+}
+
 int main(void)
 {
 	CH = chain_new();
@@ -1535,6 +1886,12 @@ int main(void)
 		T(test_failed_refresh_keeps_list),
 		T(test_list_without_raw_output),
 		T(test_list_changed_memory_bounded),
+		T(test_tasks_routed_by_id),
+		T(test_tasks_list_paged),
+		T(test_tasks_single_backend_unchanged),
+		T(test_list_hints_merged),
+		T(test_list_ttl_expires),
+		T(test_resource_hints_pass),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

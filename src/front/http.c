@@ -95,6 +95,7 @@ struct hsess {
 	char sid[HTTP_SID_LEN + 1];
 	unsigned serial;          /* names it in logs: the id is a secret */
 	struct session *s;
+	struct chain *chain;      /* its chain: the front's, or one made for it */
 	struct http_routes routes;
 	struct hreq *streams;
 	struct hreq *get;         /* the GET stream, or NULL */
@@ -129,6 +130,9 @@ struct http_front {
 	unsigned serial;
 	bool (*ready)(void *arg);
 	void *ready_arg;
+	http_chain_make_fn chain_make;       /* a session's own chain, if set */
+	http_chain_release_fn chain_release;
+	void *chain_arg;
 };
 
 static void front_kick(struct http_front *f);
@@ -604,6 +608,8 @@ static void sess_end(struct hsess *hs, const char *reason)
 	}
 	session_close(hs->s, reason);
 	session_free(hs->s);
+	if (f->chain_release)
+		f->chain_release(f->chain_arg, hs->chain, hs->serial);
 	http_routes_release(&hs->routes);
 	held_clear(hs);
 	ring_clear(hs);
@@ -627,8 +633,10 @@ static void on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 	sess_end(hs, hs->stateless ? "its call ended" : "expired after being idle");
 }
 
-/* A new session; NULL when out of memory or randomness. */
-static struct hsess *sess_new(struct http_front *f)
+/* A new session (STATELESS: a 2026-07-28 client's call); NULL when out of
+ * memory or randomness, or when its chain cannot be made (the reason in
+ * WHY, N bytes). */
+static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, size_t n)
 {
 	struct hsess *hs = calloc(1, sizeof *hs);
 	char name[32];
@@ -641,11 +649,18 @@ static struct hsess *sess_new(struct http_front *f)
 	hs->serial = ++f->serial;
 	hs->held_tail = &hs->held;
 	hs->ring_tail = &hs->ring;
+	hs->chain = f->chain_make ? f->chain_make(f->chain_arg, hs->serial, stateless, why, n) : f->chain;
+	if (!hs->chain) {
+		free(hs);
+		return NULL;
+	}
 	http_routes_init(&hs->routes);
 	snprintf(name, sizeof name, "http#%u", hs->serial);
-	hs->s = session_new(f->chain, name, sess_write, hs);
+	hs->s = session_new(hs->chain, name, sess_write, hs);
 	if (!hs->s || hmap_put(&f->sessions, hs->sid, HTTP_SID_LEN, hs) < 0) {
 		session_free(hs->s);
+		if (f->chain_release)
+			f->chain_release(f->chain_arg, hs->chain, hs->serial);
 		free(hs);
 		return NULL;
 	}
@@ -899,7 +914,13 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 		hs = hmap_get(&f->instances, &inst, sizeof inst);
 	json_decref(body);
 	if (!hs) {
-		if (f->stopped || !(hs = sess_new(f))) {
+		char refused[300] = "";
+		if (!f->stopped && !(hs = sess_new(f, true, refused, sizeof refused)) && refused[0]) {
+			/* no chain for a client without a session: it may fall back to one */
+			*rc = reply_error(r, c, MHD_HTTP_BAD_REQUEST, RPC_UNSUPPORTED_VERSION, refused);
+			return true;
+		}
+		if (!hs) {
 			*rc = reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
 					  "Service Unavailable: cannot serve a request now");
 			return true;
@@ -948,9 +969,10 @@ static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
 	if (!is_init && !header(c, SID_HEADER) && on_stateless_post(f, r, is_discover, &src))
 		return src;
 	if (is_init && !header(c, SID_HEADER)) {
-		if (f->stopped || !(hs = sess_new(f)))
-			return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
-					   "Service Unavailable: cannot open a session now");
+		char refused[300] = "";
+		if (f->stopped || !(hs = sess_new(f, false, refused, sizeof refused)))
+			return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, refused[0] ?
+					   refused : "Service Unavailable: cannot open a session now");
 	} else {
 		unsigned status = find_session(f, c, &hs, &why);
 		if (status)
@@ -1315,6 +1337,14 @@ void http_front_set_ready(struct http_front *f, bool (*ready)(void *arg), void *
 }
 
 size_t http_front_sessions(const struct http_front *f) { return f->sessions.count; }
+
+void http_front_set_session_chains(struct http_front *f, http_chain_make_fn make,
+				   http_chain_release_fn release, void *arg)
+{
+	f->chain_make = make;
+	f->chain_release = release;
+	f->chain_arg = arg;
+}
 
 void http_front_set_input_ttl(struct http_front *f, double seconds) { f->input_ttl = seconds; }
 

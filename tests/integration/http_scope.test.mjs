@@ -279,3 +279,20 @@ test('--listen refuses a configuration that mixes session-scoped and shared serv
   assert.equal(code, 1);
   assert.match(stderr, /\/mcpServers\/up\/scope: is "shared" but server "fx" is "session"/);
 });
+
+test('an idle session expires and its backend process stops with it', T, async () => {
+  const fixture = fixtureServer();
+  const FX = new RegExp(path.basename(fixture.command));
+  await withChain({ mcpServers: { fx: { command: fixture.command, args: fixture.args } },
+    listen: { sessionIdleMs: 1000 } }, async (chain) => {
+    const r = await rawInit(chain.port);
+    assert.equal(r.status, 200, r.body);
+    assert.equal(servers(chain, FX).length, 1);
+    await waitFor(() => /session #1 ended \(expired after being idle\)/.test(chain.stderr),
+      { timeoutMs: 5000, what: 'the session to expire' });
+    await waitFor(() => servers(chain, FX).length === 0, { timeoutMs: 6000, what: 'its backend to stop' });
+    const gone = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': r.headers['mcp-session-id'] },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) });
+    assert.equal(gone.status, 404);
+  });
+});

@@ -9,7 +9,9 @@
  *     "listen": { "address": "127.0.0.1", "port": 8080, "path": "/mcp",
  *                 "allowedOrigins": [...], "allowedHosts": [...],
  *                 "maxConnections": 256, "connectionTimeoutMs": 60000,
- *                 "sessionIdleMs": 1800000, "streamBufferBytes": 8388608 } }
+ *                 "sessionIdleMs": 1800000, "streamBufferBytes": 8388608,
+ *                 "maxScopedSessions": 32, "maxProcesses": 64,
+ *                 "maxStartsPerSecond": 8 } }
  *
  * Every error is reported, not just the first: a syntax error as
  * FILE:LINE:COLUMN, any other as FILE: /json/pointer/to/key: message.
@@ -34,6 +36,17 @@ enum cfg_protocol {
 	CFG_PROTO_STATELESS,  /* 2026-07-28 only: server/discover, no initialize */
 };
 
+/*
+ * Who a backend serves on the HTTP front ("scope"): one instance per client
+ * session, started at its initialize with that client's parameters and
+ * stopped when the session ends, or one instance for every session. On
+ * stdio there is one session and the two are the same.
+ */
+enum cfg_scope {
+	CFG_SCOPE_SESSION,    /* default for a child process ("command") */
+	CFG_SCOPE_SHARED,     /* default for an HTTP upstream ("url") */
+};
+
 /* A backend entry. All strings are owned by the config. */
 struct cfg_server {
 	char *name;
@@ -47,6 +60,7 @@ struct cfg_server {
 	char *prefix;       /* namespace for its tools and prompts; NULL: name */
 	double timeout;     /* seconds per request; 0: none */
 	enum cfg_protocol protocol;
+	enum cfg_scope scope;
 	bool restart;       /* restart after an unexpected exit */
 	double restart_delay;     /* first backoff, seconds */
 	double restart_max_delay; /* backoff ceiling, seconds */
@@ -77,6 +91,10 @@ struct cfg_listen {
 	double session_idle;      /* seconds before an idle session expires; default 1800 */
 	size_t stream_buffer;     /* bytes held for a slow reader or a closed
 				   * GET stream; default 8 MiB */
+	/* bounds on session-scoped backends (see enum cfg_scope) */
+	unsigned max_scoped_sessions; /* sessions with backends of their own; default 32 */
+	unsigned max_processes;   /* child processes of all backends at once; default 64 */
+	unsigned max_starts;      /* child processes started per second; default 8 */
 };
 
 struct cfg {
@@ -111,6 +129,17 @@ struct cfg {
  * port (replacing them); returns 0, or -1 when it is malformed.
  */
 int cfg_listen_parse(struct cfg_listen *l, const char *spec);
+
+/* True when an enabled entry of C is session-scoped. */
+bool cfg_has_session_scope(const struct cfg *c);
+
+/*
+ * Checks C for the HTTP front: its enabled entries must be all
+ * session-scoped or all shared (a session cannot reach both yet). Returns
+ * 0, or -1 with an error naming the first entry's "scope" key that breaks
+ * the rule appended to ERRS.
+ */
+int cfg_check_scopes(const struct cfg *c, struct cfg_errors *errs);
 
 /* A list of error lines, each "FILE...: message". */
 struct cfg_errors {
@@ -158,5 +187,8 @@ char *cfg_expand(const char *s, char *err, size_t errlen);
 #define CFG_DEFAULT_LISTEN_PATH "/mcp"
 #define CFG_DEFAULT_SSE_PATH "/sse"
 #define CFG_DEFAULT_MESSAGES_PATH "/messages"
+#define CFG_DEFAULT_MAX_SCOPED_SESSIONS 32
+#define CFG_DEFAULT_MAX_PROCESSES 64
+#define CFG_DEFAULT_MAX_STARTS 8
 
 #endif

@@ -45,6 +45,26 @@ struct buf;
 void http_front_set_metrics(struct http_front *f, void (*fn)(struct buf *out, void *arg),
 			    void *arg);
 
+/*
+ * Where each session's chain comes from (all three borrowed). MAKE is
+ * asked when a session is created (a client's initialize, or STATELESS: a
+ * 2026-07-28 client's call), with the serial number that names it in logs
+ * ("session #SERIAL"): it returns the chain the session is to use -- the
+ * one given to http_front_new, or one made for this session -- or NULL
+ * with a reason in WHY (N bytes), which the client gets as a JSON-RPC
+ * error: -32000 with HTTP 503 for a session, -32022 (unsupported protocol
+ * version, so that a dual-era client falls back to initialize) with HTTP
+ * 400 for a stateless call. WHY is empty on entry.
+ * RELEASE gets the chain back once the session was closed and freed (at
+ * DELETE, idle expiry or shutdown); a chain made for the session is the
+ * caller's to stop and free. Unset, every session uses the front's chain.
+ */
+typedef struct chain *(*http_chain_make_fn)(void *arg, unsigned serial, bool stateless,
+					   char *why, size_t n);
+typedef void (*http_chain_release_fn)(void *arg, struct chain *c, unsigned serial);
+void http_front_set_session_chains(struct http_front *f, http_chain_make_fn make,
+				   http_chain_release_fn release, void *arg);
+
 /* Sessions open now. */
 size_t http_front_sessions(const struct http_front *f);
 

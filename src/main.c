@@ -49,6 +49,32 @@
 
 enum phase { RUNNING, DRAINING, STOPPING };
 
+struct app;
+
+/*
+ * A session's own chain (--listen with session-scoped servers): the
+ * session's backends and an aggregate over them, made when the session is
+ * created and released when it ends (http_front_set_session_chains). Its
+ * backends start at once and are initialized by the session's initialize,
+ * with that client's parameters; released, they are stopped as at
+ * shutdown, and the whole is freed (sweep_session_chains) once every one
+ * is down. It keeps its configuration and pipelines alive meanwhile, so a
+ * reload leaves a running session as it was.
+ */
+struct schain {
+	struct app *a;
+	struct cfg *cfg;           /* borrowed: kept by struct app while used */
+	struct chain *chain;       /* owned */
+	struct aggregate *agg;     /* owned: the chain's router */
+	struct backend **backends; /* owned */
+	struct pipeline **pls;     /* a reference to each backend's pipeline */
+	size_t nbackends;
+	unsigned serial;           /* the session's number, for logs */
+	bool released;             /* its session ended: stopping */
+	bool stateless;            /* the one every 2026-07-28 call shares */
+	struct schain *next;
+};
+
 struct app {
 	struct cfg *cfg;
 	struct cfg **old;          /* configurations replaced by a reload: kept
@@ -62,6 +88,10 @@ struct app {
 	struct http_front *http;   /* --listen: the HTTP front instead of stdio */
 	struct chain *chain;
 	struct aggregate *agg;     /* the chain's router: one backend or several */
+	bool listening;            /* --listen: scopes apply (cfg_server.scope) */
+	struct schain *schains;    /* sessions' own chains, live and released */
+	struct schain *stateless_sc; /* the chain 2026-07-28 calls share, once made */
+	double tokens, tokens_at;  /* maxStartsPerSecond: a token bucket */
 	enum phase phase;
 	int signals;               /* SIGINT/SIGTERM received */
 	int forced;                /* the signal that forced the exit, or 0 */
@@ -105,6 +135,13 @@ static const char usage[] =
 	"  --record OUT                     also write every message to OUT (redacted)\n"
 	"  replay OUT                       serve a recording as an MCP server\n"
 	"  (--timeout SECONDS, -v shows the chain's log; exit codes in docs/cli.md)\n";
+
+/* True when entry S runs in the process-wide chain: always on stdio (one
+ * session, so scope changes nothing); with --listen only when shared. */
+static bool shared_entry(const struct app *a, const struct cfg_server *s)
+{
+	return s->enabled && (!a->listening || s->scope == CFG_SCOPE_SHARED);
+}
 
 /* Prints every configuration error. */
 static void print_errors(struct cfg_errors *errs)
@@ -208,6 +245,11 @@ static void begin_stop_at(struct app *a, const char *why, enum log_level level)
 	}
 	if (a->http)
 		http_front_stop(a->http, "mcp-chain is shutting down");
+	if (a->stateless_sc && !a->stateless_sc->released) {
+		a->stateless_sc->released = true;
+		for (size_t i = 0; i < a->stateless_sc->nbackends; i++)
+			backend_stop(a->stateless_sc->backends[i], a->cfg->grace);
+	}
 	for (size_t i = 0; i < a->nbackends; i++)
 		backend_stop(a->backends[i], a->cfg->grace);
 	ev_timer_stop(EV_DEFAULT, &a->deadline);
@@ -221,14 +263,20 @@ static void begin_stop(struct app *a, const char *why)
 	begin_stop_at(a, why, LOG_INFO);
 }
 
-/* True while a backend has anything running. */
+/* True while a backend has anything running, sessions' own included. */
 static bool any_running(struct app *a)
 {
 	for (size_t i = 0; i < a->nbackends; i++)
 		if (backend_running(a->backends[i]))
 			return true;
+	for (struct schain *sc = a->schains; sc; sc = sc->next)
+		for (size_t i = 0; i < sc->nbackends; i++)
+			if (backend_running(sc->backends[i]))
+				return true;
 	return false;
 }
+
+static void sweep_session_chains(struct app *a, bool all);
 
 /*
  * Before the loop sleeps, after the iteration's callbacks: advance the
@@ -242,6 +290,7 @@ static void on_step(struct ev_loop *loop, ev_prepare *w, int revents)
 	(void)revents;
 	if (a->phase == DRAINING && open_client_requests(a) == 0)  /* the front logged it */
 		begin_stop_at(a, "end of input and no request open", LOG_DEBUG);
+	sweep_session_chains(a, false);
 	if (a->phase == STOPPING && !any_running(a)) {
 		writer_flush_all();
 		if (!a->front || stdio_front_queued(a->front) == 0)
@@ -302,11 +351,11 @@ static bool same_launch(const struct cfg_server *x, const struct cfg_server *y)
 	       same_strv(x->headers, y->headers);
 }
 
-/* The enabled entry named NAME in C, or NULL. */
-static struct cfg_server *entry_named(struct cfg *c, const char *name)
+/* The entry of the process-wide chain named NAME in C, or NULL. */
+static struct cfg_server *entry_named(struct app *a, struct cfg *c, const char *name)
 {
 	for (size_t i = 0; i < c->nservers; i++)
-		if (c->servers[i].enabled && strcmp(c->servers[i].name, name) == 0)
+		if (shared_entry(a, &c->servers[i]) && strcmp(c->servers[i].name, name) == 0)
 			return &c->servers[i];
 	return NULL;
 }
@@ -332,10 +381,23 @@ static struct cfg *load_for_reload(struct app *a)
 	cfg_errors_release(&errs);
 	if (!n)
 		return NULL;
+	if (a->listening && cfg_check_scopes(n, &errs) < 0) {
+		for (size_t i = 0; i < errs.count; i++)
+			log_error("reload: %s", errs.lines[i]);
+		cfg_errors_release(&errs);
+		cfg_free(n);
+		return NULL;
+	}
+	if (a->listening && cfg_has_session_scope(n) != cfg_has_session_scope(a->cfg)) {
+		log_error("reload: going between session-scoped and shared backends changes where "
+			  "every session's backends run; restart mcp-chain for that");
+		cfg_free(n);
+		return NULL;
+	}
 	size_t enabled = 0;
 	for (size_t i = 0; i < n->nservers; i++)
-		enabled += n->servers[i].enabled;
-	if ((enabled > 1) != (aggregate_backends(a->agg) > 1)) {
+		enabled += shared_entry(a, &n->servers[i]);
+	if (enabled && (enabled > 1) != (aggregate_backends(a->agg) > 1)) {
 		log_error("reload: going between one backend and several changes what the client "
 			  "was told at initialize; restart mcp-chain for that");
 		cfg_free(n);
@@ -362,7 +424,7 @@ static void reconcile_backends(struct app *a, struct cfg *n)
 		if (backend_state(b) == BACKEND_GONE || backend_state(b) == BACKEND_STOPPING)
 			continue;
 		donor = donor ? donor : b;
-		struct cfg_server *e = entry_named(n, backend_peer(b)->name);
+		struct cfg_server *e = entry_named(a, n, backend_peer(b)->name);
 		if (e && same_launch(backend_cfg(b), e)) {
 			backend_set_cfg(b, n, e);
 			backend_peer(b)->pl = e->pipeline;
@@ -378,7 +440,7 @@ static void reconcile_backends(struct app *a, struct cfg *n)
 		backend_stop(b, n->grace);
 	}
 	for (size_t i = 0; i < n->nservers; i++) {
-		if (!n->servers[i].enabled || (kept && kept[i]))
+		if (!shared_entry(a, &n->servers[i]) || (kept && kept[i]))
 			continue;
 		struct backend *b = add_backend(a, n, &n->servers[i]);
 		if (!b)
@@ -415,6 +477,8 @@ static void free_unused_configs(struct app *a)
 		bool used = false;
 		for (size_t j = 0; j < a->nbackends && !used; j++)
 			used = backend_top(a->backends[j]) == a->old[i];
+		for (struct schain *sc = a->schains; sc && !used; sc = sc->next)
+			used = sc->cfg == a->old[i];
 		if (used)
 			a->old[k++] = a->old[i];
 		else
@@ -462,6 +526,9 @@ static void signal_backends(struct app *a, int sig)
 {
 	for (size_t i = 0; i < a->nbackends; i++)
 		backend_signal(a->backends[i], sig);
+	for (struct schain *sc = a->schains; sc; sc = sc->next)
+		for (size_t i = 0; i < sc->nbackends; i++)
+			backend_signal(sc->backends[i], sig);
 }
 
 /* SIGTERM / SIGINT: pass it on and stop; a second one: kill and exit. */
@@ -502,14 +569,13 @@ static void on_backend_event(struct backend *b, enum backend_event ev, void *arg
 		begin_stop_at(a, "the backend ended on its own", LOG_DEBUG);
 }
 
-/* Describes every backend for the status resource. */
-static json_t *describe_backends(void *arg)
+/* Describes the N backends V for the status resource. */
+static json_t *describe(struct backend **v, size_t n)
 {
-	struct app *a = arg;
 	json_t *out = json_object();
 	double now = ev_now(EV_DEFAULT);
-	for (size_t i = 0; i < a->nbackends; i++) {
-		struct backend *b = a->backends[i];
+	for (size_t i = 0; i < n; i++) {
+		struct backend *b = v[i];
 		const struct backend_stats *st = backend_stats(b);
 		struct peer *p = backend_peer(b);
 		json_t *d = json_pack("{s:s,s:s,s:I,s:I,s:I}", "state",
@@ -524,6 +590,13 @@ static json_t *describe_backends(void *arg)
 		json_object_set_new(out, p->name, d);
 	}
 	return json_pack("{s:s,s:o}", "version", MCPC_VERSION, "backends", out);
+}
+
+/* Describes every backend of the process-wide chain. */
+static json_t *describe_backends(void *arg)
+{
+	struct app *a = arg;
+	return describe(a->backends, a->nbackends);
 }
 
 /* Sets up signal watchers that keep the loop alive only with other work. */
@@ -664,6 +737,213 @@ static void write_metrics(struct buf *b, void *arg)
 	}
 }
 
+/* ---- sessions' own backends (--listen, "scope": "session") ---- */
+
+/* A session's backend changed state: keep its aggregate's view current. */
+static void on_session_backend_event(struct backend *b, enum backend_event ev, void *arg)
+{
+	struct schain *sc = arg;
+	if (ev == BACKEND_EV_READY)
+		aggregate_backend_ready(sc->agg, backend_peer(b));
+	else if (ev == BACKEND_EV_DOWN || ev == BACKEND_EV_FAILED || ev == BACKEND_EV_ENDED)
+		aggregate_backend_down(sc->agg, backend_peer(b));
+}
+
+/* Describes a session's own backends for its status resource. */
+static json_t *describe_session_backends(void *arg)
+{
+	struct schain *sc = arg;
+	return describe(sc->backends, sc->nbackends);
+}
+
+/* Child processes running now, of every backend. */
+static size_t processes_running(struct app *a)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < a->nbackends; i++)
+		n += backend_cfg(a->backends[i])->transport == CFG_STDIO &&
+		     backend_running(a->backends[i]);
+	for (struct schain *sc = a->schains; sc; sc = sc->next)
+		for (size_t i = 0; i < sc->nbackends; i++)
+			n += backend_cfg(sc->backends[i])->transport == CFG_STDIO &&
+			     backend_running(sc->backends[i]);
+	return n;
+}
+
+/*
+ * Whether a session may start its own backends now: NEED child processes
+ * against listen.maxScopedSessions, maxProcesses and maxStartsPerSecond
+ * (a token bucket, so a burst of sessions cannot become a spawn storm).
+ * 0, or -1 with the bound named in WHY (N bytes) and logged.
+ */
+static int within_bounds(struct app *a, unsigned serial, size_t need, char *why, size_t n)
+{
+	const struct cfg_listen *l = &a->cfg->listen;
+	size_t live = 0;
+	for (struct schain *sc = a->schains; sc; sc = sc->next)
+		live += !sc->released;
+	double now = ev_now(EV_DEFAULT);
+	a->tokens += (now - a->tokens_at) * l->max_starts;
+	a->tokens_at = now;
+	if (a->tokens > l->max_starts)
+		a->tokens = l->max_starts;
+	size_t running = processes_running(a);
+	double cost = (double)(need < l->max_starts ? need : l->max_starts);
+	if (live >= l->max_scoped_sessions)
+		snprintf(why, n, "Service Unavailable: %zu sessions already have backends of their "
+			 "own (listen.maxScopedSessions is %u); try again when one ends", live,
+			 l->max_scoped_sessions);
+	else if (running + need > l->max_processes)
+		snprintf(why, n, "Service Unavailable: %zu backend processes are running and this "
+			 "session needs %zu more (listen.maxProcesses is %u); try again when a "
+			 "session ends", running, need, l->max_processes);
+	else if (a->tokens < cost)
+		snprintf(why, n, "Service Unavailable: backend processes are being started too fast "
+			 "(listen.maxStartsPerSecond is %u); try again in a second", l->max_starts);
+	else {
+		a->tokens -= cost;
+		return 0;
+	}
+	log_warn("http: session #%u refused: %s", serial, why + strlen("Service Unavailable: "));
+	return -1;
+}
+
+/* Frees SC (its backends down, or the loop over). */
+static void schain_free(struct schain *sc)
+{
+	for (size_t i = 0; i < sc->nbackends; i++)  /* before the aggregate: its */
+		backend_free(sc->backends[i]);      /* list requests end here */
+	for (size_t i = 0; i < sc->nbackends; i++)
+		pipeline_unref(sc->pls[i]);
+	if (sc->chain)
+		chain_set_router(sc->chain, NULL);
+	aggregate_free(sc->agg);
+	chain_free(sc->chain);
+	free(sc->backends);
+	free(sc->pls);
+	free(sc);
+}
+
+/* Frees the released session chains whose backends are all down (ALL:
+ * every one, the loop being over). At a safe point: from on_step. */
+static void sweep_session_chains(struct app *a, bool all)
+{
+	for (struct schain **pp = &a->schains; *pp;) {
+		struct schain *sc = *pp;
+		bool down = all || sc->released;
+		for (size_t i = 0; i < sc->nbackends && down; i++)
+			down = backend_state(sc->backends[i]) == BACKEND_GONE &&
+			       !backend_running(sc->backends[i]);
+		if (!down) {
+			pp = &sc->next;
+			continue;
+		}
+		*pp = sc->next;
+		if (sc == a->stateless_sc)
+			a->stateless_sc = NULL;
+		if (sc->released)
+			log_debug("http: session #%u: its backends are down", sc->serial);
+		schain_free(sc);
+	}
+}
+
+/* Adds SC's backend for entry S (not started); 0 or -1. */
+static int schain_add(struct schain *sc, struct cfg_server *s)
+{
+	struct backend *b = backend_new(sc->chain, sc->cfg, s, on_session_backend_event, sc);
+	if (!b)
+		return -1;
+	sc->backends[sc->nbackends] = b;
+	sc->pls[sc->nbackends++] = pipeline_ref(s->pipeline);
+	backend_peer(b)->pl = s->pipeline;
+	backend_peer(b)->timeout = s->timeout;
+	aggregate_add_backend(sc->agg, backend_peer(b), s);
+	return 0;
+}
+
+/*
+ * The HTTP front's factory (http_chain_make_fn): the process-wide chain
+ * when the configuration has no session-scoped server, else a chain of
+ * the session's own, its backends started now (they initialize with the
+ * session's initialize). A 2026-07-28 client has no session: its calls
+ * share one such chain, made at the first and kept until shutdown (a
+ * chain per call would start processes per request, and a notification
+ * of one call's backend would never reach the stream that listens).
+ */
+static struct chain *make_session_chain(void *arg, unsigned serial, bool stateless,
+				       char *why, size_t n)
+{
+	struct app *a = arg;
+	struct cfg *cfg = a->cfg;
+	if (!cfg_has_session_scope(cfg))
+		return a->chain;
+	if (stateless && a->stateless_sc && !a->stateless_sc->released)
+		return a->stateless_sc->chain;  /* one set of backends for every such call */
+	if (a->phase != RUNNING) {
+		snprintf(why, n, "Service Unavailable: mcp-chain is shutting down");
+		return NULL;
+	}
+	size_t count = 0, procs = 0;
+	for (size_t i = 0; i < cfg->nservers; i++) {
+		count += cfg->servers[i].enabled;
+		procs += cfg->servers[i].enabled && cfg->servers[i].transport == CFG_STDIO;
+	}
+	if (within_bounds(a, serial, procs, why, n) < 0)
+		return NULL;
+	struct schain *sc = calloc(1, sizeof *sc);
+	if (!sc || !(sc->backends = calloc(count + 1, sizeof *sc->backends)) ||
+	    !(sc->pls = calloc(count + 1, sizeof *sc->pls)) || !(sc->chain = chain_new()) ||
+	    !(sc->agg = aggregate_new(sc->chain, cfg)))
+		goto fail;
+	sc->a = a;
+	sc->cfg = cfg;
+	sc->serial = serial;
+	chain_set_pipeline(sc->chain, cfg->pipeline);
+	chain_set_max_open(sc->chain, cfg->max_open);
+	chain_set_router(sc->chain, aggregate_router(sc->agg));
+	aggregate_set_status(sc->agg, describe_session_backends, sc);
+	for (size_t i = 0; i < cfg->nservers; i++)
+		if (cfg->servers[i].enabled && schain_add(sc, &cfg->servers[i]) < 0)
+			goto fail;
+	sc->next = a->schains;
+	a->schains = sc;
+	if (stateless) {
+		/* 2026-07-28 has no sessions: its calls share one set of backends
+		 * (a set per call would spawn per request and lose every
+		 * notification), kept until shutdown */
+		sc->stateless = true;
+		a->stateless_sc = sc;
+		log_info("http: starting %zu backend(s) for 2026-07-28 calls", sc->nbackends);
+	} else {
+		log_info("http: session #%u: starting %zu backend(s) of its own", serial,
+			 sc->nbackends);
+	}
+	for (size_t i = 0; i < sc->nbackends; i++)
+		backend_start(sc->backends[i]);
+	return sc->chain;
+fail:
+	if (sc)
+		schain_free(sc);
+	snprintf(why, n, "Service Unavailable: out of memory");
+	return NULL;
+}
+
+/* The HTTP front gives a session's chain back: its own backends stop. */
+static void release_session_chain(void *arg, struct chain *c, unsigned serial)
+{
+	struct app *a = arg;
+	(void)serial;
+	for (struct schain *sc = a->schains; sc; sc = sc->next) {
+		if (sc->chain != c || sc->released || (sc->stateless && a->phase == RUNNING))
+			continue;   /* the stateless calls' chain outlives each call */
+		sc->released = true;
+		log_debug("http: session #%u: stopping its backends", sc->serial);
+		for (size_t i = 0; i < sc->nbackends; i++)
+			backend_stop(sc->backends[i], sc->cfg->grace);
+		return;
+	}
+}
+
 /* --listen: the HTTP front on SPEC ("-": the "listen" section as it is). */
 static int start_http(struct app *a, const char *spec)
 {
@@ -675,6 +955,7 @@ static int start_http(struct app *a, const char *spec)
 	if (!a->http)
 		return -1;
 	http_front_set_ready(a->http, all_ready, a);
+	http_front_set_session_chains(a->http, make_session_chain, release_session_chain, a);
 	http_front_set_input_ttl(a->http, a->cfg->input_ttl);
 	http_front_set_metrics(a->http, write_metrics, a);
 	return 0;
@@ -684,7 +965,7 @@ static int start_http(struct app *a, const char *spec)
 static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 {
 	struct cfg *cfg = *cfgp;
-	struct app a = { .cfg = cfg, .level_flag = level_flag };
+	struct app a = { .cfg = cfg, .level_flag = level_flag, .listening = listen != NULL };
 	struct ev_loop *loop = EV_DEFAULT;
 	proc_watchdog_start();  /* before any child: the filter module's too */
 	writer_setup();
@@ -703,7 +984,8 @@ static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 			continue;
 		if (pipeline_start(s->pipeline) < 0)
 			return 1;
-		add_backend(&a, cfg, s);
+		if (shared_entry(&a, s))
+			add_backend(&a, cfg, s);
 	}
 	for (size_t i = 0; i < a.nbackends; i++)  /* all start at once */
 		backend_start(a.backends[i]);
@@ -722,7 +1004,8 @@ static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 	ev_prepare_stop(loop, &a.step);
 	ev_timer_stop(loop, &a.deadline);
 	stdio_front_free(a.front);
-	http_front_free(a.http);
+	http_front_free(a.http);   /* releases the sessions' own chains */
+	sweep_session_chains(&a, true);
 	for (size_t i = 0; i < a.nbackends; i++)  /* before the aggregate: its */
 		backend_free(a.backends[i]);      /* list requests end here */
 	chain_set_router(a.chain, NULL);
@@ -810,6 +1093,10 @@ int main(int argc, char **argv)
 		return 2;
 	struct cfg_errors errs = { 0 };
 	struct cfg *cfg = cfg_load(config, &errs);
+	if (cfg && listen && cfg_check_scopes(cfg, &errs) < 0) {
+		cfg_free(cfg);
+		cfg = NULL;
+	}
 	print_errors(&errs);
 	cfg_errors_release(&errs);
 	if (!cfg)

@@ -278,7 +278,8 @@ static char *opt_string(struct ctx *c, json_t *v, const char *path)
 
 static const char *const server_keys[] = {
 	"type", "command", "args", "env", "cwd", "enabled", "middleware",
-	"disabled", "prefix", "timeout", "restart", "url", "headers", "protocol", NULL
+	"disabled", "prefix", "timeout", "restart", "url", "headers", "protocol", "scope",
+	NULL
 };
 
 static void check_keys(struct ctx *c, json_t *obj, const char *path,
@@ -479,6 +480,21 @@ static void load_protocol(struct ctx *c, struct cfg_server *s, json_t *v, const 
 		bad(c, path, "the HTTP+SSE transport (\"type\": \"sse\") predates 2026-07-28");
 }
 
+/* Reads "scope": session (a child's default) or shared (an upstream's). */
+static void load_scope(struct ctx *c, struct cfg_server *s, json_t *v, const char *path)
+{
+	const char *t = json_string_value(v);
+	s->scope = s->transport == CFG_STDIO ? CFG_SCOPE_SESSION : CFG_SCOPE_SHARED;
+	if (!v)
+		return;
+	if (t && strcmp(t, "session") == 0)
+		s->scope = CFG_SCOPE_SESSION;
+	else if (t && strcmp(t, "shared") == 0)
+		s->scope = CFG_SCOPE_SHARED;
+	else
+		bad(c, path, "must be \"session\" or \"shared\"");
+}
+
 /* Reads one mcpServers entry. */
 static void load_server(struct ctx *c, struct cfg_server *s, const char *name,
 			json_t *e, const char *path)
@@ -525,6 +541,8 @@ common:
 	load_restart(c, s, json_object_get(e, "restart"), p);
 	path_join(p, sizeof p, path, "protocol");
 	load_protocol(c, s, json_object_get(e, "protocol"), p);
+	path_join(p, sizeof p, path, "scope");
+	load_scope(c, s, json_object_get(e, "scope"), p);
 	path_join(p, sizeof p, path, "middleware");
 	s->middleware = json_object_get(e, "middleware");
 	if (s->middleware && !json_is_array(s->middleware))
@@ -584,8 +602,9 @@ static const char *const top_keys[] = {
 };
 
 static const char *const listen_keys[] = {
-	"address", "port", "path", "ssePath", "messagesPath", "allowedOrigins", "allowedHosts", "maxConnections",
-	"connectionTimeoutMs", "sessionIdleMs", "streamBufferBytes", NULL
+	"address", "port", "path", "ssePath", "messagesPath", "allowedOrigins", "allowedHosts",
+	"maxConnections", "connectionTimeoutMs", "sessionIdleMs", "streamBufferBytes",
+	"maxScopedSessions", "maxProcesses", "maxStartsPerSecond", NULL
 };
 
 /* True when S is a numeric IPv4 or IPv6 address. */
@@ -701,7 +720,8 @@ static void listen_path(struct ctx *c, json_t *v, const char *key, bool nullable
 static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 {
 	double port = CFG_DEFAULT_LISTEN_PORT, conns = 256, tmo = 60000, idle = 1800000;
-	double sbuf = 8 << 20;
+	double sbuf = 8 << 20, scoped = CFG_DEFAULT_MAX_SCOPED_SESSIONS;
+	double procs = CFG_DEFAULT_MAX_PROCESSES, starts = CFG_DEFAULT_MAX_STARTS;
 	const char *path = "/listen";
 	l->address = strdup(CFG_DEFAULT_LISTEN_ADDRESS);
 	l->path = strdup(CFG_DEFAULT_LISTEN_PATH);
@@ -735,7 +755,13 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 		opt_int_at(c, v, path, "connectionTimeoutMs", 1000, 86400000, &tmo);
 		opt_int_at(c, v, path, "sessionIdleMs", 1000, 604800000, &idle);
 		opt_int_at(c, v, path, "streamBufferBytes", 65536, 4294967296.0, &sbuf);
+		opt_int_at(c, v, path, "maxScopedSessions", 1, 65536, &scoped);
+		opt_int_at(c, v, path, "maxProcesses", 1, 65536, &procs);
+		opt_int_at(c, v, path, "maxStartsPerSecond", 1, 10000, &starts);
 	}
+	l->max_scoped_sessions = (unsigned)scoped;
+	l->max_processes = (unsigned)procs;
+	l->max_starts = (unsigned)starts;
 	l->port = (unsigned)port;
 	l->max_connections = (unsigned)conns;
 	l->conn_timeout = tmo / 1000.0;
@@ -879,4 +905,50 @@ void cfg_free(struct cfg *c)
 	free(c->path);
 	json_decref(c->root);
 	free(c);
+}
+
+/* True when an enabled entry of C is session-scoped. */
+bool cfg_has_session_scope(const struct cfg *c)
+{
+	for (size_t i = 0; i < c->nservers; i++)
+		if (c->servers[i].enabled && c->servers[i].scope == CFG_SCOPE_SESSION)
+			return true;
+	return false;
+}
+
+/* The name of S's scope. */
+static const char *scope_text(const struct cfg_server *s)
+{
+	return s->scope == CFG_SCOPE_SESSION ? "session" : "shared";
+}
+
+/*
+ * The HTTP front gives a session either its own chain of session-scoped
+ * backends or the shared chain, not both: the first entry whose scope
+ * differs from the first enabled entry's is the error.
+ */
+int cfg_check_scopes(const struct cfg *c, struct cfg_errors *errs)
+{
+	const struct cfg_server *first = NULL;
+	for (size_t i = 0; i < c->nservers; i++) {
+		const struct cfg_server *s = &c->servers[i];
+		if (!s->enabled)
+			continue;
+		if (!first) {
+			first = s;
+			continue;
+		}
+		if (s->scope == first->scope)
+			continue;
+		char p[512], base[512];
+		path_join(base, sizeof base, "/mcpServers", s->name);
+		path_join(p, sizeof p, base, "scope");
+		cfg_error(errs, "%s: %s: is \"%s\" but server \"%s\" is \"%s\" (a \"command\" is "
+			  "\"session\" unless told, a \"url\" \"shared\"): with --listen every server "
+			  "must have the same scope, since a session cannot reach its own backends "
+			  "and shared ones at once", c->path, p, scope_text(s), first->name,
+			  scope_text(first));
+		return -1;
+	}
+	return 0;
 }

@@ -535,6 +535,8 @@ static void sess_end(struct hsess *hs, const char *reason)
 	ev_timer_stop(EV_DEFAULT, &hs->reap);
 	session_close(hs->s, reason);
 	session_free(hs->s);
+	if (f->chain_release)
+		f->chain_release(f->chain_arg, hs->chain, hs->serial);
 	http_routes_release(&hs->routes);
 	held_clear(hs);
 	ring_clear(hs);
@@ -558,8 +560,10 @@ static void on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 	sess_end(hs, hs->stateless ? "its call ended" : "expired after being idle");
 }
 
-/* A new session; NULL when out of memory or randomness. */
-static struct hsess *sess_new(struct http_front *f)
+/* A new session (STATELESS: a 2026-07-28 client's call); NULL when out of
+ * memory or randomness, or when its chain cannot be made (the reason in
+ * WHY, N bytes). */
+static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, size_t n)
 {
 	struct hsess *hs = calloc(1, sizeof *hs);
 	char name[32];
@@ -572,11 +576,18 @@ static struct hsess *sess_new(struct http_front *f)
 	hs->serial = ++f->serial;
 	hs->held_tail = &hs->held;
 	hs->ring_tail = &hs->ring;
+	hs->chain = f->chain_make ? f->chain_make(f->chain_arg, hs->serial, stateless, why, n) : f->chain;
+	if (!hs->chain) {
+		free(hs);
+		return NULL;
+	}
 	http_routes_init(&hs->routes);
 	snprintf(name, sizeof name, "http#%u", hs->serial);
-	hs->s = session_new(f->chain, name, sess_write, hs);
+	hs->s = session_new(hs->chain, name, sess_write, hs);
 	if (!hs->s || hmap_put(&f->sessions, hs->sid, HTTP_SID_LEN, hs) < 0) {
 		session_free(hs->s);
+		if (f->chain_release)
+			f->chain_release(f->chain_arg, hs->chain, hs->serial);
 		free(hs);
 		return NULL;
 	}
@@ -868,7 +879,13 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 		hs = hmap_get(&f->instances, &inst, sizeof inst);
 	json_decref(body);
 	if (!hs) {
-		if (f->stopped || !(hs = sess_new(f))) {
+		char refused[300] = "";
+		if (!f->stopped && !(hs = sess_new(f, true, refused, sizeof refused)) && refused[0]) {
+			/* no chain for a client without a session: it may fall back to one */
+			*rc = reply_error(r, c, MHD_HTTP_BAD_REQUEST, RPC_UNSUPPORTED_VERSION, refused);
+			return true;
+		}
+		if (!hs) {
 			*rc = reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
 					  "Service Unavailable: cannot serve a request now");
 			return true;
@@ -917,9 +934,10 @@ static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
 	if (!is_init && !header(c, SID_HEADER) && on_stateless_post(f, r, is_discover, &src))
 		return src;
 	if (is_init && !header(c, SID_HEADER)) {
-		if (f->stopped || !(hs = sess_new(f)))
-			return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
-					   "Service Unavailable: cannot open a session now");
+		char refused[300] = "";
+		if (f->stopped || !(hs = sess_new(f, false, refused, sizeof refused)))
+			return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, refused[0] ?
+					   refused : "Service Unavailable: cannot open a session now");
 		hf_bind_credential(hs, c);
 	} else {
 		unsigned status = find_session(f, c, &hs, &why);
@@ -1306,6 +1324,14 @@ void http_front_set_ready(struct http_front *f, bool (*ready)(void *arg), void *
 
 size_t http_front_sessions(const struct http_front *f) { return f->sessions.count; }
 
+void http_front_set_session_chains(struct http_front *f, http_chain_make_fn make,
+				   http_chain_release_fn release, void *arg)
+{
+	f->chain_make = make;
+	f->chain_release = release;
+	f->chain_arg = arg;
+}
+
 void http_front_set_input_ttl(struct http_front *f, double seconds) { f->input_ttl = seconds; }
 
 /* Ends every session (the map changes under us: one at a time). */
@@ -1421,7 +1447,10 @@ enum MHD_Result hf_reply_error(struct hreq *r, struct MHD_Connection *c, unsigne
 
 enum MHD_Result hf_reply_stream(struct hreq *r) { return reply_stream(r, NULL); }
 
-struct hsess *hf_sess_new(struct http_front *f) { return sess_new(f); }
+struct hsess *hf_sess_new(struct http_front *f, char *why, size_t n)
+{
+	return sess_new(f, false, why, n);
+}
 
 void hf_sess_add_stream(struct hsess *hs, struct hreq *r) { sess_add_stream(hs, r); }
 

@@ -12,6 +12,7 @@
 
 #include "buf.h"
 #include "hmap.h"
+#include "http_front.h"
 #include "http_util.h"
 #include "msg.h"
 
@@ -89,6 +90,7 @@ struct hsess {
 	ev_timer idle;
 	bool legacy;              /* HTTP+SSE (2024-11-05): one stream carries all */
 	ev_timer reap;            /* ends a legacy session once its stream closed */
+	struct chain *chain;      /* its chain: the front's, or one made for it */
 	bool stateless;           /* a 2026-07-28 client's: no session id, one call */
 	uint64_t instance;        /* its requestStates' instance, once registered */
 };
@@ -109,6 +111,9 @@ struct http_front {
 	bool draining;            /* no new connection, session or stream */
 	struct hmap sessions;     /* sid -> hsess */
 	struct hmap instances;    /* stateless: requestState instance -> hsess */
+	http_chain_make_fn chain_make;       /* a session's own chain, if set */
+	http_chain_release_fn chain_release;
+	void *chain_arg;
 	double input_ttl;         /* seconds a stateless call waits for its retry */
 	unsigned serial;
 	bool (*ready)(void *arg);
@@ -134,7 +139,9 @@ enum MHD_Result hf_reply_error(struct hreq *r, struct MHD_Connection *c, unsigne
 /* Queues R's stream response (SSE when r->sse). */
 enum MHD_Result hf_reply_stream(struct hreq *r);
 /* A new session (logged), or NULL. */
-struct hsess *hf_sess_new(struct http_front *f);
+/* A new session (its chain from the front's factory); NULL with the
+ * reason in WHY (N bytes) when it cannot be made. */
+struct hsess *hf_sess_new(struct http_front *f, char *why, size_t n);
 /* Makes R a stream of HS. */
 void hf_sess_add_stream(struct hsess *hs, struct hreq *r);
 /* Appends one message line to the stream R (framed as SSE when r->sse). */

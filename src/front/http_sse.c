@@ -65,9 +65,10 @@ enum MHD_Result http_sse_open(struct http_front *f, struct hreq *r)
 	if (f->draining || f->stopped)
 		return hf_reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
 				      "Service Unavailable: mcp-chain is shutting down");
-	if (!(hs = hf_sess_new(f)))
-		return hf_reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
-				      "Service Unavailable: cannot open a session now");
+	char refused[300] = "";
+	if (!(hs = hf_sess_new(f, refused, sizeof refused)))
+		return hf_reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, refused[0] ?
+				      refused : "Service Unavailable: cannot open a session now");
 	hs->legacy = true;
 	hf_bind_credential(hs, c);
 	ev_init(&hs->reap, on_reap);

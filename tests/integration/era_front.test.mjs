@@ -299,7 +299,8 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { writeConfig } from './lib.mjs';
 
 async function withListen(server, fn) {
-  const cfg = writeConfig(server);
+  // 2026-07-28 clients have no session: their backends are shared
+  const cfg = writeConfig({ scope: 'shared', ...server });
   const proc = spawnProc(CHAIN, ['--config', cfg, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (c) => { stderr += c; });

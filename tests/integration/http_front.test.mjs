@@ -146,9 +146,9 @@ test('server-everything over HTTP: the same lists and results as over stdio; pro
     });
   });
 
-test('20 sessions at once: interleaved calls and progress, each sees only its own',
+test('20 sessions at once through one shared backend: interleaved calls and progress, each sees only its own',
   { ...T, skip: SKIP_NO_FIXTURE }, async () => {
-    await withChain(fixtureServer(), {}, async (chain) => {
+    await withChain({ ...fixtureServer(), scope: 'shared' }, {}, async (chain) => {
       const clients = await Promise.all(Array.from({ length: 20 }, () => httpClient(chain.url)));
       const ids = new Set(clients.map((c) => c.transport.sessionId));
       assert.equal(ids.size, 20, 'every session has its own id');
@@ -177,7 +177,7 @@ test('20 sessions at once: interleaved calls and progress, each sees only its ow
 
 test('bad input: 404, 400, 415, 413, 400 with -32700, 405, 403, 406',
   { ...T, skip: SKIP_NO_FIXTURE }, async () => {
-    await withChain(fixtureServer(), { extra: { maxMessageBytes: 4096 } }, async (chain) => {
+    await withChain({ ...fixtureServer(), scope: 'shared' }, { extra: { maxMessageBytes: 4096 } }, async (chain) => {
       const port = chain.port;
       const sid = await rawSession(port);
       const call = JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/list' });

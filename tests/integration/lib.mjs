@@ -101,6 +101,7 @@ export function writeConfig(server, { name = 'backend', extra } = {}) {
   const entry = { command: server.command, args: server.args ?? [] };
   if (server.env) entry.env = server.env;
   if (server.cwd) entry.cwd = server.cwd;
+  if (server.scope) entry.scope = server.scope;
   const cfg = { mcpServers: { [name]: entry }, ...(extra ?? {}) };
   const file = path.join(getTmpDir(), `chain-${process.pid}-${++cfgCounter}.json`);
   writeFileSync(file, JSON.stringify(cfg, null, 2));

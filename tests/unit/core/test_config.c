@@ -802,6 +802,85 @@ static void test_listen_parse(void **state)
 	free(l.address);
 }
 
+/* "scope": a child process is session-scoped unless told, an upstream shared. */
+static void test_scope_defaults(void **state)
+{
+	(void)state;
+	struct cfg *c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"srv\"},"
+		"\"b\":{\"url\":\"http://127.0.0.1:1/mcp\"},"
+		"\"c\":{\"command\":\"srv\",\"scope\":\"shared\"},"
+		"\"d\":{\"url\":\"http://127.0.0.1:1/mcp\",\"scope\":\"session\"}}}");
+	assert_int_equal(c->servers[0].scope, CFG_SCOPE_SESSION);
+	assert_int_equal(c->servers[1].scope, CFG_SCOPE_SHARED);
+	assert_int_equal(c->servers[2].scope, CFG_SCOPE_SHARED);
+	assert_int_equal(c->servers[3].scope, CFG_SCOPE_SESSION);
+	assert_true(cfg_has_session_scope(c));
+	cfg_free(c);
+	c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"srv\",\"scope\":\"shared\"},"
+		"\"b\":{\"command\":\"srv\",\"enabled\":false}}}");
+	assert_false(cfg_has_session_scope(c));  /* the disabled one does not count */
+	cfg_free(c);
+}
+
+/* A bad "scope" is reported at its key. */
+static void test_scope_errors(void **state)
+{
+	(void)state;
+	expect_error("{\"mcpServers\":{\"a/b\":{\"command\":\"srv\",\"scope\":\"process\"}}}",
+		NAME ": /mcpServers/a~1b/scope: must be \"session\" or \"shared\"");
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"srv\",\"scope\":1}}}",
+		NAME ": /mcpServers/a/scope: must be \"session\" or \"shared\"");
+}
+
+/* --listen: all session-scoped or all shared; a mix names the first odd key. */
+static void test_check_scopes(void **state)
+{
+	(void)state;
+	struct cfg_errors e = { 0 };
+	struct cfg *c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"srv\"},"
+		"\"b\":{\"command\":\"srv\"},\"off\":{\"url\":\"http://h/\",\"disabled\":true}}}");
+	assert_int_equal(cfg_check_scopes(c, &e), 0);
+	assert_int_equal(e.count, 0);
+	cfg_free(c);
+	c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"srv\",\"scope\":\"shared\"},"
+		"\"b\":{\"url\":\"http://h/\"}}}");
+	assert_int_equal(cfg_check_scopes(c, &e), 0);
+	cfg_free(c);
+	c = load_ok("{\"mcpServers\":{\"fs\":{\"command\":\"srv\"},"
+		"\"web\":{\"url\":\"http://h/\"},\"x\":{\"command\":\"srv\",\"scope\":\"shared\"}}}");
+	assert_int_equal(cfg_check_scopes(c, &e), -1);
+	assert_int_equal(e.count, 1);
+	assert_true(has_error_prefix(&e, NAME ": /mcpServers/web/scope: is \"shared\" but server "
+		"\"fs\" is \"session\""));
+	cfg_errors_release(&e);
+	cfg_free(c);
+}
+
+/* The bounds on session-scoped backends: defaults, values, errors. */
+static void test_listen_scope_bounds(void **state)
+{
+	(void)state;
+	struct cfg *c = load_ok("{\"mcpServers\":{\"s\":{\"command\":\"srv\"}}}");
+	assert_int_equal(c->listen.max_scoped_sessions, CFG_DEFAULT_MAX_SCOPED_SESSIONS);
+	assert_int_equal(c->listen.max_processes, CFG_DEFAULT_MAX_PROCESSES);
+	assert_int_equal(c->listen.max_starts, CFG_DEFAULT_MAX_STARTS);
+	cfg_free(c);
+	c = load_ok("{\"mcpServers\":{\"s\":{\"command\":\"srv\"}},\"listen\":"
+		"{\"maxScopedSessions\":2,\"maxProcesses\":3,\"maxStartsPerSecond\":4}}");
+	assert_int_equal(c->listen.max_scoped_sessions, 2);
+	assert_int_equal(c->listen.max_processes, 3);
+	assert_int_equal(c->listen.max_starts, 4);
+	cfg_free(c);
+	struct cfg_errors e = { 0 };
+	c = cfg_load_string("{\"mcpServers\":{\"s\":{\"command\":\"srv\"}},\"listen\":"
+		"{\"maxScopedSessions\":0,\"maxProcesses\":\"9\",\"maxStartsPerSecond\":0}}", NAME, &e);
+	assert_null(c);
+	assert_true(has_error(&e, NAME ": /listen/maxScopedSessions: must be an integer from 1 to 65536"));
+	assert_true(has_error(&e, NAME ": /listen/maxProcesses: must be an integer from 1 to 65536"));
+	assert_true(has_error(&e, NAME ": /listen/maxStartsPerSecond: must be an integer from 1 to 10000"));
+	cfg_errors_release(&e);
+}
+
 
 int main(void)
 {
@@ -838,6 +917,10 @@ int main(void)
 		cmocka_unit_test(test_listen_section),
 		cmocka_unit_test(test_listen_errors),
 		cmocka_unit_test(test_listen_parse),
+		cmocka_unit_test(test_scope_defaults),
+		cmocka_unit_test(test_scope_errors),
+		cmocka_unit_test(test_check_scopes),
+		cmocka_unit_test(test_listen_scope_bounds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,302 @@
+// "scope": "session" | "shared" on the HTTP front: a session-scoped backend is
+// a process of each session's own, started at its initialize with that
+// client's parameters (its roots reach its own server-filesystem), stopped
+// when the session ends; a shared one is one process for every session; the
+// listen bounds refuse a session with 503 and say which bound.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import http from 'node:http';
+import path from 'node:path';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+import {
+  CHAIN, HERE, SKIP_NO_CHAIN, SKIP_NO_FIXTURE, DEFAULT_CLIENT_INFO,
+  fixtureServer, sleep, tmpPath, waitFor, descendants, isAlive, killAll,
+} from './lib.mjs';
+
+const T = { timeout: 60_000, skip: SKIP_NO_CHAIN || SKIP_NO_FIXTURE };
+const FS_ENTRY = path.join(HERE, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js');
+const JSON_HEADERS = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
+const INIT = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {
+  protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw-http', version: '1' } } });
+
+let nconfig = 0;
+/** Writes a configuration file for CFG; returns its path. */
+function writeCfg(cfg, file = tmpPath(`scope-${process.pid}-${++nconfig}.json`)) {
+  writeFileSync(file, JSON.stringify(cfg, null, 2));
+  return file;
+}
+
+/** mcp-chain --listen 127.0.0.1:0 on the configuration file FILE. */
+async function startChain(file) {
+  const proc = spawn(CHAIN, ['--config', file, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const chain = { proc, stderr: '', file };
+  proc.stderr.on('data', (c) => {
+    chain.stderr += c;
+    if (process.env.IT_VERBOSE) process.stderr.write(c);
+  });
+  chain.exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
+  await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.test(chain.stderr) || proc.exitCode !== null,
+    { timeoutMs: 10_000, what: 'mcp-chain to listen' });
+  const m = /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(chain.stderr);
+  assert.ok(m, `mcp-chain did not listen:\n${chain.stderr}`);
+  chain.port = Number(m[1]);
+  chain.url = new URL(`http://127.0.0.1:${chain.port}/mcp`);
+  return chain;
+}
+
+/**
+ * Runs FN with a chain on CFG; then SIGTERM: it must exit 0, and no process
+ * it started (seen at any time during FN via chain.seen) may be left.
+ */
+async function withChain(cfg, fn) {
+  const chain = await startChain(writeCfg(cfg));
+  chain.seen = new Set();
+  try {
+    return await fn(chain);
+  } catch (e) {
+    e.message += `\n--- mcp-chain stderr (tail) ---\n${chain.stderr.slice(-3000)}`;
+    throw e;
+  } finally {
+    const tree = [...new Set([...chain.seen, ...descendants(chain.proc.pid)])];
+    chain.proc.kill('SIGTERM');
+    const r = await Promise.race([chain.exited, sleep(8000).then(() => null)]);
+    if (!r) chain.proc.kill('SIGKILL');
+    await sleep(100);
+    const left = tree.filter(isAlive);
+    killAll(left);
+    assert.ok(r && r.code === 0, `mcp-chain exited ${JSON.stringify(r)}\n${chain.stderr.slice(-2000)}`);
+    assert.deepEqual(left, [], 'no process is left after mcp-chain exits');
+    assert.doesNotMatch(chain.stderr, /AddressSanitizer|runtime error/);
+  }
+}
+
+/** The command line of PID, or ''. */
+function cmdline(pid) {
+  try { return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' '); } catch { return ''; }
+}
+
+/** The environment of PID as an object ({} when gone). */
+function environ(pid) {
+  try {
+    return Object.fromEntries(readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')
+      .filter(Boolean).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+  } catch { return {}; }
+}
+
+/** Pids under CHAIN whose command line matches RE (recorded in chain.seen). */
+function servers(chain, re) {
+  const pids = descendants(chain.proc.pid).filter((p) => re.test(cmdline(p)));
+  for (const p of pids) chain.seen.add(p);
+  return pids.sort((x, y) => x - y);
+}
+
+/** An SDK client over HTTP; ROOTS (directories) makes it offer roots. */
+async function httpClient(url, roots) {
+  const transport = new StreamableHTTPClientTransport(url);
+  const client = new Client(DEFAULT_CLIENT_INFO, { capabilities: roots ? { roots: {} } : {} });
+  if (roots) {
+    client.setRequestHandler(ListRootsRequestSchema, async () =>
+      ({ roots: roots.map((d) => ({ uri: pathToFileURL(d).href, name: path.basename(d) })) }));
+  }
+  await client.connect(transport);
+  return { client, transport };
+}
+
+/** The allowed directories server-filesystem reports to CLIENT. */
+async function allowed(client) {
+  const r = await client.callTool({ name: 'list_allowed_directories', arguments: {} });
+  return r.content[0].text;
+}
+
+/** A raw HTTP request to the chain. */
+function request(port, { method = 'POST', headers = JSON_HEADERS, body } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path: '/mcp', headers, agent: false }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }));
+    });
+    req.on('error', reject);
+    if (body !== undefined) req.write(body);
+    req.end();
+  });
+}
+
+/** A raw initialize: the response (status, headers, body). */
+function rawInit(port) {
+  return request(port, { headers: { ...JSON_HEADERS, Accept: 'application/json' }, body: INIT });
+}
+
+/** Two directories of their own for a test. */
+function twoDirs(tag) {
+  const a = tmpPath(`scope-${tag}-a-${process.pid}`), b = tmpPath(`scope-${tag}-b-${process.pid}`);
+  mkdirSync(a, { recursive: true });
+  mkdirSync(b, { recursive: true });
+  return [a, b];
+}
+
+test('session scope: two sessions, two server-filesystem processes, each with its own client\'s roots; ' +
+  'DELETE stops one while the other works', T, async () => {
+  const [dirA, dirB] = twoDirs('roots');
+  await withChain({ mcpServers: { fs: { command: 'node', args: [FS_ENTRY] } } }, async (chain) => {
+    const A = await httpClient(chain.url, [dirA]);
+    const B = await httpClient(chain.url, [dirB]);
+    // the server asks its client for roots after notifications/initialized
+    await waitFor(async () => (await allowed(A.client)).includes(dirA), { what: 'A\'s roots in A\'s server' });
+    await waitFor(async () => (await allowed(B.client)).includes(dirB), { what: 'B\'s roots in B\'s server' });
+    assert.doesNotMatch(await allowed(A.client), new RegExp(path.basename(dirB)), 'A does not see B\'s root');
+    assert.doesNotMatch(await allowed(B.client), new RegExp(path.basename(dirA)), 'B does not see A\'s root');
+    const pids = servers(chain, /server-filesystem/);
+    assert.equal(pids.length, 2, `two server-filesystem processes: ${pids.map(cmdline)}`);
+    assert.match(chain.stderr, /session #1: starting 1 backend\(s\) of its own/);
+    // A ends its session: its process goes (stdin closed, then the group signalled)
+    await A.transport.terminateSession();
+    await A.client.close();
+    await waitFor(() => servers(chain, /server-filesystem/).length === 1,
+      { timeoutMs: 6000, what: 'A\'s server-filesystem to stop after DELETE' });
+    const [left] = servers(chain, /server-filesystem/);
+    assert.ok(pids.includes(left), 'the one left is B\'s');
+    assert.match(await allowed(B.client), new RegExp(path.basename(dirB)), 'B still works');
+    await B.client.close();
+  });
+});
+
+test('shared scope: one server-filesystem process for both sessions', T, async () => {
+  const [dirA] = twoDirs('shared');
+  await withChain({ mcpServers: { fs: { command: 'node', args: [FS_ENTRY, dirA], scope: 'shared' } } },
+    async (chain) => {
+      const A = await httpClient(chain.url);
+      const B = await httpClient(chain.url);
+      assert.match(await allowed(A.client), new RegExp(path.basename(dirA)));
+      assert.match(await allowed(B.client), new RegExp(path.basename(dirA)));
+      assert.equal(servers(chain, /server-filesystem/).length, 1, 'one process for both');
+      await A.transport.terminateSession();
+      await A.client.close();
+      await sleep(300);
+      assert.equal(servers(chain, /server-filesystem/).length, 1, 'a session\'s end does not stop it');
+      assert.match(await allowed(B.client), new RegExp(path.basename(dirA)));
+      await B.client.close();
+    });
+});
+
+test('bounds: maxScopedSessions, maxProcesses and maxStartsPerSecond refuse with 503 and say which', T, async () => {
+  const fixture = fixtureServer();
+  const entry = { command: fixture.command, args: fixture.args };
+  const FX = new RegExp(path.basename(fixture.command));
+  const cases = [
+    ['maxScopedSessions', { maxScopedSessions: 1 }],
+    ['maxProcesses', { maxProcesses: 1 }],
+    ['maxStartsPerSecond', { maxStartsPerSecond: 1 }],
+  ];
+  for (const [bound, listen] of cases) {
+    await withChain({ mcpServers: { fx: entry }, listen }, async (chain) => {
+      const first = await rawInit(chain.port);
+      assert.equal(first.status, 200, `${bound}: the first session opens: ${first.body}`);
+      const sid = first.headers['mcp-session-id'];
+      const second = await rawInit(chain.port);
+      assert.equal(second.status, 503, `${bound}: the second is refused: ${second.body}`);
+      const err = JSON.parse(second.body).error;
+      assert.equal(err.code, -32000);
+      assert.match(err.message, new RegExp(`listen\\.${bound}`), `${bound} named to the client`);
+      assert.equal(second.headers['mcp-session-id'], undefined, 'no session id');
+      await waitFor(() => new RegExp(`warn: http: session #2 refused: .*listen\\.${bound}`).test(chain.stderr),
+        { what: `the log to name ${bound}` });
+      assert.equal(servers(chain, FX).length, 1, `${bound}: one backend process`);
+      // once the first session ends (and, for maxProcesses, its process is
+      // gone; for maxStartsPerSecond, a second has passed) a new one opens
+      const del = await request(chain.port, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid } });
+      assert.equal(del.status, 200);
+      await waitFor(() => servers(chain, FX).length === 0, { timeoutMs: 6000, what: 'the first session\'s backend to stop' });
+      if (bound === 'maxStartsPerSecond') await sleep(1000);
+      const third = await rawInit(chain.port);
+      assert.equal(third.status, 200, `${bound}: a session opens again: ${third.body}`);
+    });
+  }
+});
+
+test('2026-07-28 calls on session-scoped backends share one set of backends; handshake sessions keep their own', T, async () => {
+  const fixture = fixtureServer();
+  const FX = new RegExp(path.basename(fixture.command));
+  await withChain({ mcpServers: { fx: { command: fixture.command, args: fixture.args } } }, async (chain) => {
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const call = (id) => request(chain.port, {
+      headers: { ...JSON_HEADERS, Accept: 'application/json', 'MCP-Protocol-Version': '2026-07-28',
+        'Mcp-Method': 'tools/call', 'Mcp-Name': 'echo' },
+      body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'echo', arguments: { text: `c${id}` }, _meta: meta } }),
+    });
+    for (const id of [1, 2, 3]) {
+      const r = await call(id);
+      assert.equal(r.status, 200, r.body);
+      assert.equal(JSON.parse(r.body).result.resultType, 'complete', r.body);
+    }
+    assert.equal(servers(chain, FX).length, 1, 'three calls, one process for the era');
+    const ok = await rawInit(chain.port);
+    assert.equal(ok.status, 200, ok.body);
+    await waitFor(() => servers(chain, FX).length === 2, { what: 'the handshake session\'s own process' });
+  });
+});
+
+test('reload (SIGHUP): a running session keeps its process, a new session gets the new configuration', T, async () => {
+  const fixture = fixtureServer();
+  const FX = new RegExp(path.basename(fixture.command));
+  const cfg = (gen) => ({ mcpServers: { fx: { command: fixture.command, args: fixture.args, env: { SCOPE_GEN: gen } } } });
+  await withChain(cfg('1'), async (chain) => {
+    const A = await httpClient(chain.url);
+    const [pa] = servers(chain, FX);
+    assert.equal(environ(pa).SCOPE_GEN, '1');
+    writeCfg(cfg('2'), chain.file);
+    chain.proc.kill('SIGHUP');
+    await waitFor(() => /reload: done/.test(chain.stderr), { what: 'the reload' });
+    const B = await httpClient(chain.url);
+    const pids = servers(chain, FX);
+    assert.equal(pids.length, 2, 'A\'s process is kept, B has its own');
+    assert.ok(pids.includes(pa) && isAlive(pa));
+    const pb = pids.find((p) => p !== pa);
+    assert.equal(environ(pb).SCOPE_GEN, '2', 'the new session runs the new configuration');
+    const echo = await A.client.callTool({ name: 'echo', arguments: { still: 'here' } });
+    assert.deepEqual(JSON.parse(echo.content[0].text).params.arguments, { still: 'here' }, 'A still works');
+    // a reload may not turn a session-scoped configuration into a shared one
+    writeCfg({ mcpServers: { fx: { ...cfg('3').mcpServers.fx, scope: 'shared' } } }, chain.file);
+    chain.proc.kill('SIGHUP');
+    await waitFor(() => /going between session-scoped and shared backends/.test(chain.stderr), { what: 'the refusal' });
+    await A.client.close();
+    await B.client.close();
+  });
+});
+
+test('--listen refuses a configuration that mixes session-scoped and shared servers, naming the key', T, async () => {
+  const fixture = fixtureServer();
+  const file = writeCfg({ mcpServers: { fx: { command: fixture.command }, up: { url: 'http://127.0.0.1:9/mcp' } } });
+  const proc = spawn(CHAIN, ['--config', file, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (c) => { stderr += c; });
+  const code = await new Promise((r) => proc.once('exit', r));
+  assert.equal(code, 1);
+  assert.match(stderr, /\/mcpServers\/up\/scope: is "shared" but server "fx" is "session"/);
+});
+
+test('an idle session expires and its backend process stops with it', T, async () => {
+  const fixture = fixtureServer();
+  const FX = new RegExp(path.basename(fixture.command));
+  await withChain({ mcpServers: { fx: { command: fixture.command, args: fixture.args } },
+    listen: { sessionIdleMs: 1000 } }, async (chain) => {
+    const r = await rawInit(chain.port);
+    assert.equal(r.status, 200, r.body);
+    assert.equal(servers(chain, FX).length, 1);
+    await waitFor(() => /session #1 ended \(expired after being idle\)/.test(chain.stderr),
+      { timeoutMs: 5000, what: 'the session to expire' });
+    await waitFor(() => servers(chain, FX).length === 0, { timeoutMs: 6000, what: 'its backend to stop' });
+    const gone = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': r.headers['mcp-session-id'] },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/list' }) });
+    assert.equal(gone.status, 404);
+  });
+});

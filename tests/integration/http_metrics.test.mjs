@@ -33,7 +33,7 @@ async function metrics(port, headers = {}) {
 
 test('/metrics counts sessions, HTTP statuses, bytes, requests by outcome, chain errors, cancellations and backend states',
   T, async () => {
-    await withChain(fixtureServer(), { extra: { shutdownGraceMs: 2000 } }, async (chain) => {
+    await withChain({ ...fixtureServer(), scope: 'shared' }, { extra: { shutdownGraceMs: 2000 } }, async (chain) => {
       const port = chain.port;
       const m0 = await metrics(port);
       assert.equal(m0['mcp_chain_http_sessions{transport="streamable"}'], 0);
@@ -101,7 +101,7 @@ test('/metrics needs the bearer token when auth is configured', T, async () => {
   const tok = 'metrics-' + 'M'.repeat(24);
   const middleware = [{ use: 'auth', env: false,
     tokens: [{ sha256: createHash('sha256').update(tok).digest('hex'), principal: 'ops' }] }];
-  await withChain(fixtureServer(), { extra: { middleware } }, async (chain) => {
+  await withChain({ ...fixtureServer(), scope: 'shared' }, { extra: { middleware } }, async (chain) => {
     const r = await request(chain.port, { method: 'GET', path: '/metrics' });
     assert.equal(r.status, 401);
     assert.match(r.headers['www-authenticate'], /^Bearer/);

@@ -26,6 +26,22 @@
 #define ERA_META_LOG_LEVEL "io.modelcontextprotocol/logLevel"
 #define ERA_META_SUBSCRIPTION "io.modelcontextprotocol/subscriptionId"
 
+/* mcp-chain's own: the inputRequests key a 2026-07-28 backend gave one of
+ * its input requests, carried on the request it becomes inside mcp-chain
+ * so that a stateless client is asked under the backend's own key; taken
+ * off before any client sees the request */
+#define ERA_META_INPUT_KEY "io.mcp-chain/inputKey"
+
+/* mcp-chain's own: on a backend's request to a client, the id the chain
+ * gave (at that backend) the client request it belongs to, when the
+ * backend's transport knows it (a 2026-07-28 backend's input request);
+ * the chain routes by it, and it is taken off before a client sees it */
+#define ERA_META_RELATED "io.mcp-chain/relatedRequest"
+
+/* Takes mcp-chain's own _meta keys off MSG (a request to a client; changed
+ * in place); true when there were any. */
+bool era_strip_own_meta(json_t *msg);
+
 /* error codes of the stateless era */
 #define RPC_MISSING_CLIENT_CAPABILITY -32021
 #define RPC_UNSUPPORTED_VERSION -32022

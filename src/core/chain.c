@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "era.h"
 #include "log.h"
 #include "pool.h"
 #include "rpc.h"
@@ -206,9 +207,18 @@ static void count_requester(void *value, void *arg)
  * oldest ready client; with several, nobody can tell which one it is for
  * (JSON-RPC carries no link), so NULL with CODE and WHY set.
  */
-static struct peer *route_client(struct peer *backend, const char *method,
+static struct peer *route_client(struct peer *backend, struct msg *m, const char *method,
 				 int *code, char *why, size_t n)
 {
+	if (msg_meta_has(m, ERA_META_RELATED)) {
+		/* the backend's transport said which request it belongs to */
+		json_t *rel = json_object_get(json_object_get(json_object_get(msg_tree(m), "params"),
+							      "_meta"), ERA_META_RELATED);
+		json_int_t id = json_integer_value(rel);
+		struct exchange *ex = json_is_integer(rel) ? hmap_get(&backend->sent, &id, sizeof id) : NULL;
+		if (ex && ex->from && ex->from->role == PEER_CLIENT)
+			return ex->from;
+	}
 	struct requesters r = { NULL, false };
 	hmap_each(&backend->sent, count_requester, &r);
 	if (r.several) {
@@ -542,7 +552,7 @@ static void route_request(struct exchange *ex, struct msg *m)
 	why[0] = '\0';   /* not "= \"\"", which clears all 300 bytes on every request */
 	struct peer *to = ex->from->role == PEER_CLIENT ?
 		route_to_backend(ex->from, m, ex->method, &code, why, sizeof why) :
-		route_client(ex->from, ex->method, &code, why, sizeof why);
+		route_client(ex->from, m, ex->method, &code, why, sizeof why);
 	if (!to || !to->ready) {
 		if (m != &ex->m)
 			msg_release(m);

@@ -105,3 +105,16 @@ bool era_stateless_removed(const char *method)
 			return true;
 	return false;
 }
+
+bool era_strip_own_meta(json_t *msg)
+{
+	json_t *params = json_object_get(msg, "params");
+	json_t *meta = json_object_get(params, "_meta");
+	if (!json_is_object(meta))
+		return false;
+	bool had = json_object_del(meta, ERA_META_INPUT_KEY) == 0;
+	had = (json_object_del(meta, ERA_META_RELATED) == 0) || had;
+	if (had && json_object_size(meta) == 0)
+		json_object_del(params, "_meta");
+	return had;
+}

@@ -172,7 +172,11 @@ static void add_envelope(struct be_era *e, json_t *msg)
 		json_object_set_new(params, "_meta", meta);
 	}
 	json_t *env = be_era_envelope(backend_init_params(e->b), e->level);
-	json_object_update(meta, env);
+	const char *key;
+	json_t *v;
+	json_object_foreach(env, key, v)   /* a 2026-07-28 client's own facts stay its own */
+		if (!json_object_get(meta, key))
+			json_object_set(meta, key, v);
 	json_decref(env);
 }
 
@@ -328,7 +332,15 @@ static int input_send(struct be_era *e, struct era_call *c, const char *key, jso
 	char id[48];
 	snprintf(id, sizeof id, INPUT_PREFIX "%" PRIu64, in->seq);
 	json_t *up = json_pack("{s:s,s:s,s:s}", "jsonrpc", "2.0", "id", id, "method", method);
-	json_object_set_new(up, "params", json_is_object(params) ? json_incref(params) : json_object());
+	json_t *p = json_is_object(params) ? json_deep_copy(params) : json_object();
+	json_t *meta = json_object_get(p, "_meta");
+	if (!json_is_object(meta)) {
+		meta = json_object();
+		json_object_set_new(p, "_meta", meta);
+	}
+	json_object_set_new(meta, ERA_META_INPUT_KEY, json_string(key));  /* see era.h */
+	json_object_set_new(meta, ERA_META_RELATED, json_integer(c->orig));
+	json_object_set_new(up, "params", p);
 	/* the chain may answer it at once (no client to ask): see input_answer */
 	chain_receive(backend_peer(e->b), up);
 	return 0;

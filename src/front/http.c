@@ -759,12 +759,16 @@ static enum MHD_Result reply_json_error(struct hreq *r, struct MHD_Connection *c
 static char *header_value(struct MHD_Connection *c, const char *name, bool *bad)
 {
 	const char *v = header(c, name);
-	size_t n = v ? strlen(v) : 0;
 	*bad = false;
 	if (!v)
 		return NULL;
-	if (n < 11 || strncmp(v, "=?base64?", 9) != 0 || strcmp(v + n - 2, "?=") != 0)
-		return strdup(v);
+	while (*v == ' ' || *v == '\t')   /* whitespace around a field value is not part of it */
+		v++;
+	size_t n = strlen(v);
+	while (n > 0 && (v[n - 1] == ' ' || v[n - 1] == '\t'))
+		n--;
+	if (n < 11 || strncmp(v, "=?base64?", 9) != 0 || strncmp(v + n - 2, "?=", 2) != 0)
+		return strndup(v, n);
 	size_t len = n - 11;
 	unsigned char *out = malloc(len / 4 * 3 + 4);
 	int got = out && len % 4 == 0 ? EVP_DecodeBlock(out, (const unsigned char *)v + 9, (int)len) : -1;
@@ -792,9 +796,6 @@ static const char *check_stateless_headers(struct MHD_Connection *c, json_t *bod
 	const char *bv = era_request_version(params);
 	const char *hv = header(c, VERSION_HEADER);
 	bool bad;
-	bool probe = strcmp(method, "server/discover") == 0;
-	if (!hv && probe)
-		return NULL;   /* a probe is how a client learns the versions */
 	if (!hv)
 		return "the MCP-Protocol-Version header is required";
 	if (bv && strcmp(bv, hv) != 0) {
@@ -803,8 +804,6 @@ static const char *check_stateless_headers(struct MHD_Connection *c, json_t *bod
 		return why;
 	}
 	char *hm = header_value(c, "Mcp-Method", &bad);
-	if (probe && !hm)
-		return NULL;
 	if (!hm || strcmp(hm, method) != 0) {
 		snprintf(why, n, hm ? "the Mcp-Method header says %.60s but the body's method is %.60s"
 				    : "the Mcp-Method header is required (the body's method is %.60s%.0s)",
@@ -867,7 +866,7 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 		json_decref(body);
 		return true;
 	}
-	if (wrong && (code == RPC_UNSUPPORTED_VERSION || !is_discover)) {
+	if (wrong) {
 		*rc = reply_json_error(r, c, MHD_HTTP_BAD_REQUEST, code == RPC_UNSUPPORTED_VERSION ?
 			era_unsupported_error(id, era_request_version(params)) : rpc_error(id, code, wrong, NULL));
 		json_decref(body);
@@ -931,7 +930,8 @@ static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
 		return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
 				   "Service Unavailable: mcp-chain is shutting down");
 	enum MHD_Result src;
-	if (!is_init && !header(c, SID_HEADER) && on_stateless_post(f, r, is_discover, &src))
+	if ((!is_init || era_of_version(header(c, VERSION_HEADER)) == ERA_STATELESS) &&
+	    !header(c, SID_HEADER) && on_stateless_post(f, r, is_discover, &src))
 		return src;
 	if (is_init && !header(c, SID_HEADER)) {
 		char refused[300] = "";

@@ -108,6 +108,15 @@ static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
 		b = s->peer.batch;  /* an answer made while the batch is read */
 	if (s->st && s->state != SESSION_CLOSING)
 		return stateless_send(s->st, msg, ex ? ex->method : NULL);
+	json_t *meta = json_object_get(json_object_get(msg, "params"), "_meta");
+	if (json_object_get(meta, ERA_META_INPUT_KEY) || json_object_get(meta, ERA_META_RELATED)) {
+		/* mcp-chain's own keys on a backend's request: not the client's business */
+		json_t *copy = json_deep_copy(msg);
+		era_strip_own_meta(copy);
+		int rc = send_msg(s, copy, b);
+		json_decref(copy);
+		return rc;
+	}
 	return send_msg(s, msg, b);
 }
 

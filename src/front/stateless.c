@@ -35,6 +35,7 @@ struct round {
 	json_t *held;           /* the call's response, come while waiting */
 	json_t *client_id;      /* the id the client last used for the call */
 	ev_timer expiry;
+	ev_timer gather;        /* asks once every request of this turn came in */
 };
 
 /* A subscriptions/listen stream. */
@@ -229,6 +230,7 @@ static void round_free(struct round *r)
 		}
 	}
 	ev_timer_stop(EV_DEFAULT, &r->expiry);
+	ev_timer_stop(EV_DEFAULT, &r->gather);
 	json_decref(r->asked);
 	json_decref(r->fresh);
 	json_decref(r->held);
@@ -245,12 +247,23 @@ static void round_ask(struct round *r, json_t *client_id)
 	json_t *q;
 	json_array_foreach(r->fresh, i, q) {
 		json_t *id = json_object_get(q, "id");
-		char key[32];
-		snprintf(key, sizeof key, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
+		json_t *params = json_deep_copy(json_object_get(q, "params"));
+		json_t *meta = json_object_get(params, "_meta");
+		/* a 2026-07-28 backend's own key, when it has one and it is free */
+		const char *own = json_string_value(json_object_get(meta, ERA_META_INPUT_KEY));
+		char key[128];
+		if (own && strlen(own) < sizeof key && !json_object_get(r->asked, own))
+			snprintf(key, sizeof key, "%s", own);
+		else
+			snprintf(key, sizeof key, "%" JSON_INTEGER_FORMAT, json_integer_value(id));
 		json_t *one = json_pack("{s:O}", "method", json_object_get(q, "method"));
-		json_t *params = json_object_get(q, "params");
+		json_t *wrap = json_pack("{s:O}", "params", params);   /* to strip our keys */
+		era_strip_own_meta(wrap);
+		json_decref(params);
+		params = json_incref(json_object_get(wrap, "params"));
+		json_decref(wrap);
 		if (params)
-			json_object_set(one, "params", params);
+			json_object_set_new(one, "params", params);
 		json_object_set_new(requests, key, one);
 		json_object_set(r->asked, key, id);
 	}
@@ -286,6 +299,16 @@ static void round_cancel(struct round *r, const char *why)
 		return;
 	}
 	round_free(r);
+}
+
+/* The requests a backend sent together are in: one input_required for them. */
+static void round_gathered(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct round *r = w->data;
+	(void)loop;
+	(void)revents;
+	if (json_array_size(r->fresh) > 0)
+		round_ask(r, r->client_id);
 }
 
 static void round_expired(struct ev_loop *loop, ev_timer *w, int revents)
@@ -355,7 +378,21 @@ static void backend_request(struct stateless *st, json_t *req)
 	struct pick p = { st, bx ? bx->from : NULL, NULL, NULL, 0, 0 };
 	if (p.backend)
 		hmap_each(&st->client->received, pick_one, &p);
-	if (bx && !bx->from && bx->about && bx->about->from == st->client) {
+	json_t *rel = era_meta(json_object_get(req, "params"), ERA_META_RELATED);
+	json_int_t rel_id = json_integer_value(rel);
+	struct exchange *related = p.backend && json_is_integer(rel) ?
+		hmap_get(&p.backend->sent, &rel_id, sizeof rel_id) : NULL;
+	if (related && related->from == st->client) {
+		/* the backend's transport said which call it belongs to */
+		if (round_of_exchange(st, related)) {
+			p.waiting = related;
+			p.n_waiting = 1;
+			p.n_running = 0;
+		} else {
+			p.running = related;
+			p.n_running = 1;
+		}
+	} else if (bx && !bx->from && bx->about && bx->about->from == st->client) {
 		/* a module's question (policy "ask") about this client's request */
 		p.running = bx->about;
 		p.n_running = 1;
@@ -374,7 +411,7 @@ static void backend_request(struct stateless *st, json_t *req)
 	}
 	struct exchange *ex = p.n_running ? p.running : p.waiting;
 	struct round *r = round_of_exchange(st, ex);
-	if (r) {   /* the client has not retried yet: asked with the next round */
+	if (r) {   /* asked with this turn's others, or with the next round */
 		json_array_append(r->fresh, req);
 		return;
 	}
@@ -391,6 +428,8 @@ static void backend_request(struct stateless *st, json_t *req)
 	r->client_id = msg_val_json(&ex->from_id);
 	ev_init(&r->expiry, round_expired);
 	r->expiry.data = r;
+	ev_init(&r->gather, round_gathered);
+	r->gather.data = r;
 	char idtext[64];
 	round_id_text(r, idtext, sizeof idtext);
 	struct msg_val v = { .n = 0 };
@@ -407,7 +446,11 @@ static void backend_request(struct stateless *st, json_t *req)
 	r->next = st->rounds;
 	st->rounds = r;
 	json_array_append(r->fresh, req);
-	round_ask(r, r->client_id);
+	/* a backend asks for several inputs at once (one input_required of its
+	 * own, or requests sent back to back): the client gets them together,
+	 * once this loop iteration is over */
+	ev_timer_set(&r->gather, 0., 0.);
+	ev_timer_start(EV_DEFAULT, &r->gather);
 }
 
 /* A response to one of our own ids: a held call or a subscription. */

@@ -383,9 +383,15 @@ test('[http] 2026-07-28 requests: headers checked against the body, GET and DELE
       const body = await res.json();
       assert.equal(body.error.code, -32020, `${name}: ${JSON.stringify(body)}`);
     }
-    // the Base64 form of a header
+    // the Base64 form of a header, and whitespace around a value
     const b64 = { ...good, 'mcp-name': `=?base64?${Buffer.from('echo').toString('base64')}?=` };
     assert.equal((await post(call, b64)).status, 200);
+    assert.equal((await post(call, { ...good, 'mcp-name': '  echo ' })).status, 200);
+    // initialize with the era's header and no session: not part of the era
+    const init26 = await post({ jsonrpc: '2.0', id: 5, method: 'initialize', params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } } },
+      { 'mcp-protocol-version': '2026-07-28', 'mcp-method': 'initialize' });
+    assert.equal(init26.status, 404);
+    assert.deepEqual(await init26.json().then((b) => [b.id, b.error.code]), [5, -32601]);
     // what the era answers with an HTTP status: no envelope, an unknown version, a removed method
     const noCaps = { ...call, params: { ...call.params, _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } };
     let res = await post(noCaps, good);

@@ -219,8 +219,14 @@ test('bad input: 404, 400, 415, 413, 400 with -32700, 405, 403, 406',
       assert.equal(del.status, 200);
       const gone = await request(port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': sid }, body: call });
       assert.equal(gone.status, 404, 'a deleted session is not found');
-      const probe = await request(port, { headers: { ...JSON_HEADERS, Accept: 'application/json' },
+      const bare = await request(port, { headers: { ...JSON_HEADERS, Accept: 'application/json' },
         body: JSON.stringify({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: {} }) });
+      assert.equal(bare.status, 400, 'a 2026-07-28 request needs its headers');
+      assert.equal(JSON.parse(bare.body).error.code, -32020);
+      const env = { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } };
+      const probe = await request(port, { headers: { ...JSON_HEADERS, Accept: 'application/json',
+        'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'server/discover' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 'd', method: 'server/discover', params: env }) });
       assert.equal(probe.status, 200, 'a 2026-07-28 probe without a session is answered');
       assert.equal(JSON.parse(probe.body).id, 'd');
       assert.ok(JSON.parse(probe.body).result.supportedVersions.includes('2026-07-28'), probe.body);

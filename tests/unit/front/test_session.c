@@ -561,6 +561,9 @@ static void call_asks_input(void)
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"t\"," META26 "}}");
 	assert_int_equal(n_be(), 2);
 	send_b("{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"elicitation/create\",\"params\":{\"message\":\"name?\"}}");
+	size_t before = n_out();
+	ev_run(EV_DEFAULT, EVRUN_NOWAIT);   /* the client is asked once the turn's requests are in */
+	assert_int_equal(n_out(), before + 1);
 	json_t *r = json_object_get(last_out(), "result");
 	assert_int_equal(int_at(last_out(), "id"), 7);
 	assert_string_equal(json_string_value(json_object_get(r, "resultType")), "input_required");
@@ -707,6 +710,39 @@ static void test_input_required_expired_state(void **state)
 	assert_int_equal(chain_open_exchanges(C), 0);
 	json_decref(state_text);
 	state_text = NULL;
+}
+
+/* Requests a backend sends together reach the client as one input_required,
+ * under the keys a 2026-07-28 backend gave them; mcp-chain's own _meta keys
+ * never reach the client, and the related call decides where they go. */
+static void test_input_required_gathered_and_keyed(void **state)
+{
+	(void)state;
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"t\"," META26 "}}");
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"u\"," META26 "}}");
+	json_int_t call7 = int_at(be_at(1), "id");   /* two calls open: only the link tells */
+	char buf[512];
+	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"elicitation/create\",\"params\":"
+		 "{\"message\":\"a\",\"_meta\":{\"io.mcp-chain/inputKey\":\"user_name\","
+		 "\"io.mcp-chain/relatedRequest\":%" JSON_INTEGER_FORMAT "}}}", call7);
+	send_b(buf);
+	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":101,\"method\":\"roots/list\",\"params\":"
+		 "{\"_meta\":{\"io.mcp-chain/inputKey\":\"roots\",\"io.mcp-chain/relatedRequest\":%"
+		 JSON_INTEGER_FORMAT "}}}", call7);
+	send_b(buf);
+	size_t outs = n_out();
+	ev_run(EV_DEFAULT, EVRUN_NOWAIT);
+	assert_int_equal(n_out(), outs + 1);
+	assert_int_equal(int_at(last_out(), "id"), 7);
+	json_t *reqs = json_object_get(json_object_get(last_out(), "result"), "inputRequests");
+	assert_int_equal(json_object_size(reqs), 2);
+	json_t *e = json_object_get(reqs, "user_name");
+	assert_non_null(e);
+	assert_null(json_object_get(json_object_get(e, "params"), "_meta"));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(e, "params"), "message")), "a");
+	json_t *roots = json_object_get(reqs, "roots");
+	assert_non_null(roots);
+	assert_null(json_object_get(json_object_get(roots, "params"), "_meta"));   /* our keys are gone */
 }
 
 /* Two calls open at the backend: its request cannot be placed, so it is refused. */
@@ -1339,6 +1375,7 @@ int main(void)
 		T(test_input_required_foreign_state),
 		T(test_input_required_expired_state),
 		T(test_input_required_ambiguous),
+		T(test_input_required_gathered_and_keyed),
 		T(test_listen),
 		T(test_stateless_log_level),
 		T(test_initialize_bad_params),

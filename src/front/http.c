@@ -42,6 +42,7 @@
 #include "http_int.h"
 
 static void front_kick(struct http_front *f);
+static enum MHD_Result reply_now_or_stream(struct hreq *r, const char *sid);
 static struct http_front *f_of(struct MHD_Connection *c);
 static const char *bearer(struct MHD_Connection *c, size_t *n);
 static void ring_add(struct hsess *hs, uint64_t id, const char *bytes, size_t n);
@@ -57,6 +58,7 @@ static void req_unref(struct hreq *r)
 	buf_release(&r->body);
 	buf_release(&r->out);
 	buf_release(&r->err);
+	buf_release(&r->first);
 	for (size_t i = 0; i < r->nids; i++)
 		msg_val_release(&r->ids[i]);
 	for (size_t i = 0; i < r->ntokens; i++)
@@ -144,11 +146,33 @@ static void stream_abort(struct hreq *r, const char *reason)
  * more than streamBufferBytes wait before a message: memory stays bounded
  * (by that and one message), and one large message always passes.
  */
+/*
+ * A stateless call's first line, while its HTTP status is not sent yet:
+ * an error answer that the era gives a status of its own is kept to be
+ * sent as it is, with that status.
+ */
+static void defer_note(struct hreq *r, const char *line, size_t n)
+{
+	json_t *m = json_loadb(line, n, 0, NULL);
+	json_t *err = json_object_get(m, "error");
+	json_int_t code = json_integer_value(json_object_get(err, "code"));
+	if (err && !json_object_get(m, "method")) {
+		r->status_hint = code == RPC_METHOD_NOT_FOUND ? MHD_HTTP_NOT_FOUND :
+			code == RPC_INVALID_PARAMS || code == RPC_UNSUPPORTED_VERSION ||
+			code == RPC_MISSING_CLIENT_CAPABILITY || code == -32020 ? MHD_HTTP_BAD_REQUEST : 0;
+		if (r->status_hint)
+			buf_append(&r->first, line, n);
+	}
+	json_decref(m);
+}
+
 static void stream_send(struct hreq *r, const char *line, size_t n)
 {
 	struct hsess *hs = r->sess;
 	if (!hs)
 		return;  /* dropped while a batch of messages was being sent */
+	if (r->deferred && buf_pending(&r->first) == 0 && buf_pending(&r->out) == 0)
+		defer_note(r, line, n);
 	bool stalled = buf_pending(&r->out) > r->f->stream_buffer;
 	size_t before = buf_pending(&r->out);
 	uint64_t id = ++hs->next_event;
@@ -738,6 +762,28 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 		stream_detach(r, NULL);
 		return reply(r, c, MHD_HTTP_ACCEPTED, NULL, "", 0, sid);
 	}
+	if (hs->stateless && !r->done && buf_pending(&r->out) == 0) {
+		/* the era gives some errors a status of their own: wait for the
+		 * first line before sending one (a stream of progress: 200) */
+		r->deferred = true;
+		MHD_suspend_connection(c);
+		r->suspended = true;
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (ci) {
+			ev_io_set(&r->watch, ci->connect_fd, EV_READ);
+			ev_io_start(EV_DEFAULT, &r->watch);
+		}
+		return MHD_YES;
+	}
+	return reply_now_or_stream(r, sid);
+}
+
+/* R's response, now that something of it is there (or all of it). */
+static enum MHD_Result reply_now_or_stream(struct hreq *r, const char *sid)
+{
+	struct MHD_Connection *c = r->conn;
+	if (r->done && r->status_hint && buf_pending(&r->first) > 0)
+		return reply(r, c, r->status_hint, JSON_TYPE, r->first.data, buf_pending(&r->first), sid);
 	if (r->done && !r->sse)
 		return reply(r, c, MHD_HTTP_OK, JSON_TYPE, r->out.data, buf_pending(&r->out), sid);
 	return reply_stream(r, sid);
@@ -1103,6 +1149,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return MHD_NO;
 		*size = 0;
 		return MHD_YES;
+	}
+	if (r->deferred) {   /* resumed: its first line (or its end) came */
+		r->deferred = false;
+		if (r->aborted)
+			return MHD_NO;
+		return reply_now_or_stream(r, NULL);
 	}
 	if (r->kind == REQ_POST && !r->queued)
 		return r->ep == EP_MESSAGES ? http_sse_post(f, r) : on_post(f, r);

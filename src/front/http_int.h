@@ -62,6 +62,9 @@ struct hreq {
 	bool done;                /* end once OUT is sent */
 	bool aborted;             /* close the connection */
 	bool suspended;
+	bool deferred;            /* stateless: no response queued until its first line */
+	unsigned status_hint;     /* stateless: the era's HTTP status for an error answer */
+	struct buf first;         /* stateless: the first line as it came (an answer) */
 	size_t pending;           /* responses still awaited */
 	struct msg_val *ids;      /* the requests it carries (for cancellation) */
 	size_t nids;

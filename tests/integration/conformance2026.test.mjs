@@ -31,7 +31,7 @@ const FIXTURE_HANDSHAKE = path.join(HERE, 'fixtures', 'conformance-server.mjs');
 const SUITE_ARGS = ['--suite', 'all', '--spec-version', '2026-07-28'];
 
 /** Scenarios the bridged run passes at least (measured: 26 of 40; see docs/conformance.md). */
-const BRIDGED_FLOOR = 27;
+const BRIDGED_FLOOR = 27;   // measured: 27 of 40 (docs/conformance.md says which fail and why)
 
 /*
  * Scenarios the fixture passes directly that mcp-chain (2026-07-28 on both
@@ -39,10 +39,7 @@ const BRIDGED_FLOOR = 27;
  * "Known gaps"). The test fails when another scenario is lost, and says so
  * when one of these starts to pass (then take it off the list).
  */
-const KNOWN_THROUGH_GAPS = [
-  'server-stateless',                  // a backend's -32021/-32601 keep HTTP 200 (the status is sent before the answer)
-  'input-required-result-capability-check', // a backend behind a bridge gets one set of client capabilities
-];
+const KNOWN_THROUGH_GAPS = [];   // none left: through mcp-chain passes what the server passes
 /* The multi-round-trip scenarios may pass through mcp-chain with fewer checks run, for
  * the clientCapabilities gap above (the backend may refuse to ask at all). */
 const fewerChecks = (n) => n.startsWith('input-required-result-');

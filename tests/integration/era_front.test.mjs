@@ -294,28 +294,12 @@ test('a requestState that is forged, replayed or foreign is refused and nothing 
 // ---------------------------------------------------------------------------
 // the HTTP front (--listen): 2026-07-28 clients have no session
 
-import { spawn as spawnProc } from 'node:child_process';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { writeConfig } from './lib.mjs';
+import { withChain } from './http_lib.mjs';
 
 async function withListen(server, fn) {
-  // 2026-07-28 clients have no session: their backends are shared
-  const cfg = writeConfig({ scope: 'shared', ...server });
-  const proc = spawnProc(CHAIN, ['--config', cfg, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  proc.stderr.on('data', (c) => { stderr += c; });
-  try {
-    await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.test(stderr) || proc.exitCode !== null,
-      { timeoutMs: 10_000, what: 'mcp-chain to listen' });
-    const port = Number(/listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(stderr)[1]);
-    return await fn(`http://127.0.0.1:${port}/mcp`);
-  } catch (e) {
-    e.message += `\n--- mcp-chain stderr (tail) ---\n${stderr.slice(-3000)}`;
-    throw e;
-  } finally {
-    proc.kill('SIGTERM');
-    await new Promise((r) => (proc.exitCode !== null ? r() : proc.once('exit', r)));
-  }
+  return withChain(server, {}, (chain) => fn(chain.url.href));
 }
 
 async function httpClient(url) {

@@ -4,13 +4,14 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import { existsSync, readFileSync } from 'node:fs';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+
+import { request, startChain, withChain } from './http_lib.mjs';
 
 import {
   CHAIN, SKIP_NO_CHAIN, SKIP_NO_FIXTURE, TEST_TIMEOUT, DEFAULT_CLIENT_INFO,
@@ -23,52 +24,6 @@ const INIT = {
   protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw-http', version: '1' },
 };
 
-/** mcp-chain --listen 127.0.0.1:0 on SERVER; resolves once it logs its port. */
-async function startChain(server, { extra, listen = '127.0.0.1:0', env } = {}) {
-  const config = writeConfig(server, { extra });
-  const proc = spawn(CHAIN, ['--config', config, '--listen', listen], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    env: env ? { ...process.env, ...env } : undefined,
-  });
-  const chain = { proc, stderr: '', port: 0 };
-  proc.stderr.on('data', (c) => {
-    chain.stderr += c;
-    if (process.env.IT_VERBOSE) process.stderr.write(c);
-  });
-  chain.exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
-  await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(chain.stderr) || proc.exitCode !== null,
-    { timeoutMs: 10_000, what: 'mcp-chain to listen' });
-  const m = /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(chain.stderr);
-  assert.ok(m, `mcp-chain did not listen:\n${chain.stderr}`);
-  chain.port = Number(m[1]);
-  chain.url = new URL(`http://127.0.0.1:${chain.port}/mcp`);
-  chain.stop = async () => {
-    const tree = [proc.pid, ...descendants(proc.pid)];
-    proc.kill('SIGTERM');
-    const r = await Promise.race([chain.exited, sleep(5000).then(() => null)]);
-    if (!r) proc.kill('SIGKILL');
-    await sleep(50);
-    killAll(tree.filter(isAlive));
-    return r;
-  };
-  return chain;
-}
-
-/** Runs FN with a chain, always stops it; adds its stderr to failures. */
-async function withChain(server, opts, fn) {
-  const chain = await startChain(server, opts);
-  try {
-    return await fn(chain);
-  } catch (e) {
-    e.message += `\n--- mcp-chain stderr (tail) ---\n${chain.stderr.slice(-3000)}`;
-    throw e;
-  } finally {
-    const r = await chain.stop();
-    assert.ok(r && r.code === 0, `mcp-chain exited ${JSON.stringify(r)}`);
-    assert.doesNotMatch(chain.stderr, /AddressSanitizer|runtime error/);
-  }
-}
-
 /** An SDK client connected over HTTP to URL. */
 async function httpClient(url, caps = {}) {
   const transport = new StreamableHTTPClientTransport(url);
@@ -79,20 +34,6 @@ async function httpClient(url, caps = {}) {
   return { client, transport, errors };
 }
 
-/** One raw HTTP request; resolves {status, headers, body}. */
-function request(port, { method = 'POST', path = '/mcp', headers = {}, body } = {}) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method, path, headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => { text += c; });
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }));
-    });
-    req.on('error', reject);
-    if (body !== undefined) req.write(body);
-    req.end();
-  });
-}
 
 const JSON_HEADERS = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
 

@@ -7,7 +7,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import http from 'node:http';
 import path from 'node:path';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
@@ -15,6 +14,8 @@ import { pathToFileURL } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+import { request as rawRequest, startChain as startListening } from './http_lib.mjs';
 
 import {
   CHAIN, HERE, SKIP_NO_CHAIN, SKIP_NO_FIXTURE, DEFAULT_CLIENT_INFO,
@@ -36,19 +37,8 @@ function writeCfg(cfg, file = tmpPath(`scope-${process.pid}-${++nconfig}.json`))
 
 /** mcp-chain --listen 127.0.0.1:0 on the configuration file FILE. */
 async function startChain(file) {
-  const proc = spawn(CHAIN, ['--config', file, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  const chain = { proc, stderr: '', file };
-  proc.stderr.on('data', (c) => {
-    chain.stderr += c;
-    if (process.env.IT_VERBOSE) process.stderr.write(c);
-  });
-  chain.exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
-  await waitFor(() => /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.test(chain.stderr) || proc.exitCode !== null,
-    { timeoutMs: 10_000, what: 'mcp-chain to listen' });
-  const m = /listening on http:\/\/127\.0\.0\.1:(\d+)\/mcp/.exec(chain.stderr);
-  assert.ok(m, `mcp-chain did not listen:\n${chain.stderr}`);
-  chain.port = Number(m[1]);
-  chain.url = new URL(`http://127.0.0.1:${chain.port}/mcp`);
+  const chain = await startListening(null, { config: file });
+  chain.file = file;
   return chain;
 }
 
@@ -116,20 +106,8 @@ async function allowed(client) {
   return r.content[0].text;
 }
 
-/** A raw HTTP request to the chain. */
-function request(port, { method = 'POST', headers = JSON_HEADERS, body } = {}) {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method, path: '/mcp', headers, agent: false }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (c) => { text += c; });
-      res.on('end', () => resolve({ status: res.statusCode, headers: res.headers, body: text }));
-    });
-    req.on('error', reject);
-    if (body !== undefined) req.write(body);
-    req.end();
-  });
-}
+/** A raw HTTP request to the chain's /mcp (JSON_HEADERS unless told). */
+const request = (port, { headers = JSON_HEADERS, ...o } = {}) => rawRequest(port, { headers, ...o });
 
 /** A raw initialize: the response (status, headers, body). */
 function rawInit(port) {

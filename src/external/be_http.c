@@ -279,6 +279,17 @@ static void post_failed(struct be_http *s, struct hx *x, CURLcode rc)
 {
 	struct out *o = x->msg;
 	char m[200], why[400];
+	json_t *err;
+	if (rc == CURLE_OK && o->id && !o->is_init && (err = hx_reply_error(x, o->id))) {
+		/* the server's own JSON-RPC error (a 2026-07-28 server's 404 for
+		 * -32601, 400 for -32602...): the client gets it as it was said */
+		log_warn("%s: HTTP %ld from %s: error %" JSON_INTEGER_FORMAT ": %s", s->name,
+			 x->status, s->url,
+			 json_integer_value(json_object_get(json_object_get(err, "error"), "code")),
+			 hx_reply_message(x, m, sizeof m) ?: "");
+		http_push(s, err, 0);
+		return;
+	}
 	if (rc == CURLE_OK) {
 		const char *said = hx_reply_message(x, m, sizeof m);
 		bool legacy_hint = o->is_init && (x->status == 400 || x->status == 404 || x->status == 405);

@@ -221,6 +221,9 @@ const char *hx_error(const struct hx *x, CURLcode rc);
 /* The message of a JSON-RPC error in X's reply body, or NULL. */
 const char *hx_reply_message(struct hx *x, char *out, size_t outlen);
 
+/* X's reply body as a JSON-RPC error response to ID (borrowed): new, or NULL. */
+json_t *hx_reply_error(struct hx *x, json_t *id);
+
 /* Holds O until the mode can post. */
 void http_hold(struct be_http *s, struct out *o);
 

@@ -554,6 +554,23 @@ const char *hx_reply_message(struct hx *x, char *out, size_t outlen)
 	return out[0] ? out : NULL;
 }
 
+/*
+ * The JSON-RPC error response an error status came with, as the answer
+ * to the request ID (borrowed): new, or NULL when the body is not an
+ * error response to that request (or to none: id null).
+ */
+json_t *hx_reply_error(struct hx *x, json_t *id)
+{
+	json_t *j = json_loadb(x->body.data ? x->body.data : "", x->body.len, 0, NULL);
+	json_t *e = json_object_get(j, "error"), *rid = json_object_get(j, "id"), *r = NULL;
+	if (json_is_object(j) && json_is_object(e) && json_is_integer(json_object_get(e, "code")) &&
+	    json_is_string(json_object_get(e, "message")) && !json_object_get(j, "result") &&
+	    rid && (json_is_null(rid) || json_equal(rid, id)))
+		r = json_pack("{s:s, s:O, s:O}", "jsonrpc", "2.0", "id", id, "error", e);
+	json_decref(j);
+	return r;
+}
+
 /* Resumes transfers the write callback paused. */
 static void resume_paused(struct be_http *s)
 {

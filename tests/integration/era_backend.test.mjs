@@ -33,7 +33,7 @@ import {
   CancelledNotificationSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 
-import { CHAIN, HERE, SE_ENTRY, SKIP_NO_CHAIN, descendants, isAlive, killAll, sleep, tmpPath, waitFor } from './lib.mjs';
+import { CHAIN, HERE, SE_ENTRY, SKIP_NO_CHAIN, descendants, isAlive, killAll, outcome, sleep, tmpPath, waitFor } from './lib.mjs';
 
 const T = { timeout: 60_000, skip: SKIP_NO_CHAIN };
 const SERVER2026 = path.join(HERE, 'fixtures', 'server2026.mjs');
@@ -182,6 +182,15 @@ async function exercise(s, seen) {
   assert.equal(prompt.messages[0].content.text, 'Hello, Bo!');
   assert.deepEqual(await client.ping(), {});
   assert.deepEqual(await client.setLoggingLevel('info'), {});
+
+  // the server's own errors, as it said them (over HTTP: a 404 with -32601, a 200 with -32602)
+  const nope = await outcome(() => client.callTool({ name: 'nope', arguments: {} }));
+  assert.equal(nope.code, -32602, nope.message);
+  assert.match(nope.message, /Tool nope not found/);
+  const unknown = await outcome(() => client.complete({ ref: { type: 'ref/prompt', name: 'greet' },
+    argument: { name: 'name', value: 'B' } }));
+  assert.equal(unknown.code, -32601, unknown.message);
+  assert.doesNotMatch(unknown.message, /HTTP|backend/);
 }
 
 for (const transport of ['stdio', 'http']) {

@@ -275,7 +275,7 @@ test('HTTP+SSE legacy (server-everything sse): lists, calls, progress, sampling'
 
 const FLOOD = 400;               // 32 KiB notifications in the flood reply (about 13 MB)
 const PROTOCOL = '2025-03-26';   // what the fault server negotiates, whatever is asked
-const FAULT_TOOLS = ['ok', 'fail500', 'slow', 'drop', 'chunked', 'expire', 'resume', 'huge', 'hugesse', 'flood']
+const FAULT_TOOLS = ['ok', 'fail500', 'plain500', 'other400', 'slow', 'drop', 'chunked', 'expire', 'resume', 'huge', 'hugesse', 'flood']
   .map((name) => ({ name, inputSchema: { type: 'object' } }));
 
 const rpcResult = (id, result) => JSON.stringify({ jsonrpc: '2.0', id, result });
@@ -305,6 +305,13 @@ const FAULTS = {
   fail500(st, req, res, msg) {
     res.writeHead(500, { 'content-type': 'application/json' })
       .end(JSON.stringify({ jsonrpc: '2.0', id: msg.id, error: { code: -32603, message: 'boom' } }));
+  },
+  plain500(st, req, res) {
+    res.writeHead(500, { 'content-type': 'text/plain' }).end('upstream fell over');
+  },
+  other400(st, req, res) {   // an error response, but to some other request
+    res.writeHead(400, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ jsonrpc: '2.0', id: 'not-yours', error: { code: -32602, message: 'bad' } }));
   },
   async slow(st, req, res, msg) {
     res.on('close', () => { if (!res.writableEnded) st.abandoned = (st.abandoned ?? 0) + 1; });
@@ -482,13 +489,20 @@ test('fault server: headers — configured ones, Accept, session, negotiated pro
   }
 });
 
-test('fault server: a 500 answers the call with -32000 and the server\'s message; the next call works', T, async () => {
+test('fault server: an error status with the server\'s JSON-RPC error answers with that error; ' +
+  'without one, -32000 with the status and what the body said; the next call works', T, async () => {
   await withFault({}, async (s) => {
-    const r = await outcome(() => s.client.callTool({ name: 'fail500', arguments: {} }));
+    let r = await outcome(() => s.client.callTool({ name: 'fail500', arguments: {} }));
     assert.equal(r.ok, false);
+    assert.equal(r.code, -32603);   // as the server said it, not a gateway's code
+    assert.match(r.message, /^MCP error -32603: boom$/);
+    r = await outcome(() => s.client.callTool({ name: 'plain500', arguments: {} }));
     assert.equal(r.code, -32000);
     assert.match(r.message, /HTTP 500/);
-    assert.match(r.message, /boom/);
+    assert.match(r.message, /upstream fell over/);
+    r = await outcome(() => s.client.callTool({ name: 'other400', arguments: {} }));
+    assert.equal(r.code, -32000);   // an error for another id is not this call's answer
+    assert.match(r.message, /HTTP 400/);
     assert.equal(text(await s.client.callTool({ name: 'ok', arguments: {} })), 'ok');
   });
 });

@@ -170,9 +170,13 @@ static struct {
 	int64_t init_done;            /* time of the initialize response */
 } st;
 
-/* Print a message to stderr and exit with status 2. */
+/* Print a message to stderr and exit with status 2; an HTTP server under
+ * test (which leads its own process group) is killed first, so that it
+ * does not outlive the run holding its port. */
 void die(const char *fmt, ...)
 {
+	if (opt.url && ch.pid > 0 && !ch.reaped)
+		kill(-ch.pid, SIGKILL);
 	va_list ap;
 	va_start(ap, fmt);
 	fprintf(stderr, PROG ": ");
@@ -192,12 +196,6 @@ void set_fatal(const char *fmt, ...)
 	if (vasprintf(&fatal, fmt, ap) < 0)
 		fatal = "fatal error";
 	va_end(ap);
-}
-
-/* True once a fatal condition was met. */
-bool load_failed(void)
-{
-	return fatal != NULL;
 }
 
 /* Count an error and describe the first few on stderr. */

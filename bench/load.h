@@ -34,14 +34,13 @@ void buf_printf(struct buf *b, const char *fmt, ...)
 
 /* Monotonic clock in nanoseconds. */
 int64_t now_ns(void);
-/* Print a message to stderr and exit with status 2 (start-up only). */
+/* Print a message to stderr and exit with status 2 (an HTTP server under
+ * test is killed first). */
 _Noreturn void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Remember the first fatal condition; the run stops at the next check. */
 void set_fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Count an error and describe the first few on stderr. */
 void error_at(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* The fatal condition, or NULL. */
-bool load_failed(void);
 
 /* ---- load.c, called by the transport ---- */
 

@@ -1424,11 +1424,27 @@ static void idle_backends(struct idle *id)
 	}
 }
 
+/* SIGINT, SIGTERM, SIGHUP with --url: the HTTP server leads a process
+ * group of its own, out of reach of a terminal's ^C, so it is killed here
+ * before the driver goes the way the signal says. */
+static void on_stop_signal(int sig)
+{
+	if (ch.pid > 0 && !ch.reaped)
+		kill(-ch.pid, SIGKILL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 /* Drive the child and print the JSON result line. */
 int main(int argc, char **argv)
 {
 	parse_args(argc, argv);
 	signal(SIGPIPE, SIG_IGN);
+	if (opt.url) {
+		signal(SIGINT, on_stop_signal);
+		signal(SIGTERM, on_stop_signal);
+		signal(SIGHUP, on_stop_signal);
+	}
 	slots = calloc((size_t)opt.c, sizeof *slots);
 	lat = calloc((size_t)opt.n, sizeof *lat);
 	if (!slots || !lat)

@@ -80,7 +80,7 @@ struct conn {
 	size_t woff;         /* bytes of out written */
 	struct queued next;  /* the next request of this connection */
 	long setup_next;     /* handshakes: the next session for this connection */
-	const char *fail;    /* a failure to handle at the next turn (static text) */
+	const char *fail;    /* a failure to handle at the next turn (in fail_text) */
 	char fail_text[160];
 	/* the response being read */
 	struct buf in;       /* bytes read and not parsed yet (from ipos) */

@@ -69,7 +69,8 @@ usage() {
   --paths "..."  which of: direct relay line-relay mcp-chain mcp-chain+5mw sdk-proxy
                  mcp-chain@base mcp-chain+5mw@base (default all but the @base ones)
   --no-extras    only the echo comparison (and the HTTP fronts)
-  --http-c "K ..."  concurrencies for the HTTP echo runs (default "1 16 64")
+  --http-c "K ..."
+                 concurrencies for the HTTP echo runs (default "1 16 64")
   --no-http      no HTTP fronts
   --http-only    only the HTTP fronts (c from --http-c, rounds from -r, n from -n)
   --quick        smoke run: -r 1 -n 500, small extras

@@ -25,6 +25,15 @@
  *   blob      tools/call blob {bytes}; checks the size of the returned text
  *   startup   one operation = spawn + initialize + first tools/call echo;
  *             the child is restarted for each operation
+ *   idle      (--url only) open -n sessions and leave them idle; the
+ *             server's VmRSS after the first and after the last gives the
+ *             memory each idle session costs
+ *
+ * With --url the command is an HTTP server: it is spawned (stdin a pipe
+ * kept open, stdout to the --child-stderr file) and driven over
+ * Streamable HTTP by load_http.c instead of its pipes: --sessions S
+ * sessions, one connection per operation in flight, every JSON-RPC
+ * message it answers checked here as a stdio line would be.
  *
  * What the resource numbers measure:
  *   child_cpu_us_per_req  CPU time (user+system, all threads) of the direct
@@ -65,24 +74,17 @@
 #include <unistd.h>
 
 #include "jskim.h"
+#include "load.h"
 
-#define PROG "mcp-bench-load"
-#define MAX_TREE 256
+#define MAX_TREE 4096
 #define MAX_ERROR_LOGS 5
 
 /* The kinds of operation the driver can run. */
-enum mode { MODE_ECHO, MODE_PROGRESS, MODE_LIST, MODE_BLOB, MODE_STARTUP };
+enum mode { MODE_ECHO, MODE_PROGRESS, MODE_LIST, MODE_BLOB, MODE_STARTUP, MODE_IDLE };
 
 /* Names of the modes, indexed by enum mode. */
 static const char *const mode_names[] = {
-	"echo", "progress", "list", "blob", "startup",
-};
-
-/* A growable byte buffer. */
-struct buf {
-	char *data;
-	size_t len;
-	size_t cap;
+	"echo", "progress", "list", "blob", "startup", "idle",
 };
 
 /* What a request id was used for. */
@@ -120,15 +122,19 @@ struct child {
 	struct rusage ru;   /* wait4() usage once reaped */
 	bool reaped;
 	bool killed;        /* had to be signalled to exit */
+	int64_t next_check; /* --url: when to look whether it still runs */
 };
 
 /* Command line settings. */
 static struct {
 	enum mode mode;
 	long n, c, warmup, size, bytes, ms, steps, grace_ms, expect_tools;
+	long sessions, settle_ms;
 	double timeout_s;
 	const char *tool_prefix;
 	const char *child_stderr;
+	const char *url;    /* --url: drive an HTTP server instead of pipes */
+	bool accept_sse;    /* --accept both (default) or json */
 	bool pid_stats;
 	bool quiet;
 	bool strict;
@@ -136,8 +142,9 @@ static struct {
 } opt = {
 	.mode = MODE_ECHO, .n = 1000, .c = 1, .warmup = -1, .size = 32,
 	.bytes = 1 << 20, .ms = 60, .steps = 60, .grace_ms = 200,
-	.expect_tools = 0, .timeout_s = 120, .tool_prefix = "",
-	.child_stderr = NULL, .pid_stats = true, .quiet = false, .argv = NULL,
+	.expect_tools = 0, .sessions = 1, .settle_ms = 500, .timeout_s = 120,
+	.tool_prefix = "", .child_stderr = NULL, .url = NULL, .accept_sse = true,
+	.pid_stats = true, .quiet = false, .argv = NULL,
 };
 
 static struct child ch;           /* the current child */
@@ -152,18 +159,24 @@ static int64_t *lat;              /* recorded latencies (ns) */
 static long n_lat;                /* entries used in lat */
 static int64_t last_done;         /* time the last operation finished */
 static char *fatal;               /* reason the run had to stop, if any */
+static struct buf scratch;        /* --url: the request being built */
 
 /* Counters reported at the end. */
 static struct {
 	long ok, failed, errors, logged;
 	long prog_received, prog_late, prog_unknown, prog_disorder;
 	long list_tools, list_pages;
+	long sessions_open;           /* --url: sessions past their handshake */
 	int64_t init_done;            /* time of the initialize response */
 } st;
 
-/* Print a message to stderr and exit with status 2. */
-static void die(const char *fmt, ...)
+/* Print a message to stderr and exit with status 2; an HTTP server under
+ * test (which leads its own process group) is killed first, so that it
+ * does not outlive the run holding its port. */
+void die(const char *fmt, ...)
 {
+	if (opt.url && ch.pid > 0 && !ch.reaped)
+		kill(-ch.pid, SIGKILL);
 	va_list ap;
 	va_start(ap, fmt);
 	fprintf(stderr, PROG ": ");
@@ -174,7 +187,7 @@ static void die(const char *fmt, ...)
 }
 
 /* Remember the first fatal condition (the run stops at the next check). */
-static void set_fatal(const char *fmt, ...)
+void set_fatal(const char *fmt, ...)
 {
 	if (fatal)
 		return;
@@ -186,7 +199,7 @@ static void set_fatal(const char *fmt, ...)
 }
 
 /* Count an error and describe the first few on stderr. */
-static void error_at(const char *fmt, ...)
+void error_at(const char *fmt, ...)
 {
 	st.errors++;
 	if (opt.quiet || st.logged++ >= MAX_ERROR_LOGS)
@@ -200,7 +213,7 @@ static void error_at(const char *fmt, ...)
 }
 
 /* Monotonic clock in nanoseconds. */
-static int64_t now_ns(void)
+int64_t now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -208,11 +221,11 @@ static int64_t now_ns(void)
 }
 
 /* Make sure b has room for extra more bytes. */
-static void buf_reserve(struct buf *b, size_t extra)
+void buf_reserve(struct buf *b, size_t extra)
 {
 	if (b->len + extra <= b->cap)
 		return;
-	size_t cap = b->cap ? b->cap : 65536;
+	size_t cap = b->cap ? b->cap : 4096;
 	while (cap < b->len + extra)
 		cap *= 2;
 	char *p = realloc(b->data, cap);
@@ -222,8 +235,16 @@ static void buf_reserve(struct buf *b, size_t extra)
 	b->cap = cap;
 }
 
+/* Append n bytes at p to b. */
+void buf_append(struct buf *b, const void *p, size_t n)
+{
+	buf_reserve(b, n + 1);
+	memcpy(b->data + b->len, p, n);
+	b->len += n;
+}
+
 /* Append printf-formatted text to b. */
-static void buf_printf(struct buf *b, const char *fmt, ...)
+void buf_printf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -283,7 +304,7 @@ static size_t make_text(long id, char *dst)
 static void send_op_request(int32_t s, const char *cursor)
 {
 	long id = new_req(REQ_OP, s);
-	struct buf *w = &ch.w;
+	struct buf *w = opt.url ? &scratch : &ch.w;
 	switch (opt.mode) {
 	case MODE_ECHO:
 	case MODE_STARTUP: {
@@ -325,6 +346,12 @@ static void send_op_request(int32_t s, const char *cursor)
 			           "\"tools/list\",\"params\":{}}\n", id);
 		}
 		break;
+	case MODE_IDLE:
+		die("internal: no operations in idle mode");
+	}
+	if (opt.url) {
+		http_send(s, id, scratch.data, scratch.len);
+		scratch.len = 0;
 	}
 }
 
@@ -541,6 +568,8 @@ static bool check_op_response(const struct msg *m)
 			return false;
 		}
 		return true;
+	case MODE_IDLE:
+		break;
 	}
 	return false;
 }
@@ -566,7 +595,8 @@ static void on_response(const struct msg *m, int64_t t)
 			set_fatal("initialize failed: %.*s",
 			          (int)(m->error_len < 300 ? m->error_len : 300),
 			          m->error ? m->error : "?");
-		st.init_done = t;
+		if (!st.init_done)
+			st.init_done = t;  /* the first one: later sessions' do not count */
 		return;
 	}
 	int32_t s = r->slot;
@@ -620,6 +650,13 @@ static void on_progress(const struct msg *m)
 /* Queue an answer to a request the child sent us (ping; others refused). */
 static void on_child_request(const struct msg *m)
 {
+	if (opt.url) {
+		/* none of the servers measured sends one; answering would need a
+		 * POST of its own */
+		error_at("the server sent a request (%s) that the HTTP driver does not answer",
+		         m->method);
+		return;
+	}
 	if (strcmp(m->method, "ping") == 0)
 		buf_printf(&ch.w, "{\"jsonrpc\":\"2.0\",\"id\":%.*s,\"result\":{}}\n",
 		           (int)m->id_raw_len, m->id_raw);
@@ -655,6 +692,53 @@ static void on_line(const char *line, size_t len, int64_t t)
 		on_progress(&m);
 	}
 	free(m.cursor);
+}
+
+/* One JSON-RPC message from the HTTP transport (see load.h). */
+void load_on_message(const char *msg, size_t len, int64_t t)
+{
+	on_line(msg, len, t);
+}
+
+/* A new initialize request id (see load.h). */
+long load_new_init(void)
+{
+	return new_req(REQ_INIT, -1);
+}
+
+/* Request id is about to be written at t (see load.h). */
+void load_on_write(long id, int64_t t)
+{
+	struct req *r = req_at(id);
+	if (r->kind == REQ_OP && slots[r->slot].stamp) {
+		slots[r->slot].stamp = false;
+		slots[r->slot].op_start = t;
+	}
+}
+
+/* True once request id has its answer (see load.h). */
+bool load_answered(long id)
+{
+	return id > 0 && id < next_id && reqs[id].answered;
+}
+
+/* Request id will never be answered (see load.h). */
+void load_on_lost(long id, int64_t t)
+{
+	struct req *r = req_at(id);
+	if (r->answered)
+		return;
+	r->answered = 1;
+	if (r->kind == REQ_OP)
+		finish_op(r->slot, t, false);
+}
+
+/* A session finished its handshake, dt ns after its initialize went. */
+void load_on_session(int64_t dt)
+{
+	st.sessions_open++;
+	if (opt.mode == MODE_IDLE && measuring && n_lat < opt.n)
+		lat[n_lat++] = dt;
 }
 
 /* Stamp the start time of operations whose first request is about to go. */
@@ -735,9 +819,29 @@ static void do_read(void)
 	}
 }
 
+/* --url: fail if the server has exited (looked at every 100 ms at most;
+ * the child is left to finish_child to reap). */
+static void check_server(void)
+{
+	int64_t t = now_ns();
+	if (t < ch.next_check)
+		return;
+	ch.next_check = t + 100000000;
+	siginfo_t si = { 0 };
+	if (waitid(P_PID, (id_t)ch.pid, &si, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+	    si.si_pid == ch.pid)
+		set_fatal("the server exited (%s %d) during the run",
+		          si.si_code == CLD_EXITED ? "status" : "signal", si.si_status);
+}
+
 /* One turn of the I/O loop: write, wait up to timeout_ms, read. */
 static void pump(int timeout_ms)
 {
+	if (opt.url) {
+		http_pump(timeout_ms > 100 ? 100 : timeout_ms);
+		check_server();
+		return;
+	}
 	if (ch.w.len > ch.woff) {
 		stamp_ops(now_ns());
 		try_write();
@@ -771,7 +875,10 @@ static void pump_until(bool (*done)(void), int64_t deadline)
 	while (!fatal && !done()) {
 		int64_t left = deadline - now_ns();
 		if (left <= 0) {
-			set_fatal("timed out");
+			char what[512] = "";
+			if (opt.url)
+				http_describe_open(what, sizeof what);
+			set_fatal("timed out%s%s", *what ? ": " : "", what);
 			return;
 		}
 		pump(left > 1000000000 ? 1000 : (int)(left / 1000000) + 1);
@@ -790,6 +897,12 @@ static bool init_done(void)
 	return st.init_done != 0;
 }
 
+/* --url: true once the sessions asked for are past their handshake. */
+static bool sessions_done(void)
+{
+	return http_sessions_done();
+}
+
 /* Never true: used to pump for a fixed time. */
 static bool never(void)
 {
@@ -804,26 +917,36 @@ static void set_nonblock(int fd)
 		die("fcntl: %s", strerror(errno));
 }
 
-/* Spawn the command with pipes on its stdin and stdout. */
+/* Spawn the command with pipes on its stdin and stdout.  With --url its
+ * stdout goes where its stderr goes (it speaks HTTP, not stdio), its stdin
+ * stays an open pipe (supergateway exits when its stdin closes) and it
+ * leads a process group of its own, swept when it is reaped. */
 static void spawn_child(void)
 {
 	int in[2], out[2];
-	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
-		die("pipe: %s", strerror(errno));
 	free(ch.w.data);
 	free(ch.r.data);
 	memset(&ch, 0, sizeof ch);
+	if (opt.url) {
+		http_check_port_free();
+		if (fatal)
+			return;
+	}
+	if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0)
+		die("pipe: %s", strerror(errno));
 	ch.pid = fork();
 	if (ch.pid < 0)
 		die("fork: %s", strerror(errno));
 	if (ch.pid == 0) {
 		dup2(in[0], STDIN_FILENO);
 		dup2(out[1], STDOUT_FILENO);
-		if (opt.child_stderr) {
-			int fd = open(opt.child_stderr,
-			              O_WRONLY | O_CREAT | O_APPEND, 0644);
-			if (fd >= 0)
-				dup2(fd, STDERR_FILENO);
+		int fd = opt.child_stderr ? open(opt.child_stderr,
+		                                 O_WRONLY | O_CREAT | O_APPEND, 0644) : -1;
+		if (fd >= 0)
+			dup2(fd, STDERR_FILENO);
+		if (opt.url) {
+			setpgid(0, 0);
+			dup2(fd >= 0 ? fd : open("/dev/null", O_WRONLY), STDOUT_FILENO);
 		}
 		execvp(opt.argv[0], opt.argv);
 		fprintf(stderr, PROG ": cannot run %s: %s\n", opt.argv[0],
@@ -836,11 +959,28 @@ static void spawn_child(void)
 	ch.from_fd = out[0];
 	set_nonblock(ch.to_fd);
 	set_nonblock(ch.from_fd);
+	if (opt.url) {
+		setpgid(ch.pid, ch.pid);  /* as the child does: no race either way */
+		close(ch.from_fd);
+		ch.from_fd = -1;
+		ch.eof = true;
+	}
 }
 
-/* Send initialize, wait for its answer, then send initialized. */
-static void handshake(int64_t deadline)
+/* Send initialize, wait for its answer, then send initialized.  With --url:
+ * wait for the server to listen, then do the handshake of the first
+ * `sessions` sessions. */
+static void handshake(int64_t deadline, long sessions)
 {
+	if (opt.url) {
+		if (fatal)
+			return;
+		http_wait_ready(ch.pid, deadline);
+		if (!fatal)
+			http_open_sessions(0, sessions);
+		pump_until(sessions_done, deadline);
+		return;
+	}
 	long id = new_req(REQ_INIT, -1);
 	st.init_done = 0;
 	buf_printf(&ch.w, "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"method\":"
@@ -965,11 +1105,16 @@ static int64_t self_cpu_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Close the child's stdin, drain its stdout and reap it (killing if slow). */
+/* Close the child's stdin, drain its stdout and reap it (killing if slow).
+ * An HTTP server (--url) is told to stop with SIGTERM at once, as such a
+ * server is; what is left of its process group once it is reaped is
+ * killed. */
 static void finish_child(void)
 {
 	if (ch.pid <= 0)
 		return;
+	if (opt.url)
+		http_close_all();
 	if (ch.to_fd >= 0) {
 		try_write();
 		close(ch.to_fd);
@@ -977,6 +1122,8 @@ static void finish_child(void)
 	}
 	int64_t deadline = now_ns() + 5000000000LL;
 	int sig = 0;
+	if (opt.url)
+		kill(ch.pid, SIGTERM);
 	for (;;) {
 		pid_t r = wait4(ch.pid, &ch.status, WNOHANG, &ch.ru);
 		if (r == ch.pid) {
@@ -995,13 +1142,16 @@ static void finish_child(void)
 			poll(NULL, 0, 5);
 		}
 		if (now_ns() > deadline) {
-			sig = sig == 0 ? SIGTERM : SIGKILL;
+			sig = sig == 0 && !opt.url ? SIGTERM : SIGKILL;
 			ch.killed = true;
 			kill(ch.pid, sig);
 			deadline = now_ns() + 2000000000LL;
 		}
 	}
-	close(ch.from_fd);
+	if (opt.url)
+		kill(-ch.pid, SIGKILL);  /* its group: backends it left behind */
+	if (ch.from_fd >= 0)
+		close(ch.from_fd);
 	ch.from_fd = -1;
 }
 
@@ -1056,7 +1206,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	  "usage: " PROG " [options] -- COMMAND [ARGS...]\n"
-	  "  --mode M          echo (default), progress, list, blob, startup\n"
+	  "  --mode M          echo (default), progress, list, blob, startup,\n"
+	  "                    idle (--url only: -n sessions left idle)\n"
 	  "  -n N              operations to measure (default 1000)\n"
 	  "  -c K, --inflight K  operations in flight (default 1)\n"
 	  "  --warmup W        unmeasured operations first (default n/10, max 1000;\n"
@@ -1071,7 +1222,14 @@ static void usage(FILE *f)
 	  "  --child-stderr F  append the child's stderr to file F\n"
 	  "  --no-pid-stats    take peak RSS from wait4() instead of VmHWM\n"
 	  "  --strict-json     also validate every line fully with jansson\n"
-	  "  --quiet           do not describe errors on stderr\n");
+	  "  --quiet           do not describe errors on stderr\n"
+	  "  --url URL         COMMAND is an HTTP server: drive it over Streamable HTTP\n"
+	  "                    at URL (http://HOST:PORT/PATH), one connection per\n"
+	  "                    operation in flight\n"
+	  "  --sessions S      --url: S sessions, operation slot i in session i %% S (1)\n"
+	  "  --accept A        --url: both (Accept: application/json, text/event-stream,\n"
+	  "                    the default) or json (Accept: application/json)\n"
+	  "  --settle-ms MS    idle: wait this long before each VmRSS reading (500)\n");
 }
 
 /* Parse a non-negative integer option value or exit. */
@@ -1148,6 +1306,16 @@ static void parse_args(int argc, char **argv)
 			opt.timeout_s = (double)num_arg(a, v);
 		} else if (strcmp(a, "--child-stderr") == 0) {
 			opt.child_stderr = v;
+		} else if (strcmp(a, "--url") == 0) {
+			opt.url = v;
+		} else if (strcmp(a, "--sessions") == 0) {
+			opt.sessions = num_arg(a, v);
+		} else if (strcmp(a, "--settle-ms") == 0) {
+			opt.settle_ms = num_arg(a, v);
+		} else if (strcmp(a, "--accept") == 0) {
+			if (strcmp(v, "both") != 0 && strcmp(v, "json") != 0)
+				die("--accept takes both or json");
+			opt.accept_sse = strcmp(v, "both") == 0;
 		} else {
 			usage(stderr);
 			exit(2);
@@ -1167,6 +1335,20 @@ static void parse_args(int argc, char **argv)
 		if (opt.mode == MODE_BLOB || opt.mode == MODE_STARTUP)
 			opt.warmup = 0;
 	}
+	if (opt.url && opt.mode == MODE_STARTUP)
+		die("--mode startup is for stdio servers");
+	if (!opt.url && opt.mode == MODE_IDLE)
+		die("--mode idle needs --url");
+	if (opt.sessions < 1)
+		die("--sessions must be at least 1");
+	if (opt.mode == MODE_IDLE) {
+		if (opt.n < 2)
+			die("--mode idle needs -n 2 or more sessions");
+		opt.sessions = opt.n;
+		opt.warmup = 0;
+	}
+	if (opt.url)
+		http_init(opt.url, opt.c, opt.sessions, opt.accept_sse);
 }
 
 /* Run the startup mode: n fresh children, time to first answered call. */
@@ -1181,7 +1363,7 @@ static void run_startup(int64_t *cpu_ns, long *peak_kb, long *w4_kb,
 		int64_t t0 = now_ns();
 		int64_t deadline = t0 + (int64_t)(opt.timeout_s * 1e9);
 		spawn_child();
-		handshake(deadline);
+		handshake(deadline, 1);
 		if (!fatal)
 			run_phase(1, false, deadline);
 		if (!fatal) {
@@ -1204,11 +1386,65 @@ static void run_startup(int64_t *cpu_ns, long *peak_kb, long *w4_kb,
 	free(init);
 }
 
+/* What the idle mode measured. */
+struct idle {
+	long rss_one_kb;      /* the server's VmRSS with one session */
+	long rss_all_kb;      /* ... with all of them */
+	long procs;           /* its descendants (backends) at the end */
+	long procs_rss_kb;    /* their VmRSS, summed */
+};
+
+/* Sleep ms milliseconds. */
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = ms % 1000 * 1000000 };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+/* Close the connections, let the server settle and read its VmRSS. */
+static long idle_rss_kb(void)
+{
+	http_close_all();
+	sleep_ms(opt.settle_ms);
+	return proc_status_kb(ch.pid, "VmRSS");
+}
+
+/* The backends of the idle mode: the server's descendants and their RSS. */
+static void idle_backends(struct idle *id)
+{
+	pid_t pids[MAX_TREE];
+	size_t n = list_tree(ch.pid, pids, MAX_TREE);
+	id->procs = n ? (long)n - 1 : 0;
+	id->procs_rss_kb = 0;
+	for (size_t i = 1; i < n; i++) {
+		long v = proc_status_kb(pids[i], "VmRSS");
+		if (v > 0)
+			id->procs_rss_kb += v;
+	}
+}
+
+/* SIGINT, SIGTERM, SIGHUP with --url: the HTTP server leads a process
+ * group of its own, out of reach of a terminal's ^C, so it is killed here
+ * before the driver goes the way the signal says. */
+static void on_stop_signal(int sig)
+{
+	if (ch.pid > 0 && !ch.reaped)
+		kill(-ch.pid, SIGKILL);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 /* Drive the child and print the JSON result line. */
 int main(int argc, char **argv)
 {
 	parse_args(argc, argv);
 	signal(SIGPIPE, SIG_IGN);
+	if (opt.url) {
+		signal(SIGINT, on_stop_signal);
+		signal(SIGTERM, on_stop_signal);
+		signal(SIGHUP, on_stop_signal);
+	}
 	slots = calloc((size_t)opt.c, sizeof *slots);
 	lat = calloc((size_t)opt.n, sizeof *lat);
 	if (!slots || !lat)
@@ -1216,8 +1452,42 @@ int main(int argc, char **argv)
 
 	int64_t t_start = 0, t_end = 0, cpu0 = 0, cpu1 = 0, tree0 = 0, tree1 = 0;
 	int64_t self0 = 0, self1 = 0, init_p50 = 0, startup_cpu = 0;
+	struct http_counts hc0 = { 0 };  /* --url: counts before the measured phase */
 	long peak_kb = -1, tree_kb = -1, w4_kb = 0;
-	if (opt.mode == MODE_STARTUP) {
+	struct idle idle = { -1, -1, 0, 0 };
+	if (opt.mode == MODE_IDLE) {
+		/* session 0, then the server's RSS; sessions 1..n-1, then again */
+		int64_t t0 = now_ns();
+		spawn_child();
+		handshake(t0 + (int64_t)(opt.timeout_s * 1e9), 1);
+		if (st.init_done)
+			st.init_done -= t0;
+		if (!fatal) {
+			idle.rss_one_kb = idle_rss_kb();
+			hc0 = http_counts();
+			cpu0 = child_cpu_ns(false);
+			tree0 = child_cpu_ns(true);
+			self0 = self_cpu_ns();
+			t_start = now_ns();
+			measuring = true;
+			http_open_sessions(1, opt.n - 1);
+			pump_until(sessions_done, t_start + (int64_t)(opt.timeout_s * 1e9));
+			measuring = false;
+			t_end = now_ns();
+			cpu1 = child_cpu_ns(false);
+			tree1 = child_cpu_ns(true);
+			self1 = self_cpu_ns();
+		}
+		if (!fatal) {
+			idle.rss_all_kb = idle_rss_kb();
+			idle_backends(&idle);
+		}
+		st.ok = st.sessions_open;
+		peak_kb = proc_status_kb(ch.pid, "VmHWM");
+		tree_kb = peak_kb >= 0 ? peak_kb + descendants_hwm_kb() : -1;
+		finish_child();
+		w4_kb = ch.ru.ru_maxrss;
+	} else if (opt.mode == MODE_STARTUP) {
 		t_start = now_ns();
 		self0 = self_cpu_ns();
 		run_startup(&startup_cpu, &peak_kb, &w4_kb, &init_p50);
@@ -1226,7 +1496,7 @@ int main(int argc, char **argv)
 	} else {
 		int64_t t0 = now_ns();
 		spawn_child();
-		handshake(t0 + (int64_t)(opt.timeout_s * 1e9));
+		handshake(t0 + (int64_t)(opt.timeout_s * 1e9), opt.sessions);
 		if (st.init_done)
 			st.init_done -= t0;
 		if (!fatal && opt.warmup > 0)
@@ -1236,6 +1506,8 @@ int main(int argc, char **argv)
 			set_fatal("%ld errors during warm-up", st.errors);
 		st.ok = st.failed = 0;
 		if (!fatal) {
+			if (opt.url)
+				hc0 = http_counts();
 			cpu0 = child_cpu_ns(false);
 			tree0 = child_cpu_ns(true);
 			self0 = self_cpu_ns();
@@ -1248,7 +1520,7 @@ int main(int argc, char **argv)
 		}
 		if (!fatal && opt.mode == MODE_PROGRESS && opt.grace_ms > 0) {
 			pump_until(never, now_ns() + opt.grace_ms * 1000000);
-			if (fatal && strcmp(fatal, "timed out") == 0) {
+			if (fatal && strncmp(fatal, "timed out", 9) == 0) {
 				free(fatal);
 				fatal = NULL;
 			}
@@ -1269,12 +1541,15 @@ int main(int argc, char **argv)
 		peak_kb = w4_kb;
 		rss_source = "wait4";
 	}
+	/* idle: the measured phase opens sessions 1..n-1 (session 0 came first) */
+	long measured = opt.mode == MODE_IDLE ? opt.n - 1 : opt.n;
+	long done = opt.mode == MODE_IDLE ? (st.ok > 0 ? st.ok - 1 : 0) : st.ok;
 	char tmp[64];
 	printf("{\"mode\":\"%s\",\"n\":%ld,\"c\":%ld,\"ok\":%ld,\"errors\":%ld,"
 	       "\"rps\":%.1f,\"p50_us\":%.1f,\"p90_us\":%.1f,\"p99_us\":%.1f,"
 	       "\"max_us\":%.1f,",
 	       mode_names[opt.mode], opt.n, opt.c, st.ok, st.errors,
-	       secs > 0 ? (double)st.ok / secs : 0, pct_us(lat, n_lat, 0.50),
+	       secs > 0 ? (double)done / secs : 0, pct_us(lat, n_lat, 0.50),
 	       pct_us(lat, n_lat, 0.90), pct_us(lat, n_lat, 0.99),
 	       pct_us(lat, n_lat, 1.0));
 	if (opt.mode == MODE_STARTUP) {
@@ -1286,8 +1561,8 @@ int main(int argc, char **argv)
 		printf("\"child_cpu_us_per_req\":%.3f,\"tree_cpu_us_per_req\":%.3f,"
 		       "\"cpu_source\":\"cpu clock, measured phase\","
 		       "\"init_us\":%.1f,",
-		       (double)(cpu1 - cpu0) / 1000.0 / (double)opt.n,
-		       (double)(tree1 - tree0) / 1000.0 / (double)opt.n,
+		       (double)(cpu1 - cpu0) / 1000.0 / (double)measured,
+		       (double)(tree1 - tree0) / 1000.0 / (double)measured,
 		       (double)st.init_done / 1000.0);
 	}
 	printf("\"child_peak_rss_kb\":%ld,\"rss_source\":\"%s\","
@@ -1302,8 +1577,30 @@ int main(int argc, char **argv)
 	       w4_kb,
 	       (double)ch.ru.ru_utime.tv_sec * 1e6 + (double)ch.ru.ru_utime.tv_usec
 	       + (double)ch.ru.ru_stime.tv_sec * 1e6 + (double)ch.ru.ru_stime.tv_usec,
-	       (double)(self1 - self0) / 1000.0 / (double)opt.n, secs,
+	       (double)(self1 - self0) / 1000.0 / (double)measured, secs,
 	       child_end(tmp, sizeof tmp));
+	if (opt.url) {
+		/* measured phase only */
+		struct http_counts hc = http_counts();
+		printf(",\"transport\":\"http\",\"accept\":\"%s\",\"sessions\":%ld,"
+		       "\"resp_json\":%ld,\"resp_sse\":%ld,\"sse_events\":%ld,"
+		       "\"connects\":%ld,\"resp_other_status\":%ld,\"last_other_status\":%d",
+		       opt.accept_sse ? "both" : "json", opt.sessions,
+		       hc.resp_json - hc0.resp_json, hc.resp_sse - hc0.resp_sse,
+		       hc.events - hc0.events, hc.connects - hc0.connects,
+		       hc.status_other - hc0.status_other, hc.last_status);
+	}
+	if (opt.mode == MODE_IDLE) {
+		printf(",\"idle_sessions\":%ld,\"rss_one_kb\":%ld,\"rss_all_kb\":%ld,"
+		       "\"kb_per_session\":", opt.n, idle.rss_one_kb, idle.rss_all_kb);
+		if (idle.rss_one_kb >= 0 && idle.rss_all_kb >= 0)
+			printf("%.2f", (double)(idle.rss_all_kb - idle.rss_one_kb) /
+			               (double)(opt.n - 1));
+		else
+			printf("null");
+		printf(",\"backend_procs\":%ld,\"backend_rss_kb\":%ld,\"settle_ms\":%ld",
+		       idle.procs, idle.procs_rss_kb, opt.settle_ms);
+	}
 	if (opt.mode == MODE_PROGRESS) {
 		long expected = opt.n * opt.steps;
 		long never_seen = expected - st.prog_received - st.prog_late;

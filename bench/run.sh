@@ -19,13 +19,17 @@
 # for tools/call echo at each concurrency (default c=1 and c=16, n=5000,
 # 5 rounds), then the extra cases: progress relay (60 notifications), tools/list
 # over 1x10000 and 20x500 tools, peak RSS with three idle backends, one
-# 64 MiB result, 1000 requests in flight, start-up time; then the HTTP fronts: tools/call echo
-# over Streamable HTTP (node http-load.mjs, keep-alive, one session) through mcp-chain --listen,
-# supergateway 4.0.0 --stateful and mcp-proxy 6.7.19 (npm ci in http-peers/), each wrapping
-# mcp-bench-server on stdio.  The Markdown report goes to stdout and to bench/RESULTS.md
-# (raw per-run JSON lines to bench/RESULTS.jsonl); progress goes to stderr.
+# 64 MiB result, 1000 requests in flight, start-up time; then the HTTP fronts: mcp-chain
+# --listen, supergateway 4.0.0 --stateful and mcp-proxy 6.7.19 (npm ci in http-peers/), each
+# wrapping mcp-bench-server on stdio, driven over Streamable HTTP by mcp-bench-load --url
+# (one keep-alive connection per request in flight): tools/call echo at each HTTP
+# concurrency (default 1, 16, 64) with "Accept: application/json, text/event-stream" and
+# with "Accept: application/json", mcp-chain's stdio c=1 beside them, 60 progress
+# notifications over SSE, 1000 requests in flight across 100 sessions, 1000 idle sessions.
+# The Markdown report goes to stdout and to bench/RESULTS.md (raw per-run JSON lines to
+# bench/RESULTS.jsonl); progress goes to stderr.
 #
-# usage: bench/run.sh [-r ROUNDS] [-n N] [-c "1 16"] [--paths "..."]
+# usage: bench/run.sh [-r ROUNDS] [-n N] [-c "1 16"] [--http-c "1 16 64"] [--paths "..."]
 #                     [--no-extras] [--no-http] [--http-only] [--quick] [--out FILE]
 set -euo pipefail
 
@@ -40,6 +44,11 @@ extras=1
 stdio=1
 http=1
 http_paths="mcp-chain supergateway mcp-proxy"
+http_concs="1 16 64"
+http_inflight=1000
+http_inflight_sessions=100
+http_idle_sessions=1000
+http_timeout=120
 out="$here/RESULTS.md"
 steps=60
 progress_ms=60
@@ -60,8 +69,10 @@ usage() {
   --paths "..."  which of: direct relay line-relay mcp-chain mcp-chain+5mw sdk-proxy
                  mcp-chain@base mcp-chain+5mw@base (default all but the @base ones)
   --no-extras    only the echo comparison (and the HTTP fronts)
+  --http-c "K ..."
+                 concurrencies for the HTTP echo runs (default "1 16 64")
   --no-http      no HTTP fronts
-  --http-only    only the HTTP fronts (c from -c, rounds from -r, n from -n)
+  --http-only    only the HTTP fronts (c from --http-c, rounds from -r, n from -n)
   --quick        smoke run: -r 1 -n 500, small extras
   --out FILE     report file (default bench/RESULTS.md)
   env BUILD_DIR  meson build directory (default <repo>/build)
@@ -73,17 +84,20 @@ while [ $# -gt 0 ]; do
 	-r|--rounds) rounds=$2; shift 2 ;;
 	-n) n=$2; shift 2 ;;
 	-c|--concurrency) concs=$2; shift 2 ;;
+	--http-c) http_concs=$2; shift 2 ;;
 	--paths) paths=$2; shift 2 ;;
 	--no-extras) extras=0; shift ;;
 	--no-http) http=0; shift ;;
 	--http-only) stdio=0; extras=0; shift ;;
 	--quick) rounds=1; n=500; blob_mib=8; inflight_n=5000; list_n=3
-		startup_n=2; shift ;;
+		startup_n=2; http_idle_sessions=200; shift ;;
 	--out) out=$2; shift 2 ;;
 	-h|--help) usage; exit 0 ;;
 	*) usage >&2; exit 2 ;;
 	esac
 done
+
+http_inflight_n=$(( n > 5 * http_inflight ? n : 5 * http_inflight ))
 
 # Print a progress message on stderr.
 log() {
@@ -344,14 +358,28 @@ if [ "$extras" = 1 ]; then
 fi
 
 # ---- HTTP fronts ------------------------------------------------------------
-# Each wraps mcp-bench-server on stdio and serves Streamable HTTP on a fresh
-# port; http-load.mjs starts it, opens a session and runs the echo calls.
+# Each front wraps mcp-bench-server on stdio and serves Streamable HTTP on a
+# fresh port; mcp-bench-load --url starts it, opens its sessions and drives it
+# (one keep-alive connection per request in flight), as it drives a stdio path.
+
+# Write mcp-chain's HTTP config to file $1: the echo server as one backend
+# shared by every session; $2, if given, is listen.maxConnections.
+write_http_config() {
+	node -e '
+		const [file, server, maxConns] = process.argv.slice(1);
+		const cfg = { mcpServers: { echo: { command: server, scope: "shared" } } };
+		if (maxConns) cfg.listen = { maxConnections: +maxConns };
+		require("fs").writeFileSync(file, JSON.stringify(cfg, null, 2) + "\n");
+	' "$1" "$server" "${2:-}"
+}
+
+# Set the global array cmd to front $1 listening on port $2 (config file $3
+# for mcp-chain).
 set_http_cmd() {
 	local port=$2 peers="$here/http-peers/node_modules"
 	case $1 in
 	mcp-chain)
-		write_config "$tmp/chain-http.json" "echo"
-		cmd=("$chain" --config "$tmp/chain-http.json" --listen "127.0.0.1:$port" --log-level warn) ;;
+		cmd=("$chain" --config "$3" --listen "127.0.0.1:$port" --log-level warn) ;;
 	supergateway)
 		cmd=(node "$peers/supergateway/dist/index.js" --stdio "$server" --outputTransport streamableHttp
 			--stateful --port "$port" --logLevel none) ;;
@@ -360,6 +388,41 @@ set_http_cmd() {
 			--endpoint /mcp -- "$server") ;;
 	esac
 }
+
+# Record one HTTP run: run_http FRONT CASE ROUND CHAIN-CONFIG LOAD-ARGS...
+# A port found taken before the front started is tried again with another.
+run_http() {
+	local front=$1 kind=$2 round=$3 cfg=$4; shift 4
+	local line try
+	for try in 1 2 3; do
+		hport=$(( hport + 1 ))
+		set_http_cmd "$front" "$hport" "$cfg"
+		line=$("$load" --url "http://127.0.0.1:$hport/mcp" --timeout "$http_timeout" \
+			--child-stderr "$tmp/child-stderr.log" "$@" -- "${cmd[@]}" 2>>"$tmp/load-stderr.log") || true
+		[[ $line == *'already listens on'* ]] || break
+		log "port $hport was taken, trying another"
+	done
+	if [[ $line != \{* ]]; then
+		# keep what the tables select on (c, accept) in the record of the failure
+		local arg prev="" c=1 accept=both
+		for arg in "$@"; do
+			case $prev in -c) c=$arg ;; --accept) accept=$arg ;; esac
+			prev=$arg
+		done
+		line="{\"c\":$c,\"accept\":\"$accept\",\"n\":0,\"ok\":0,\"errors\":1,\"fatal\":\"mcp-bench-load printed no result\"}"
+	fi
+	printf '{"path":"http:%s","case":"%s","round":%d,%s\n' "$front" "$kind" "$round" \
+		"${line#\{}" >>"$records"
+	printf '[run.sh] http:%-12s %-13s r%-2s %s\n' "$front" "$kind" "$round" "$(printf '%s' "$line" |
+		sed -E 's/.*"c":([0-9]+),"ok":([0-9]+),"errors":([0-9]+),"rps":([0-9.]+),"p50_us":([0-9.]+).*"accept":"([a-z]+)".*/c=\1 accept=\6 ok=\2 err=\3 rps=\4 p50=\5us/; s/.*"fatal":(.*)\}$/fatal: \1/')" >&2
+}
+
+# The HTTP fronts to run, rotated left by $1 places.
+http_rotated() {
+	local k=$(( $1 % ${#hps[@]} ))
+	printf '%s\n' "${hps[@]:k}" "${hps[@]:0:k}"
+}
+
 if [ "$http" = 1 ]; then
 	declare -A http_skip=()
 	[ -x "$chain" ] || http_skip[mcp-chain]="$chain was not built"
@@ -374,23 +437,57 @@ if [ "$http" = 1 ]; then
 	for p in $http_paths; do
 		if [ -n "${http_skip[$p]:-}" ]; then skip_one "http:$p" http-echo "${http_skip[$p]}"; else hps+=("$p"); fi
 	done
+	write_http_config "$tmp/chain-http.json"
+	write_http_config "$tmp/chain-http-1k.json" $(( http_inflight + 100 ))
 	hwarm=$(( n / 10 > 1000 ? 1000 : n / 10 ))
-	hport=$(( 20000 + RANDOM % 20000 ))
-	log "HTTP fronts: $rounds rounds, n=$n, c in {$concs}: ${hps[*]}"
+	# The fronts' ports, counted up from here: below the kernel's range for
+	# outgoing connections (the driver's own sockets, say), which a listener
+	# cannot take and the driver's check for a free port cannot see.
+	read -r eph_lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || eph_lo=32768
+	hport=$(( eph_lo > 12000 ? eph_lo - 12000 + RANDOM % 10000 : 20000 + RANDOM % 10000 ))
+	if [ ${#hps[@]} -gt 0 ]; then
+	log "HTTP fronts: $rounds rounds, n=$n, c in {$http_concs}, Accept both and json: ${hps[*]}"
 	for ((r = 1; r <= rounds; r++)); do
-		for c in $concs; do
-			for ((i = 0; i < ${#hps[@]}; i++)); do
-				p=${hps[$(( (i + r) % ${#hps[@]} ))]}
-				hport=$(( hport + 1 ))
-				set_http_cmd "$p" "$hport"
-				line=$(node "$here/http-load.mjs" --url "http://127.0.0.1:$hport/mcp" -n "$n" -c "$c" \
-					--warmup "$hwarm" -- "${cmd[@]}" 2>>"$tmp/load-stderr.log") || true
-				[[ $line == \{* ]] || line='{"errors":1,"fatal":"http-load.mjs printed no result"}'
-				printf '{"path":"http:%s","case":"http-echo","round":%d,%s\n' "$p" "$r" "${line#\{}" >>"$records"
-				log "http:$p c=$c r$r $line"
+		for c in $http_concs; do
+			for accept in both json; do
+				while read -r p; do
+					run_http "$p" http-echo "$r" "$tmp/chain-http.json" \
+						--accept "$accept" -n "$n" -c "$c" --warmup "$hwarm"
+				done < <(http_rotated "$r")
 			done
 		done
+		if [ -z "${http_skip[mcp-chain]:-}" ]; then
+			# mcp-chain's own stdio latency in the same round: the c=1 target
+			# compares the HTTP front with it.
+			run_one stdio:mcp-chain http-stdio "$r" -n "$n" -c 1 --warmup "$hwarm" \
+				-- "$chain" --config "$tmp/chain-http.json"
+		fi
 	done
+
+	log "HTTP: $steps progress notifications per call over SSE"
+	for ((r = 1; r <= rounds; r++)); do
+		while read -r p; do
+			run_http "$p" http-progress "$r" "$tmp/chain-http.json" --mode progress -n 1 \
+				--steps "$steps" --ms "$progress_ms" --grace-ms 300
+		done < <(http_rotated "$r")
+	done
+
+	log "HTTP: $http_inflight requests in flight across $http_inflight_sessions sessions"
+	for ((r = 1; r <= xr; r++)); do
+		while read -r p; do
+			run_http "$p" http-inflight "$r" "$tmp/chain-http-1k.json" -n "$http_inflight_n" \
+				-c "$http_inflight" --sessions "$http_inflight_sessions" --warmup "$http_inflight"
+		done < <(http_rotated "$r")
+	done
+	notes+=("HTTP, $http_inflight in flight: mcp-chain runs with \"listen\": {\"maxConnections\": $(( http_inflight + 100 ))} (the default, 256, answers a connection beyond it 503 and leaves the rest in the accept queue); the other HTTP runs use the defaults.")
+
+	log "HTTP: $http_idle_sessions idle sessions"
+	for ((r = 1; r <= xr; r++)); do
+		while read -r p; do
+			run_http "$p" http-idle "$r" "$tmp/chain-http.json" --mode idle -n "$http_idle_sessions" -c 16
+		done < <(http_rotated "$r")
+	done
+	fi
 fi
 
 # ---- report ----------------------------------------------------------------

@@ -93,50 +93,56 @@ emit(`- Rounds: ${meta.rounds}; in each round every path runs once per concurren
   + 'in an order rotated every round (A/B alternation in one run). Figures are medians '
   + 'over rounds; ratios are medians of the per-round ratios (paired runs).');
 emit();
-emit('Paths: **direct** = mcp-bench-load → mcp-bench-server; **relay** = through '
-  + 'mcp-bench-relay (splice, no parsing: the floor for any stdio proxy); **line-relay** = '
-  + 'mcp-bench-relay --lines (read/write through user space, whole lines only: the least a '
-  + 'proxy that looks at each message does, still without parsing); **mcp-chain** = '
-  + 'through mcp-chain with one backend and no middleware; **mcp-chain+5mw** = the same with five modules (auth, log to a file, policy, rewrite, limit); **sdk-proxy** = through a '
-  + 'minimal proxy written with the official TypeScript SDK.');
-emit();
-
+// The stdio comparison and its targets (absent from a --http-only run).
+const STDIO_CASES = ['echo', 'progress', 'progress-burst', 'list-1x10000', 'list-20x500', 'idle-3',
+  'blob', 'inflight', 'startup'];
+const hasStdio = records.some((r) => STDIO_CASES.includes(r.case));
 const concs = [...new Set(select('echo').map((r) => r.c))].sort((a, b) => a - b);
-emit(`## tools/call echo, n=${meta.n} per run`);
-emit();
-emit('| path | c | rps | p50 µs | p90 µs | p99 µs | proxy CPU µs/req | all CPU µs/req '
-  + '| proxy peak RSS kB | rps vs direct | rps vs relay | p50 vs direct | p50 vs relay | runs |');
-emit('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
-for (const c of concs) {
-  for (const p of PATHS) {
-    const rs = select('echo', p, c);
-    if (rs.length === 0) continue;
-    const isDirect = p === 'direct';
-    emit(`| ${p} | ${c} | ${fmt(med(rs, 'rps'))} | ${fmt(med(rs, 'p50_us'), 1)} `
-      + `| ${fmt(med(rs, 'p90_us'), 1)} | ${fmt(med(rs, 'p99_us'), 1)} `
-      + `| ${isDirect ? '(server) ' : ''}${fmt(med(rs, 'child_cpu_us_per_req'), 2)} `
-      + `| ${fmt(med(rs, 'tree_cpu_us_per_req'), 2)} `
-      + `| ${isDirect ? '(server) ' : ''}${fmt(med(rs, 'child_peak_rss_kb'))} `
-      + `| ${ratio(pairedRatio('echo', c, p, 'direct', 'rps'))} `
-      + `| ${ratio(pairedRatio('echo', c, p, 'relay', 'rps'))} `
-      + `| ${ratio(pairedRatio('echo', c, p, 'direct', 'p50_us'))} `
-      + `| ${ratio(pairedRatio('echo', c, p, 'relay', 'p50_us'))} `
-      + `| ${rs.filter(clean).length}/${rs.length} |`);
-  }
-}
-emit();
-emit('"proxy CPU" is the CPU time of the process the load driver spawned (the proxy; for '
-  + '*direct* the server itself) during the measured phase, from its POSIX CPU clock; '
-  + '"all CPU" adds every descendant (the backend server). "peak RSS" is that process\'s '
-  + 'VmHWM read from /proc just before it is told to exit (wait4\'s ru_maxrss would be '
-  + 'the largest of the proxy and the backend it reaped, not the proxy\'s own).');
-for (const p of PATHS) {
+if (concs.length) {
+  emit('Paths: **direct** = mcp-bench-load → mcp-bench-server; **relay** = through '
+    + 'mcp-bench-relay (splice, no parsing: the floor for any stdio proxy); **line-relay** = '
+    + 'mcp-bench-relay --lines (read/write through user space, whole lines only: the least a '
+    + 'proxy that looks at each message does, still without parsing); **mcp-chain** = '
+    + 'through mcp-chain with one backend and no middleware; **mcp-chain+5mw** = the same with five modules (auth, log to a file, policy, rewrite, limit); **sdk-proxy** = through a '
+    + 'minimal proxy written with the official TypeScript SDK.');
+  emit();
+
+  emit(`## tools/call echo, n=${meta.n} per run`);
+  emit();
+  emit('| path | c | rps | p50 µs | p90 µs | p99 µs | proxy CPU µs/req | all CPU µs/req '
+    + '| proxy peak RSS kB | rps vs direct | rps vs relay | p50 vs direct | p50 vs relay | runs |');
+  emit('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
   for (const c of concs) {
-    const f = failures(select('echo', p, c));
-    if (f) emit(`\n**${p}, c=${c}:** ${f}`);
+    for (const p of PATHS) {
+      const rs = select('echo', p, c);
+      if (rs.length === 0) continue;
+      const isDirect = p === 'direct';
+      emit(`| ${p} | ${c} | ${fmt(med(rs, 'rps'))} | ${fmt(med(rs, 'p50_us'), 1)} `
+        + `| ${fmt(med(rs, 'p90_us'), 1)} | ${fmt(med(rs, 'p99_us'), 1)} `
+        + `| ${isDirect ? '(server) ' : ''}${fmt(med(rs, 'child_cpu_us_per_req'), 2)} `
+        + `| ${fmt(med(rs, 'tree_cpu_us_per_req'), 2)} `
+        + `| ${isDirect ? '(server) ' : ''}${fmt(med(rs, 'child_peak_rss_kb'))} `
+        + `| ${ratio(pairedRatio('echo', c, p, 'direct', 'rps'))} `
+        + `| ${ratio(pairedRatio('echo', c, p, 'relay', 'rps'))} `
+        + `| ${ratio(pairedRatio('echo', c, p, 'direct', 'p50_us'))} `
+        + `| ${ratio(pairedRatio('echo', c, p, 'relay', 'p50_us'))} `
+        + `| ${rs.filter(clean).length}/${rs.length} |`);
+    }
   }
+  emit();
+  emit('"proxy CPU" is the CPU time of the process the load driver spawned (the proxy; for '
+    + '*direct* the server itself) during the measured phase, from its POSIX CPU clock; '
+    + '"all CPU" adds every descendant (the backend server). "peak RSS" is that process\'s '
+    + 'VmHWM read from /proc just before it is told to exit (wait4\'s ru_maxrss would be '
+    + 'the largest of the proxy and the backend it reaped, not the proxy\'s own).');
+  for (const p of PATHS) {
+    for (const c of concs) {
+      const f = failures(select('echo', p, c));
+      if (f) emit(`\n**${p}, c=${c}:** ${f}`);
+    }
+  }
+  emit();
 }
-emit();
 
 // ---- targets ----
 const T = [];
@@ -214,12 +220,14 @@ const c16 = concs.includes(16) ? 16 : concs[concs.length - 1];
     inf.length ? `${infErr} in ${inf.length} runs` : 'not run', '0',
     inf.length ? inf.every(clean) && infErr === 0 : null);
 }
-emit('## Targets (mcp-chain, same run)');
-emit();
-emit('| target | measured | limit | result |');
-emit('|---|---|---|---|');
-for (const t of T) emit(t);
-emit();
+if (hasStdio) {
+  emit('## Targets (mcp-chain, same run)');
+  emit();
+  emit('| target | measured | limit | result |');
+  emit('|---|---|---|---|');
+  for (const t of T) emit(t);
+  emit();
+}
 
 // ---- extras ----
 const progCases = [['progress', `${meta.steps} notifications over ${meta.progress_ms} ms`],
@@ -332,23 +340,268 @@ if (select('startup').length) {
   emit();
 }
 
-const httpRecs = select('http-echo');
-if (httpRecs.length) {
-  emit('## HTTP fronts (Streamable HTTP, tools/call echo, one session)');
+// ---- HTTP fronts ----
+const PEERS = ['http:supergateway', 'http:mcp-proxy'];
+const FRONTS = ['http:mcp-chain', ...PEERS];
+const ACCEPTS = ['both', 'json'];
+
+// Records of HTTP case kind for front p, concurrency c and Accept a (any when undefined).
+function hsel(kind, p, c, a) {
+  return select(kind, p, c).filter((r) => a === undefined || r.accept === a);
+}
+
+// The clean records of hsel(...) by round.
+function byRound(kind, p, c, a) {
+  const m = new Map();
+  for (const r of hsel(kind, p, c, a).filter(clean)) m.set(r.round, r);
+  return m;
+}
+
+// Median over rounds of mcp-chain's field (Accept a) over the best peer's of
+// the same round (Accept both); pick chooses the best of the peers' values.
+function vsBestPeer(c, a, field, pick) {
+  const chain = byRound('http-echo', 'http:mcp-chain', c, a);
+  const peers = PEERS.map((p) => byRound('http-echo', p, c, 'both'));
+  const xs = [];
+  for (const [round, r] of chain) {
+    const vals = peers.map((m) => m.get(round)?.[field]).filter((v) => v > 0);
+    if (vals.length) xs.push(r[field] / pick(...vals));
+  }
+  return median(xs);
+}
+
+// Median over rounds of mcp-chain's HTTP c=1 p50 (Accept a) over its stdio p50.
+function vsStdio(a) {
+  const stdio = byRound('http-stdio', 'stdio:mcp-chain', 1);
+  const xs = [];
+  for (const [round, r] of byRound('http-echo', 'http:mcp-chain', 1, a)) {
+    const s = stdio.get(round);
+    if (s && s.p50_us > 0) xs.push(r.p50_us / s.p50_us);
+  }
+  return median(xs);
+}
+
+// How the measured calls of rs were answered: JSON, SSE, both, or '–'.
+function answeredAs(rs) {
+  const j = rs.reduce((x, r) => x + (r.resp_json ?? 0), 0);
+  const e = rs.reduce((x, r) => x + (r.resp_sse ?? 0), 0);
+  if (j && e) return `${fmt(j)} JSON, ${fmt(e)} SSE`;
+  return j ? 'JSON' : e ? 'SSE' : '–';
+}
+
+// The sum of field f over rs.
+function sumOf(rs, f) {
+  return rs.reduce((x, r) => x + (r[f] ?? 0), 0);
+}
+
+const httpKinds = ['http-echo', 'http-progress', 'http-inflight', 'http-idle'];
+const HT = [];
+if (httpKinds.some((k) => select(k).length) || skips('http-echo').length) {
+  const echoRecs = select('http-echo');
+  const hconcs = [...new Set(echoRecs.map((r) => r.c))].filter(Number.isFinite).sort((a, b) => a - b);
+  const peerJson406 = PEERS.every((p) => {
+    const rs = hsel('http-echo', p, undefined, 'json');
+    return rs.length > 0 && rs.every((r) => /HTTP 406/.test(r.fatal ?? ''));
+  });
+  emit(`## HTTP fronts (Streamable HTTP), n=${meta.n} per echo run`);
   emit();
-  emit('Each front wraps mcp-bench-server on stdio; node http-load.mjs drives it (keep-alive,');
-  emit('`Accept: application/json, text/event-stream` as a client must). RSS is the front\'s own');
-  emit('process (VmHWM), not its child. Medians over rounds.');
+  emit('Each front wraps mcp-bench-server on stdio and serves Streamable HTTP on 127.0.0.1; '
+    + '`mcp-bench-load --url` drives the three alike: one keep-alive TCP connection per request '
+    + 'in flight, each session opened with `initialize` + `notifications/initialized`, '
+    + '`Mcp-Session-Id` and `MCP-Protocol-Version: 2025-06-18` on every later POST, every '
+    + 'answer checked. **mcp-chain** = `mcp-chain --listen`, the echo server one backend shared '
+    + 'by every session (`"scope": "shared"`); **supergateway** = supergateway 4.0.0 '
+    + '`--stateful`, which starts one echo server per session; **mcp-proxy** = mcp-proxy '
+    + '6.7.19, one echo server for all sessions. **Accept both** = `Accept: application/json, '
+    + 'text/event-stream`, what the specification asks of a client (mcp-chain then answers '
+    + 'every call with an SSE stream: it streams whenever the client accepts it); **Accept '
+    + 'json** = `Accept: application/json` alone (mcp-chain then answers with a JSON body). '
+    + (peerJson406 ? 'Both peers (the MCP SDK\'s transport) answer Accept json with 406 Not '
+      + 'Acceptable at `initialize`: they have no JSON rows, and mcp-chain\'s JSON figures are '
+      + 'compared with their SSE ones. ' : '')
+    + '"answered as" counts the measured calls by the Content-Type of the response that '
+    + 'carried their answer. "server" figures are the front\'s own process (CPU clock over '
+    + 'the measured phase; VmHWM), not the echo servers below it; "all CPU" adds them. '
+    + '**stdio:mcp-chain** is mcp-chain on stdio in the same rounds, for the c=1 target. '
+    + 'Medians over rounds; ratios are medians of per-round ratios against the faster peer '
+    + 'of that round (Accept both).');
   emit();
-  emit('| front | c | rps | p50 µs | p99 µs | peak RSS kB | vs mcp-chain rps |');
-  emit('|---|---|---|---|---|---|---|');
-  for (const c of [...new Set(httpRecs.map((r) => r.c))].sort((a, b) => a - b)) {
-    for (const p of [...new Set(httpRecs.map((r) => r.path))]) {
-      const rs = select('http-echo', p, c);
-      emit(`| ${p} | ${c} | ${fmt(med(rs, 'rps'))} | ${fmt(med(rs, 'p50_us'))} | ${fmt(med(rs, 'p99_us'))} `
-        + `| ${fmt(med(rs, 'rss_kb'))} | ${ratio(pairedRatio('http-echo', c, p, 'http:mcp-chain', 'rps'))} |`);
+  emit('| front | Accept | c | answered as | rps | p50 µs | p90 µs | p99 µs | server CPU µs/req '
+    + '| all CPU µs/req | server peak RSS kB | driver CPU µs/req | rps ÷ faster peer '
+    + '| p50 ÷ faster peer | runs |');
+  emit('|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  for (const c of hconcs) {
+    for (const a of ACCEPTS) {
+      for (const p of FRONTS) {
+        const rs = hsel('http-echo', p, c, a);
+        if (!rs.length) continue;
+        const ok = rs.filter(clean);
+        const isChain = p === 'http:mcp-chain';
+        emit(`| ${p} | ${a} | ${c} | ${answeredAs(ok)} | ${fmt(med(rs, 'rps'))} `
+          + `| ${fmt(med(rs, 'p50_us'), 1)} | ${fmt(med(rs, 'p90_us'), 1)} | ${fmt(med(rs, 'p99_us'), 1)} `
+          + `| ${fmt(med(rs, 'child_cpu_us_per_req'), 2)} | ${fmt(med(rs, 'tree_cpu_us_per_req'), 2)} `
+          + `| ${fmt(med(rs, 'child_peak_rss_kb'))} | ${fmt(med(rs, 'load_cpu_us_per_req'), 2)} `
+          + `| ${isChain ? ratio(vsBestPeer(c, a, 'rps', Math.max)) : ''} `
+          + `| ${isChain ? ratio(vsBestPeer(c, a, 'p50_us', Math.min)) : ''} `
+          + `| ${ok.length}/${rs.length} |`);
+      }
+    }
+    const st = select('http-stdio', 'stdio:mcp-chain', c);
+    if (st.length) {
+      emit(`| stdio:mcp-chain | (stdio) | ${c} | – | ${fmt(med(st, 'rps'))} | ${fmt(med(st, 'p50_us'), 1)} `
+        + `| ${fmt(med(st, 'p90_us'), 1)} | ${fmt(med(st, 'p99_us'), 1)} `
+        + `| ${fmt(med(st, 'child_cpu_us_per_req'), 2)} | ${fmt(med(st, 'tree_cpu_us_per_req'), 2)} `
+        + `| ${fmt(med(st, 'child_peak_rss_kb'))} | ${fmt(med(st, 'load_cpu_us_per_req'), 2)} `
+        + `| | | ${st.filter(clean).length}/${st.length} |`);
     }
   }
+  emit();
+  emit('"driver CPU" is mcp-bench-load\'s own CPU per call: what the load generator costs, '
+    + 'on the same cores.');
+  emit();
+  // the failed runs of each front and Accept, over every concurrency
+  for (const p of FRONTS) {
+    for (const a of ACCEPTS) {
+      const rs = hsel('http-echo', p, undefined, a);
+      const f = failures(rs);
+      const cs = [...new Set(rs.filter((r) => !clean(r)).map((r) => r.c))];
+      if (f) emit(`**${p}, Accept ${a}, c=${cs.join(', ')}:** ${f}\n`);
+    }
+  }
+  const stf = failures(select('http-stdio'));
+  if (stf) emit(`**stdio:mcp-chain:** ${stf}\n`);
+  for (const s of skips('http-echo')) emit(`**${s.path}:** skipped: ${s.skipped}\n`);
+
+  const prog = select('http-progress');
+  if (prog.length) {
+    emit(`### ${meta.steps} progress notifications over ${meta.progress_ms} ms, over SSE `
+      + '(tools/call slow with a progressToken, Accept both)');
+    emit();
+    emit('Each notification is checked in the order of the POST\'s SSE stream: before the '
+      + 'event that carries the result, after it (late), or never (no GET stream is open, so a '
+      + 'notification that does not come on the POST\'s stream is lost to the client).');
+    emit();
+    emit('| front | runs | before the result | late | never | out of order | p50 ms |');
+    emit('|---|---:|---|---:|---:|---:|---:|');
+    for (const p of FRONTS) {
+      const rs = select('http-progress', p);
+      if (!rs.length) continue;
+      emit(`| ${p} | ${rs.filter(clean).length}/${rs.length} `
+        + `| ${sumOf(rs, 'progress_received')}/${sumOf(rs, 'progress_expected')} `
+        + `| ${sumOf(rs, 'progress_late')} | ${sumOf(rs, 'progress_missing')} `
+        + `| ${sumOf(rs, 'progress_disorder')} | ${fmt(med(rs, 'p50_us') / 1000, 1)} |`);
+      const f = failures(rs);
+      if (f) emit(`| | ${f} | | | | | |`);
+    }
+    emit();
+  }
+
+  const inf = select('http-inflight');
+  if (inf.length) {
+    emit(`### ${inf[0].c} requests in flight across ${inf[0].sessions} sessions `
+      + `(tools/call echo, Accept both, n=${inf[0].n})`);
+    emit();
+    emit('| front | runs | errors | rps | p50 ms | p99 ms | max ms | server CPU µs/req '
+      + '| server peak RSS kB | new connections (measured phase) |');
+    emit('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    for (const p of FRONTS) {
+      const rs = select('http-inflight', p);
+      if (!rs.length) continue;
+      const errs = rs.reduce((x, r) => x + (r.errors ?? 0), 0);
+      emit(`| ${p} | ${rs.filter(clean).length}/${rs.length} | ${fmt(errs)} | ${fmt(med(rs, 'rps'))} `
+        + `| ${fmt(med(rs, 'p50_us') / 1000, 2)} | ${fmt(med(rs, 'p99_us') / 1000, 2)} `
+        + `| ${fmt(med(rs, 'max_us') / 1000, 2)} | ${fmt(med(rs, 'child_cpu_us_per_req'), 2)} `
+        + `| ${fmt(median(rs.map((r) => r.child_peak_rss_kb)))} | ${fmt(med(rs, 'connects'))} |`);
+      const f = failures(rs);
+      if (f) emit(`| | ${f} | | | | | | | | |`);
+    }
+    emit();
+  }
+
+  const idle = select('http-idle');
+  if (idle.length) {
+    emit(`### Idle sessions: the front's memory per session (${idle[0].idle_sessions} sessions)`);
+    emit();
+    emit('Session 1 is opened, the connections closed and, after '
+      + `${idle[0].settle_ms} ms, the front's VmRSS read; then the other sessions are opened `
+      + '(16 at a time), the connections closed and VmRSS read again after the same wait. '
+      + 'KB per idle session = the growth ÷ (sessions − 1), the front\'s own process only: '
+      + 'the processes below it (echo servers, mcp-chain\'s watchdog) are counted apart.');
+    emit();
+    emit('| front | runs | VmRSS, 1 session kB | VmRSS, all kB | KB per idle session | '
+      + 'processes below | their VmRSS MB | handshake p50 ms |');
+    emit('|---|---:|---:|---:|---:|---:|---:|---:|');
+    for (const p of FRONTS) {
+      const rs = select('http-idle', p);
+      if (!rs.length) continue;
+      emit(`| ${p} | ${rs.filter(clean).length}/${rs.length} | ${fmt(med(rs, 'rss_one_kb'))} `
+        + `| ${fmt(med(rs, 'rss_all_kb'))} | ${fmt(med(rs, 'kb_per_session'), 2)} `
+        + `| ${fmt(med(rs, 'backend_procs'))} | ${fmt(med(rs, 'backend_rss_kb') / 1024, 1)} `
+        + `| ${fmt(med(rs, 'p50_us') / 1000, 2)} |`);
+      const f = failures(rs);
+      if (f) emit(`| | ${f} | | | | | | |`);
+    }
+    emit();
+  }
+
+  // ---- HTTP targets ----
+  const verdict = (pass) => (typeof pass === 'string' ? pass : pass === null ? 'n/a'
+    : pass ? 'PASS' : '**MISS**');
+  const htarget = (name, value, limit, pass) => HT.push(`| ${name} | ${value} | ${limit} | ${verdict(pass)} |`);
+  // A ratio target against the faster peer, or why it cannot be computed.
+  const peerTarget = (name, x, limit, ok, c, a) => {
+    const chainRuns = hsel('http-echo', 'http:mcp-chain', c, a);
+    const peerRuns = PEERS.flatMap((p) => hsel('http-echo', p, c, 'both'));
+    const why = !chainRuns.length && !peerRuns.length ? 'not run'
+      : !chainRuns.some(clean) ? 'no clean mcp-chain run'
+        : !peerRuns.some(clean) ? 'no clean peer run' : 'no round with both';
+    htarget(name, Number.isFinite(x) ? ratio(x) : why, limit, Number.isFinite(x) ? ok(x) : null);
+  };
+  for (const c of [16, 64]) {
+    for (const a of ACCEPTS) {
+      peerTarget(`c=${c} rps, mcp-chain (Accept ${a}) ÷ the faster peer (Accept both)`,
+        vsBestPeer(c, a, 'rps', Math.max), '≥ 20×', (x) => x >= 20, c, a);
+    }
+  }
+  for (const a of ACCEPTS) {
+    peerTarget(`c=1 p50, mcp-chain (Accept ${a}) ÷ the faster peer's (Accept both)`,
+      vsBestPeer(1, a, 'p50_us', Math.min), '≤ 0.2×', (x) => x <= 0.2, 1, a);
+  }
+  for (const a of ACCEPTS) {
+    const x = vsStdio(a);
+    htarget(`c=1 p50, mcp-chain HTTP (Accept ${a}) ÷ mcp-chain stdio, same rounds`,
+      Number.isFinite(x) ? ratio(x) : 'not run', '≤ 1.5×', Number.isFinite(x) ? x <= 1.5 : null);
+  }
+  {
+    const rs = select('http-idle', 'http:mcp-chain');
+    const kb = maxOf(rs, 'kb_per_session');
+    const n = rs.length ? rs[0].idle_sessions : 1000;
+    htarget(`mcp-chain memory per idle session, ${fmt(n)} sessions (max over runs, backends excluded)`,
+      rs.length ? (Number.isFinite(kb) ? `${fmt(kb, 2)} KB` : failures(rs)) : 'not run', '≤ 16 KB',
+      rs.length ? rs.every(clean) && kb <= 16 : null);
+  }
+  {
+    const rs = select('http-progress', 'http:mcp-chain');
+    const good = rs.filter((r) => clean(r) && r.progress_received === r.progress_expected
+      && r.progress_late === 0 && r.progress_disorder === 0);
+    htarget('progress notifications before their result over SSE',
+      rs.length ? `${sumOf(rs, 'progress_received')}/${sumOf(rs, 'progress_expected')} in `
+        + `${good.length}/${rs.length} runs` : 'not run',
+      `${meta.steps}/${meta.steps} per call, none late`, rs.length ? good.length === rs.length : null);
+  }
+  {
+    const rs = select('http-inflight', 'http:mcp-chain');
+    const errs = sumOf(rs, 'errors');
+    htarget(`${rs.length ? rs[0].c : 1000} requests in flight across `
+      + `${rs.length ? rs[0].sessions : 100} sessions: errors`,
+      rs.length ? `${fmt(errs)} in ${rs.length} runs` : 'not run', '0',
+      rs.length ? rs.every(clean) && errs === 0 : null);
+  }
+  emit('### Targets (HTTP front, same run)');
+  emit();
+  emit('| target | measured | limit | result |');
+  emit('|---|---|---|---|');
+  for (const t of HT) emit(t);
   emit();
 }
 

@@ -10,6 +10,7 @@
  *                 "allowedOrigins": [...], "allowedHosts": [...],
  *                 "maxConnections": 256, "connectionTimeoutMs": 60000,
  *                 "sessionIdleMs": 1800000, "streamBufferBytes": 8388608,
+ *                 "resumeGraceMs": 5000,
  *                 "maxScopedSessions": 32, "maxProcesses": 64,
  *                 "maxStartsPerSecond": 8 } }
  *
@@ -91,6 +92,10 @@ struct cfg_listen {
 	double session_idle;      /* seconds before an idle session expires; default 1800 */
 	size_t stream_buffer;     /* bytes held for a slow reader or a closed
 				   * GET stream; default 8 MiB */
+	double resume_grace;      /* seconds a POST stream whose connection broke
+				   * waits for its client to resume it (GET with
+				   * Last-Event-ID) before its requests are
+				   * cancelled; 0: cancelled at once; default 5 */
 	/* bounds on session-scoped backends (see enum cfg_scope) */
 	unsigned max_scoped_sessions; /* sessions with backends of their own; default 32 */
 	unsigned max_processes;   /* child processes of all backends at once; default 64 */
@@ -188,6 +193,7 @@ char *cfg_expand(const char *s, char *err, size_t errlen);
 #define CFG_DEFAULT_SSE_PATH "/sse"
 #define CFG_DEFAULT_MESSAGES_PATH "/messages"
 #define CFG_DEFAULT_MAX_SCOPED_SESSIONS 32
+#define CFG_DEFAULT_RESUME_GRACE_MS 5000
 #define CFG_DEFAULT_MAX_PROCESSES 64
 #define CFG_DEFAULT_MAX_STARTS 8
 

@@ -604,7 +604,7 @@ static const char *const top_keys[] = {
 static const char *const listen_keys[] = {
 	"address", "port", "path", "ssePath", "messagesPath", "allowedOrigins", "allowedHosts",
 	"maxConnections", "connectionTimeoutMs", "sessionIdleMs", "streamBufferBytes",
-	"maxScopedSessions", "maxProcesses", "maxStartsPerSecond", NULL
+	"resumeGraceMs", "maxScopedSessions", "maxProcesses", "maxStartsPerSecond", NULL
 };
 
 /* True when S is a numeric IPv4 or IPv6 address. */
@@ -721,6 +721,7 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 {
 	double port = CFG_DEFAULT_LISTEN_PORT, conns = 256, tmo = 60000, idle = 1800000;
 	double sbuf = 8 << 20, scoped = CFG_DEFAULT_MAX_SCOPED_SESSIONS;
+	double grace = CFG_DEFAULT_RESUME_GRACE_MS;
 	double procs = CFG_DEFAULT_MAX_PROCESSES, starts = CFG_DEFAULT_MAX_STARTS;
 	const char *path = "/listen";
 	l->address = strdup(CFG_DEFAULT_LISTEN_ADDRESS);
@@ -755,6 +756,7 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 		opt_int_at(c, v, path, "connectionTimeoutMs", 1000, 86400000, &tmo);
 		opt_int_at(c, v, path, "sessionIdleMs", 1000, 604800000, &idle);
 		opt_int_at(c, v, path, "streamBufferBytes", 65536, 4294967296.0, &sbuf);
+		opt_int_at(c, v, path, "resumeGraceMs", 0, 3600000, &grace);
 		opt_int_at(c, v, path, "maxScopedSessions", 1, 65536, &scoped);
 		opt_int_at(c, v, path, "maxProcesses", 1, 65536, &procs);
 		opt_int_at(c, v, path, "maxStartsPerSecond", 1, 10000, &starts);
@@ -767,6 +769,7 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 	l->conn_timeout = tmo / 1000.0;
 	l->session_idle = idle / 1000.0;
 	l->stream_buffer = (size_t)sbuf;
+	l->resume_grace = grace / 1000.0;
 }
 
 /* Reads the top-level options. */

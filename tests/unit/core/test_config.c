@@ -728,6 +728,7 @@ static void test_listen_defaults(void **state)
 	assert_true(c->listen.conn_timeout == 60.0);
 	assert_true(c->listen.session_idle == 1800.0);
 	assert_int_equal(c->listen.stream_buffer, 8 << 20);
+	assert_true(c->listen.resume_grace == 5.0);
 	cfg_free(c);
 }
 
@@ -740,7 +741,7 @@ static void test_listen_section(void **state)
 		"\"messagesPath\":\"/x/msg\","
 		"\"allowedOrigins\":[\"https://app.example\"],\"allowedHosts\":[\"mcp.local\"],"
 		"\"maxConnections\":4,\"connectionTimeoutMs\":2000,\"sessionIdleMs\":5000,"
-		"\"streamBufferBytes\":65536}}");
+		"\"streamBufferBytes\":65536,\"resumeGraceMs\":0}}");
 	assert_true(c->listen.set);
 	assert_string_equal(c->listen.address, "::1");
 	assert_int_equal(c->listen.port, 0);
@@ -754,6 +755,7 @@ static void test_listen_section(void **state)
 	assert_true(c->listen.conn_timeout == 2.0);
 	assert_true(c->listen.session_idle == 5.0);
 	assert_int_equal(c->listen.stream_buffer, 65536);
+	assert_true(c->listen.resume_grace == 0.0);
 	cfg_free(c);
 }
 
@@ -764,7 +766,8 @@ static void test_listen_errors(void **state)
 	struct cfg_errors e = { 0 };
 	struct cfg *c = cfg_load_string("{\"mcpServers\":{\"s\":{\"command\":\"srv\"}},"
 		"\"listen\":{\"address\":\"localhost\",\"port\":70000,\"path\":\"mcp\",\"ssePath\":\"/mcp\","
-		"\"messagesPath\":null,\"allowedOrigins\":[1],\"maxConnections\":0,\"bogus\":1}}", NAME, &e);
+		"\"messagesPath\":null,\"allowedOrigins\":[1],\"maxConnections\":0,\"resumeGraceMs\":-1,"
+		"\"bogus\":1}}", NAME, &e);
 	assert_null(c);
 	assert_true(has_error(&e, NAME ": /listen/address: must be a numeric IPv4 or IPv6 address"));
 	assert_true(has_error(&e, NAME ": /listen/port: must be an integer from 0 to 65535"));
@@ -773,6 +776,7 @@ static void test_listen_errors(void **state)
 	assert_true(has_error(&e, NAME ": /listen/ssePath: path, ssePath and messagesPath must differ"));
 	assert_true(has_error(&e, NAME ": /listen/allowedOrigins/0: must be a non-empty string"));
 	assert_true(has_error(&e, NAME ": /listen/maxConnections: must be an integer from 1 to 65536"));
+	assert_true(has_error(&e, NAME ": /listen/resumeGraceMs: must be an integer from 0 to 3600000"));
 	assert_true(has_error(&e, NAME ": /listen/bogus: unknown key"));
 	cfg_errors_release(&e);
 }

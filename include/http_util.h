@@ -48,12 +48,77 @@ int http_sid_new(char out[HTTP_SID_LEN + 1]);
 bool http_sid_valid(const char *s);
 
 /*
- * Appends one SSE event carrying the line DATA (N bytes) to OUT: an id
- * line, "event: message", data lines (a CR or LF in DATA starts a new
- * data line, so no input can end the event early) and the blank line.
+ * SSE event ids name the stream and the event's place in it: "S-N", S the
+ * stream's number in its session (0: the session's GET stream; POST
+ * streams count from 1) and N the event's number in that stream (from 1;
+ * 0 is a POST stream's priming event). So they are unique across a
+ * session's streams, and a Last-Event-ID says which stream to resume and
+ * after which event.
+ */
+
+/*
+ * Appends one SSE event carrying the line DATA (N bytes) to OUT: the id
+ * "STREAM-SEQ", "event: message", data lines (a CR or LF in DATA starts a
+ * new data line, so no input can end the event early) and the blank line.
  * Returns 0 or -1.
  */
-int http_sse_event(struct buf *out, uint64_t id, const char *data, size_t n);
+int http_sse_event(struct buf *out, unsigned stream, uint64_t seq, const char *data, size_t n);
+
+/*
+ * Appends the head of a resumable stream to OUT: "retry: RETRY_MS" (when
+ * not 0: how long a client waits before it reconnects) and, when PRIME,
+ * the priming event -- id "STREAM-0" and an empty data line -- so that the
+ * client holds an id before the first message. Returns 0 or -1.
+ */
+int http_sse_head(struct buf *out, unsigned stream, unsigned retry_ms, bool prime);
+
+/* Reads an event id made by http_sse_event into *STREAM and *SEQ: 0, or
+ * -1 when S is not one (NULL, another shape, out of range). */
+int http_event_id_parse(const char *s, unsigned *stream, uint64_t *seq);
+
+/*
+ * The events of one SSE stream, oldest first, kept for a client that
+ * resumes it (GET with Last-Event-ID). One implementation for both kinds
+ * of stream: the GET stream keeps a copy of what its connection sent; a
+ * POST stream's connection reads from the ring itself (http_ring_read),
+ * so each event is held once, and a resume only moves the read position
+ * back (http_ring_rewind). An event is "handed out" once its connection
+ * took it. Owns the events.
+ */
+struct http_ring_ev;
+struct http_ring {
+	struct http_ring_ev *head, **tail;
+	struct http_ring_ev *next;  /* the first event not wholly handed out; NULL: none */
+	size_t off;                 /* bytes of NEXT already handed out */
+	size_t bytes;               /* of every kept event */
+	size_t unsent;              /* not yet handed out */
+	uint64_t last;              /* the newest event's number (kept or not); 0: none */
+};
+
+void http_ring_init(struct http_ring *g);
+/* Frees the events. */
+void http_ring_release(struct http_ring *g);
+/* Moves FROM's events into TO (whose own are freed); FROM is left empty. */
+void http_ring_move(struct http_ring *to, struct http_ring *from);
+/* Appends event SEQ, the bytes EV holds, not handed out yet: steals EV's
+ * memory (EV is left empty, also on error); 0 or -1. */
+int http_ring_add(struct http_ring *g, uint64_t seq, struct buf *ev);
+/* Counts every event handed out (a ring that only keeps a copy). */
+void http_ring_mark_sent(struct http_ring *g);
+/* Hands out up to MAX bytes into OUT, oldest first; returns how many. */
+size_t http_ring_read(struct http_ring *g, char *out, size_t max);
+/* Hands out everything not yet handed out, appended to OUT; 0 or -1. */
+int http_ring_drain(struct http_ring *g, struct buf *out);
+/* Frees the oldest handed-out events while more than KEEP bytes are kept;
+ * never the newest event (a stream's last answer stays for a resume). */
+void http_ring_trim(struct http_ring *g, size_t keep);
+/*
+ * A client resumes after event AFTER: the kept events after it are to be
+ * handed out (again), from the first. Returns how many that is; *LOST is
+ * how many events after AFTER are no longer kept (trimmed: a gap).
+ */
+size_t http_ring_rewind(struct http_ring *g, uint64_t after, uint64_t *lost);
+
 
 /*
  * The routing table of one session: which open HTTP stream waits for a

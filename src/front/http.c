@@ -45,7 +45,9 @@ static void front_kick(struct http_front *f);
 static enum MHD_Result reply_now_or_stream(struct hreq *r, const char *sid);
 static struct http_front *f_of(struct MHD_Connection *c);
 static const char *bearer(struct MHD_Connection *c, size_t *n);
-static void ring_add(struct hsess *hs, uint64_t id, const char *bytes, size_t n);
+static void ring_keep(struct hsess *hs, uint64_t seq, const char *bytes, size_t n);
+static void kept_remove(struct hreq *r);
+static void sess_add_stream(struct hsess *hs, struct hreq *r);
 
 /* ---- streams ---- */
 
@@ -55,10 +57,12 @@ static void req_unref(struct hreq *r)
 	if (--r->refs > 0)
 		return;
 	ev_io_stop(EV_DEFAULT, &r->watch);
+	ev_timer_stop(EV_DEFAULT, &r->grace);
 	buf_release(&r->body);
 	buf_release(&r->out);
 	buf_release(&r->err);
 	buf_release(&r->first);
+	http_ring_release(&r->ring);
 	for (size_t i = 0; i < r->nids; i++)
 		msg_val_release(&r->ids[i]);
 	for (size_t i = 0; i < r->ntokens; i++)
@@ -79,11 +83,17 @@ static void stream_wake(struct hreq *r)
 	front_kick(r->f);
 }
 
-/* Sends the session a cancellation of each request R still waits for. */
-static void stream_cancel(struct hreq *r, struct hsess *hs, const char *reason)
+/*
+ * Gives up each request R still waits for: with REASON, the session gets
+ * a cancellation of it, as if the client had sent one; without, nothing
+ * (the session is ending and answers it itself).
+ */
+static void stream_give_up(struct hreq *r, struct hsess *hs, const char *reason)
 {
 	for (size_t i = 0; i < r->nids; i++) {
 		if (!http_routes_drop_id(&hs->routes, &r->ids[i], r))
+			continue;
+		if (!reason)
 			continue;
 		const struct msg_val *id = &r->ids[i];
 		char *line = NULL;
@@ -119,10 +129,7 @@ static void stream_detach(struct hreq *r, const char *reason)
 		hs->current = NULL;
 	for (size_t i = 0; i < r->ntokens; i++)
 		http_routes_drop_token(&hs->routes, &r->tokens[i], r);
-	if (reason && r->pending > 0)
-		stream_cancel(r, hs, reason);
-	for (size_t i = 0; i < r->nids; i++)
-		http_routes_drop_id(&hs->routes, &r->ids[i], r);
+	stream_give_up(r, hs, r->pending > 0 ? reason : NULL);
 }
 
 /* Ends R once what it holds is sent. */
@@ -133,12 +140,105 @@ static void stream_finish(struct hreq *r)
 	stream_wake(r);
 }
 
-/* Drops R's connection: the client stalled or left. */
+/* Drops R's connection and R: the client stalled or left (its requests
+ * are cancelled with REASON). May free R. */
 static void stream_abort(struct hreq *r, const char *reason)
 {
 	r->aborted = true;
 	stream_detach(r, reason);
 	stream_wake(r);
+	kept_remove(r);
+}
+
+/* ---- resumable streams (docs/http-front.md, "Resuming a stream") ---- */
+
+/* Makes R, a POST stream of HS, one a client may resume: its events are
+ * kept, and HS's kept list holds a reference to it. */
+static void kept_add(struct hsess *hs, struct hreq *r)
+{
+	r->keep = true;
+	r->home = hs;
+	r->knext = hs->kept;
+	hs->kept = r;
+	r->refs++;
+}
+
+/*
+ * R is no longer resumable: out of its session's kept list, its kept
+ * events freed (those its connection has not taken yet move to OUT, so a
+ * stream still being written ends whole). May free R.
+ */
+static void kept_remove(struct hreq *r)
+{
+	if (!r->keep)
+		return;
+	for (struct hreq **pp = &r->home->kept; *pp; pp = &(*pp)->knext) {
+		if (*pp == r) {
+			*pp = r->knext;
+			break;
+		}
+	}
+	r->keep = false;
+	r->parked = false;
+	r->home = NULL;
+	ev_timer_stop(EV_DEFAULT, &r->grace);
+	if (!r->aborted && r->ring.unsent > 0 && http_ring_drain(&r->ring, &r->out) == 0)
+		stream_wake(r);
+	http_ring_release(&r->ring);
+	req_unref(r);
+}
+
+/* True when R, whose connection is gone, may wait for a resume: it is
+ * resumable, its client holds one of its event ids, and it has not ended
+ * or it ended with an answer the client may not have read. */
+static bool stream_can_park(const struct hreq *r)
+{
+	return r->keep && r->primed && !r->parked && !r->f->stopped && (r->sess || r->done);
+}
+
+/* A parked stream's wait ended with no resume: what it waited for is
+ * cancelled at the backend, as for a client that leaves. */
+static void on_grace(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct hreq *r = w->data;
+	(void)loop;
+	(void)revents;
+	if (r->sess) {
+		log_info("http: session #%u: a POST stream was not resumed within %g s: its "
+			 "request(s) are cancelled", r->sess->serial, r->f->resume_grace);
+		stream_detach(r, "the client disconnected");
+	} else if (r->home) {
+		log_debug("http: session #%u: stream %u ended with an answer nobody resumed to read",
+			  r->home->serial, r->stream_no);
+	}
+	kept_remove(r);
+}
+
+/*
+ * R's connection is gone before R ended: R keeps its requests and its
+ * events for resumeGraceMs, and what comes for it meanwhile is kept too
+ * (bounded by streamBufferBytes).
+ */
+static void stream_park(struct hreq *r)
+{
+	r->parked = true;
+	r->aborted = true;   /* that connection is done with */
+	buf_release(&r->out);
+	ev_timer_set(&r->grace, r->f->resume_grace, 0.);
+	ev_timer_start(EV_DEFAULT, &r->grace);
+	stream_wake(r);
+	log_debug("http: session #%u: stream %u lost its connection; kept %g s for a resume",
+		  r->home->serial, r->stream_no, r->f->resume_grace);
+}
+
+/* R's client left (REASON) before R ended: parked when it may be resumed,
+ * else dropped with its requests cancelled. May free R. */
+static void stream_lost(struct hreq *r, const char *reason)
+{
+	if (stream_can_park(r))
+		stream_park(r);
+	else
+		stream_abort(r, reason);
 }
 
 /*
@@ -173,21 +273,39 @@ static void stream_send(struct hreq *r, const char *line, size_t n)
 		return;  /* dropped while a batch of messages was being sent */
 	if (r->deferred && buf_pending(&r->first) == 0 && buf_pending(&r->out) == 0)
 		defer_note(r, line, n);
-	bool stalled = buf_pending(&r->out) > r->f->stream_buffer;
-	size_t before = buf_pending(&r->out);
-	uint64_t id = ++hs->next_event;
-	int rc = stalled ? -1 : r->sse ? http_sse_event(&r->out, id, line, n)
-			: buf_append(&r->out, line, n);
-	if (rc == 0 && r == hs->get && !hs->legacy)
-		ring_add(hs, id, r->out.data + r->out.len - (buf_pending(&r->out) - before),
-			 buf_pending(&r->out) - before);
-	if (rc < 0) {
-		log_warn("http: session #%u: dropped a %s stream whose client does not read "
-			 "(%zu bytes waiting)", hs->serial, r == hs->get ? "GET" : "POST",
-			 buf_pending(&r->out));
-		stream_abort(r, "the client's stream stalled");
+	size_t waiting = r->keep ? r->ring.unsent : buf_pending(&r->out);
+	if (waiting > r->f->stream_buffer) {
+		if (r->parked)
+			log_warn("http: session #%u: dropped a POST stream waiting to be resumed "
+				 "(%zu bytes held for it)", hs->serial, waiting);
+		else
+			log_warn("http: session #%u: dropped a %s stream whose client does not read "
+				 "(%zu bytes waiting)", hs->serial, r == hs->get ? "GET" : "POST", waiting);
+		stream_abort(r, r->parked ? "the client disconnected" : "the client's stream stalled");
 		return;
 	}
+	int rc;
+	if (r->keep) {   /* framed once, into the ring its connection reads */
+		struct buf ev = BUF_INIT;
+		rc = http_sse_event(&ev, r->stream_no, ++r->seq, line, n);
+		rc = rc == 0 ? http_ring_add(&r->ring, r->seq, &ev) : (buf_release(&ev), -1);
+	} else if (r->sse) {
+		bool get = r == hs->get;
+		uint64_t seq = get ? ++hs->get_seq : ++r->seq;
+		rc = http_sse_event(&r->out, get ? 0 : r->stream_no, seq, line, n);
+		size_t added = buf_pending(&r->out) - waiting;
+		if (rc == 0 && get && !hs->legacy)
+			ring_keep(hs, seq, r->out.data + r->out.len - added, added);
+	} else {
+		rc = buf_append(&r->out, line, n);
+	}
+	if (rc < 0) {
+		log_error("http: session #%u: out of memory for a stream", hs->serial);
+		stream_abort(r, "mcp-chain ran out of memory");
+		return;
+	}
+	if (r->sse)
+		r->primed = true;
 	stream_wake(r);
 }
 
@@ -207,7 +325,7 @@ static void on_watch(struct ev_loop *loop, ev_io *w, int revents)
 		return;
 	if (r->sess)
 		log_debug("http: session #%u: client closed a stream", r->sess->serial);
-	stream_abort(r, "the client disconnected");
+	stream_lost(r, "the client disconnected");
 }
 
 /* The response's reader: what is queued, or suspend until more comes. */
@@ -224,6 +342,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 		memcpy(out, r->out.data + r->out.off, n);
 		buf_consume(&r->out, n);
 		buf_shrink(&r->out, 65536);
+		return (ssize_t)n;
+	}
+	if (r->keep && r->ring.unsent > 0) {
+		n = http_ring_read(&r->ring, out, max);
+		r->f->bytes_out += n;
+		http_ring_trim(&r->ring, r->f->stream_buffer);  /* what a resume may still ask for */
 		return (ssize_t)n;
 	}
 	if (r->done)
@@ -311,67 +435,36 @@ static enum MHD_Result reply_stream(struct hreq *r, const char *sid)
 
 /* ---- sessions ---- */
 
-/* Keeps a GET event for resumption; the oldest go past streamBufferBytes. */
-static void ring_add(struct hsess *hs, uint64_t id, const char *bytes, size_t n)
+/* Keeps a copy of a GET stream event for a resume; the oldest go past
+ * streamBufferBytes. */
+static void ring_keep(struct hsess *hs, uint64_t seq, const char *bytes, size_t n)
 {
-	struct sent_ev *e = malloc(sizeof *e + n);
-	if (!e)
+	struct buf ev = BUF_INIT;
+	if (buf_append(&ev, bytes, n) < 0) {
+		buf_release(&ev);
 		return;
-	e->next = NULL;
-	e->id = id;
-	e->n = n;
-	memcpy(e->bytes, bytes, n);
-	*hs->ring_tail = e;
-	hs->ring_tail = &e->next;
-	hs->ring_bytes += n;
-	while (hs->ring_bytes > hs->f->stream_buffer && hs->ring != e) {
-		struct sent_ev *old = hs->ring;
-		hs->ring = old->next;
-		hs->ring_bytes -= old->n;
-		free(old);
 	}
-}
-
-/* Frees the kept GET events. */
-static void ring_clear(struct hsess *hs)
-{
-	while (hs->ring) {
-		struct sent_ev *e = hs->ring;
-		hs->ring = e->next;
-		free(e);
-	}
-	hs->ring_tail = &hs->ring;
-	hs->ring_bytes = 0;
+	if (http_ring_add(&hs->ring, seq, &ev) < 0)
+		return;
+	http_ring_mark_sent(&hs->ring);
+	http_ring_trim(&hs->ring, hs->f->stream_buffer);
 }
 
 /*
- * A GET with Last-Event-ID LAST: the kept GET events after it go first
- * on R. Only when LAST is one of them (or older than all kept, a gap that
- * is logged): an id of a POST stream's event replays nothing.
+ * A GET with Last-Event-ID of the GET stream's event SEQ: the kept events
+ * after it go first on R. An id older than all kept replays what is kept
+ * (the gap is logged); one newer than all, nothing.
  */
-static void ring_replay(struct hsess *hs, struct hreq *r, const char *last)
+static void get_replay(struct hsess *hs, struct hreq *r, uint64_t seq)
 {
-	char *end;
-	if (!last || !hs->ring)
-		return;
-	errno = 0;
-	unsigned long long n = strtoull(last, &end, 10);
-	if (errno || end == last || *end)
-		return;
-	struct sent_ev *e = hs->ring;
-	if (n + 1 < e->id) {
-		log_warn("http: session #%u: GET stream resumed after event %llu; events up to %llu "
-			 "were no longer kept", hs->serial, n, (unsigned long long)e->id - 1);
-	} else {
-		while (e && e->id != n)
-			e = e->next;
-		if (!e)
-			return;
-		e = e->next;
-	}
-	size_t count = 0;
-	for (; e; e = e->next, count++)
-		buf_append(&r->out, e->bytes, e->n);
+	uint64_t lost;
+	size_t count = http_ring_rewind(&hs->ring, seq, &lost);
+	if (lost)
+		log_warn("http: session #%u: GET stream resumed after event %llu; %llu event(s) "
+			 "after it were no longer kept", hs->serial, (unsigned long long)seq,
+			 (unsigned long long)lost);
+	if (http_ring_drain(&hs->ring, &r->out) < 0)
+		count = 0;
 	log_debug("http: session #%u: GET stream resumed: %zu event(s) sent again", hs->serial,
 		  count);
 }
@@ -556,6 +649,8 @@ static void sess_end(struct hsess *hs, const char *reason)
 		else
 			stream_abort(r, NULL);    /* session_close answers for them */
 	}
+	while (hs->kept)   /* ended streams kept for a resume */
+		kept_remove(hs->kept);
 	ev_timer_stop(EV_DEFAULT, &hs->reap);
 	session_close(hs->s, reason);
 	session_free(hs->s);
@@ -563,7 +658,7 @@ static void sess_end(struct hsess *hs, const char *reason)
 		f->chain_release(f->chain_arg, hs->chain, hs->serial);
 	http_routes_release(&hs->routes);
 	held_clear(hs);
-	ring_clear(hs);
+	http_ring_release(&hs->ring);
 	if (hs->stateless)
 		log_debug("http: stateless #%u ended (%s)", hs->serial, reason);
 	else
@@ -599,7 +694,7 @@ static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, s
 	hs->f = f;
 	hs->serial = ++f->serial;
 	hs->held_tail = &hs->held;
-	hs->ring_tail = &hs->ring;
+	http_ring_init(&hs->ring);
 	hs->chain = f->chain_make ? f->chain_make(f->chain_arg, hs->serial, stateless, why, n) : f->chain;
 	if (!hs->chain) {
 		free(hs);
@@ -729,6 +824,27 @@ static bool scan_body(struct hreq *r, bool *is_init, bool *is_discover, json_t *
 	return true;
 }
 
+/* True when HS's POST streams may be resumed: a Streamable HTTP session
+ * of the handshake era (2026-07-28 has no resumption), resumeGraceMs > 0. */
+static bool f_resumable(const struct hsess *hs)
+{
+	return hs->f->resume_grace > 0 && !hs->stateless && !hs->legacy;
+}
+
+/*
+ * Makes the POST stream R resumable: its head is the retry hint and, for
+ * a client of 2025-11-25 or later (older ones may choke on an event with
+ * empty data), the priming event, so the client holds an id at once.
+ */
+static void stream_open_resumable(struct hsess *hs, struct hreq *r)
+{
+	const char *v = session_version(hs->s);
+	bool prime = v && strcmp(v, "2025-11-25") >= 0;
+	kept_add(hs, r);
+	if (http_sse_head(&r->out, r->stream_no, hs->f->retry_ms, prime) == 0 && prime)
+		r->primed = true;
+}
+
 /* Hands R's body to HS's session and queues what answers it. */
 static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is_init)
 {
@@ -747,6 +863,9 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 		http_routes_add_token(&hs->routes, &r->tokens[i], r);
 	r->pending = r->nids;
 	r->sse = http_accepts(header(c, MHD_HTTP_HEADER_ACCEPT), SSE_TYPE);
+	r->stream_no = ++hs->next_stream;
+	if (r->sse && r->nids > 0 && f_resumable(hs))
+		stream_open_resumable(hs, r);
 	sess_add_stream(hs, r);
 	hs->current = r;
 	session_receive_line(hs->s, r->body.data, buf_pending(&r->body));
@@ -993,18 +1112,88 @@ static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
 	return post_to_session(r, hs, is_init);
 }
 
-/* A GET: the session's stream for messages not tied to a request. */
+/*
+ * A GET with Last-Event-ID naming event SEQ of the POST stream STREAM: G
+ * takes that stream over -- the kept events after SEQ first, then what
+ * comes for it, and it ends after the stream's last answer, as the POST's
+ * response would have. The connection that stream had, if we had not seen
+ * it go yet, is closed. 400 when HS keeps no such stream (it ended, or was
+ * not resumed within resumeGraceMs and its requests were cancelled).
+ */
+static enum MHD_Result resume_post(struct hsess *hs, struct hreq *g, unsigned stream,
+				   uint64_t seq)
+{
+	struct hreq *r = hs->kept;
+	uint64_t lost;
+	while (r && r->stream_no != stream)
+		r = r->knext;
+	if (!r)
+		return reply_error(g, g->conn, MHD_HTTP_BAD_REQUEST, -32000,
+			"Bad Request: Last-Event-ID names a stream this session does not keep (it "
+			"ended, or was not resumed within listen.resumeGraceMs)");
+	size_t count = http_ring_rewind(&r->ring, seq, &lost);
+	if (lost)
+		log_warn("http: session #%u: stream %u resumed after event %llu; %llu event(s) after "
+			 "it were no longer kept", hs->serial, stream, (unsigned long long)seq,
+			 (unsigned long long)lost);
+	log_debug("http: session #%u: stream %u resumed: %zu event(s) sent again", hs->serial,
+		  stream, count);
+	g->sse = true;
+	g->stream_no = r->stream_no;
+	g->seq = r->seq;
+	g->primed = true;
+	http_ring_move(&g->ring, &r->ring);
+	/* its requests, and the routes of their answers and progress, are G's now */
+	g->ids = r->ids;
+	g->nids = r->nids;
+	g->tokens = r->tokens;
+	g->ntokens = r->ntokens;
+	g->pending = r->pending;
+	r->ids = NULL;
+	r->tokens = NULL;
+	r->nids = r->ntokens = r->pending = 0;
+	if (r->sess) {
+		for (size_t i = 0; i < g->nids; i++)
+			if (http_routes_drop_id(&hs->routes, &g->ids[i], r))
+				http_routes_add_id(&hs->routes, &g->ids[i], g);
+		for (size_t i = 0; i < g->ntokens; i++)
+			if (http_routes_token(&hs->routes, &g->tokens[i]) == r)
+				http_routes_add_token(&hs->routes, &g->tokens[i], g);
+		stream_detach(r, NULL);   /* nothing of it is left to route */
+		sess_add_stream(hs, g);
+	} else {
+		g->done = true;           /* it had ended: its answer is among the kept events */
+	}
+	r->aborted = true;
+	stream_wake(r);
+	kept_add(hs, g);
+	kept_remove(r);
+	if (http_sse_head(&g->out, g->stream_no, hs->f->retry_ms, false) < 0)
+		return MHD_NO;
+	return reply_stream(g, NULL);
+}
+
+/*
+ * A GET: the session's stream for messages not tied to a request (with
+ * Last-Event-ID of it: resumed), or, with Last-Event-ID of a POST stream's
+ * event, that stream resumed.
+ */
 static enum MHD_Result on_get(struct http_front *f, struct hreq *r)
 {
 	struct MHD_Connection *c = r->conn;
 	struct hsess *hs;
 	const char *why;
+	unsigned stream;
+	uint64_t seq;
 	if (!http_accepts(header(c, MHD_HTTP_HEADER_ACCEPT), SSE_TYPE))
 		return reply_error(r, c, MHD_HTTP_NOT_ACCEPTABLE, -32000,
 				   "Not Acceptable: the GET stream is text/event-stream");
 	unsigned status = find_session(f, c, &hs, &why);
 	if (status)
 		return reply_error(r, c, status, -32000, why);
+	bool resume = http_event_id_parse(header(c, "Last-Event-ID"), &stream, &seq) == 0;
+	if (resume && stream > 0)
+		return resume_post(hs, r, stream, seq);
 	if (f->draining)
 		return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
 				   "Service Unavailable: mcp-chain is shutting down");
@@ -1014,7 +1203,8 @@ static enum MHD_Result on_get(struct http_front *f, struct hreq *r)
 	r->sse = true;
 	sess_add_stream(hs, r);
 	hs->get = r;
-	ring_replay(hs, r, header(c, "Last-Event-ID"));
+	if (resume)
+		get_replay(hs, r, seq);
 	while (hs->held) {
 		struct held *h = hs->held;
 		hs->held = h->next;
@@ -1112,6 +1302,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		r->ep = (enum http_ep)ep;
 		ev_init(&r->watch, on_watch);
 		r->watch.data = r;
+		ev_init(&r->grace, on_grace);
+		r->grace.data = r;
+		http_ring_init(&r->ring);
 		*req_cls = r;
 		const char *why = NULL;
 		unsigned status = check_headers(f, c, method, &r->kind, &why);
@@ -1172,7 +1365,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 		return;
 	*req_cls = NULL;
 	ev_io_stop(EV_DEFAULT, &r->watch);
-	stream_detach(r, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? NULL : "the client disconnected");
+	r->suspended = false;
+	r->conn = NULL;
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+		stream_detach(r, NULL);
+		kept_remove(r);            /* all of it was sent: nothing to resume */
+	} else if (!r->parked && (r->sess || r->keep)) {
+		stream_lost(r, "the client disconnected");
+	}
 	req_unref(r);
 }
 
@@ -1351,6 +1551,11 @@ struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *
 	f->max_conns = l->max_connections ? l->max_connections : 256;
 	f->session_idle = l->session_idle > 0 ? l->session_idle : 1800;
 	f->stream_buffer = l->stream_buffer ? l->stream_buffer : (8 << 20);
+	f->resume_grace = l->resume_grace;
+	/* a client told to wait this long between attempts resumes within the
+	 * grace even on its second try */
+	double retry = l->resume_grace * 1000 / 3;
+	f->retry_ms = l->resume_grace <= 0 ? 0 : retry > 1000 ? 1000 : retry < 1 ? 1 : (unsigned)retry;
 	f->max_message = max;
 	unsigned timeout = l->conn_timeout >= 1 ? (unsigned)l->conn_timeout : 60;
 	if (front_listen(f, l->port, timeout) < 0) {

@@ -35,14 +35,6 @@ struct held {
 	char line[];
 };
 
-/* An event sent on a GET stream, kept for a client that resumes. */
-struct sent_ev {
-	struct sent_ev *next;
-	uint64_t id;
-	size_t n;
-	char bytes[];             /* the framed event */
-};
-
 /* One HTTP request; a POST with requests, or a GET, is also a stream. */
 struct hreq {
 	struct http_front *f;
@@ -73,6 +65,19 @@ struct hreq {
 	ev_io watch;              /* the client's EOF while suspended */
 	struct hreq *next;        /* in the session's streams */
 	enum http_ep ep;          /* the endpoint it came to */
+	/* as a stream a client may resume (docs/http-front.md, "Resuming a stream") */
+	unsigned stream_no;       /* names its events "STREAM-SEQ" (http_util.h) */
+	uint64_t seq;             /* its last event's number */
+	bool keep;                /* resumable: its events are kept in RING, which
+				   * its connection reads from (OUT only has the
+				   * head), and HOME's kept list holds a reference */
+	bool primed;              /* an event id went out: its client can resume */
+	bool parked;              /* its connection ended before it did: it waits
+				   * up to resumeGraceMs for a GET to resume it */
+	struct http_ring ring;
+	struct hsess *home;       /* the session whose kept list holds it */
+	struct hreq *knext;       /* in home->kept */
+	ev_timer grace;           /* a parked stream's wait */
 };
 
 struct hsess {
@@ -87,9 +92,10 @@ struct hsess {
 	struct held *held, **held_tail;
 	size_t held_bytes;
 	size_t held_dropped;      /* since a GET stream last opened */
-	struct sent_ev *ring, **ring_tail;  /* the GET stream's last events */
-	size_t ring_bytes;
-	uint64_t next_event;
+	struct http_ring ring;    /* the GET stream's last events (stream 0) */
+	uint64_t get_seq;         /* the GET stream's last event number */
+	unsigned next_stream;     /* the last POST stream's number */
+	struct hreq *kept;        /* its resumable POST streams (hreq.keep) */
 	ev_timer idle;
 	bool legacy;              /* HTTP+SSE (2024-11-05): one stream carries all */
 	ev_timer reap;            /* ends a legacy session once its stream closed */
@@ -108,6 +114,9 @@ struct http_front {
 	unsigned max_conns, conns;
 	double session_idle;
 	size_t max_message, stream_buffer;
+	double resume_grace;      /* seconds a dropped POST stream waits for a
+				   * resume; 0: its requests are cancelled at once */
+	unsigned retry_ms;        /* the SSE retry hint of resumable streams */
 	ev_io io;
 	ev_timer tm;
 	bool in_run, kick, stopped;

@@ -5,6 +5,7 @@
 #include "http_util.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,10 +171,11 @@ bool http_sid_valid(const char *s)
 }
 
 /* Appends an SSE event. */
-int http_sse_event(struct buf *out, uint64_t id, const char *data, size_t n)
+int http_sse_event(struct buf *out, unsigned stream, uint64_t seq, const char *data, size_t n)
 {
 	char head[64];
-	int h = snprintf(head, sizeof head, "id: %llu\nevent: message\n", (unsigned long long)id);
+	int h = snprintf(head, sizeof head, "id: %u-%llu\nevent: message\n", stream,
+			 (unsigned long long)seq);
 	if (buf_append(out, head, (size_t)h) < 0)
 		return -1;
 	size_t i = 0;
@@ -191,6 +193,176 @@ int http_sse_event(struct buf *out, uint64_t id, const char *data, size_t n)
 		i = j + 1;
 	} while (i < n || (broke && i == n));
 	return buf_append(out, "\n", 1);
+}
+
+/* Appends a resumable stream's head: the retry hint, the priming event. */
+int http_sse_head(struct buf *out, unsigned stream, unsigned retry_ms, bool prime)
+{
+	if (!retry_ms && !prime)
+		return 0;
+	if (retry_ms && buf_printf(out, "retry: %u\n", retry_ms) < 0)
+		return -1;
+	/* "data:" even when empty: parsers dispatch (and so record the id of)
+	 * only an event with a data line */
+	if (prime && buf_printf(out, "id: %u-0\ndata: \n", stream) < 0)
+		return -1;
+	return buf_append(out, "\n", 1);
+}
+
+/* Reads "S-N" (decimal, no sign, no spaces). */
+int http_event_id_parse(const char *s, unsigned *stream, uint64_t *seq)
+{
+	char *end;
+	if (!s || *s < '0' || *s > '9')
+		return -1;
+	errno = 0;
+	unsigned long st = strtoul(s, &end, 10);
+	if (errno || *end != '-' || st > UINT32_MAX || end[1] < '0' || end[1] > '9')
+		return -1;
+	const char *n = end + 1;
+	unsigned long long q = strtoull(n, &end, 10);
+	if (errno || *end)
+		return -1;
+	*stream = (unsigned)st;
+	*seq = q;
+	return 0;
+}
+
+/* ---- the events of a stream ---- */
+
+struct http_ring_ev {
+	struct http_ring_ev *next;
+	uint64_t seq;
+	size_t n;
+	char *bytes;   /* owned */
+};
+
+void http_ring_init(struct http_ring *g)
+{
+	memset(g, 0, sizeof *g);
+	g->tail = &g->head;
+}
+
+/* Frees one event. */
+static void ev_free(struct http_ring_ev *e)
+{
+	free(e->bytes);
+	free(e);
+}
+
+void http_ring_release(struct http_ring *g)
+{
+	while (g->head) {
+		struct http_ring_ev *e = g->head;
+		g->head = e->next;
+		ev_free(e);
+	}
+	uint64_t last = g->last;
+	http_ring_init(g);
+	g->last = last;
+}
+
+void http_ring_move(struct http_ring *to, struct http_ring *from)
+{
+	http_ring_release(to);
+	*to = *from;
+	if (!to->head)
+		to->tail = &to->head;
+	http_ring_init(from);
+}
+
+int http_ring_add(struct http_ring *g, uint64_t seq, struct buf *ev)
+{
+	struct http_ring_ev *e = malloc(sizeof *e);
+	size_t n = buf_pending(ev);
+	if (!e || !ev->data) {
+		free(e);
+		buf_release(ev);
+		return -1;
+	}
+	if (ev->off)
+		memmove(ev->data, ev->data + ev->off, n);
+	e->bytes = ev->cap > n + 256 ? realloc(ev->data, n) : ev->data;  /* no slack kept */
+	if (!e->bytes)
+		e->bytes = ev->data;
+	*ev = (struct buf)BUF_INIT;
+	e->next = NULL;
+	e->seq = seq;
+	e->n = n;
+	*g->tail = e;
+	g->tail = &e->next;
+	if (!g->next) {
+		g->next = e;
+		g->off = 0;
+	}
+	g->bytes += n;
+	g->unsent += n;
+	g->last = seq;
+	return 0;
+}
+
+void http_ring_mark_sent(struct http_ring *g)
+{
+	g->next = NULL;
+	g->off = 0;
+	g->unsent = 0;
+}
+
+size_t http_ring_read(struct http_ring *g, char *out, size_t max)
+{
+	size_t got = 0;
+	while (g->next && got < max) {
+		struct http_ring_ev *e = g->next;
+		size_t k = e->n - g->off < max - got ? e->n - g->off : max - got;
+		memcpy(out + got, e->bytes + g->off, k);
+		got += k;
+		g->off += k;
+		if (g->off == e->n) {
+			g->next = e->next;
+			g->off = 0;
+		}
+	}
+	g->unsent -= got;
+	return got;
+}
+
+int http_ring_drain(struct http_ring *g, struct buf *out)
+{
+	if (buf_reserve(out, g->unsent) < 0)
+		return -1;
+	for (; g->next; g->next = g->next->next, g->off = 0)
+		buf_append(out, g->next->bytes + g->off, g->next->n - g->off);
+	g->unsent = 0;
+	return 0;
+}
+
+void http_ring_trim(struct http_ring *g, size_t keep)
+{
+	while (g->bytes > keep && g->head && g->head != g->next && g->head->next) {
+		struct http_ring_ev *e = g->head;
+		g->head = e->next;
+		g->bytes -= e->n;
+		ev_free(e);
+	}
+}
+
+size_t http_ring_rewind(struct http_ring *g, uint64_t after, uint64_t *lost)
+{
+	struct http_ring_ev *e = g->head;
+	size_t count = 0;
+	*lost = 0;
+	if (!e)
+		*lost = g->last > after ? g->last - after : 0;
+	else if (e->seq > 0 && e->seq - 1 > after)
+		*lost = e->seq - 1 - after;
+	while (e && e->seq <= after)
+		e = e->next;
+	g->next = e;
+	g->off = 0;
+	g->unsent = 0;
+	for (; e; e = e->next, count++)
+		g->unsent += e->n;
+	return count;
 }
 
 /* ---- routing table ---- */

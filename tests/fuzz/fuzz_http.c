@@ -82,13 +82,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t id = 0;
 	for (size_t i = 0; i < size && i < 8; i++)
 		id = id * 131 + data[i];
+	unsigned stream = (unsigned)(id >> 40);
 	struct buf out = BUF_INIT;
-	CHECK(http_sse_event(&out, id, (const char *)data, size) == 0);
+	CHECK(http_sse_event(&out, stream, id, (const char *)data, size) == 0);
 	char *want = malloc(size + 1);
 	CHECK(want);
 	size_t wn = normalized((const char *)data, size, want);
-	char idtext[32];
-	snprintf(idtext, sizeof idtext, "%llu", (unsigned long long)id);
+	char idtext[48];
+	snprintf(idtext, sizeof idtext, "%u-%llu", stream, (unsigned long long)id);
+	unsigned ps;
+	uint64_t pn;
+	CHECK(http_event_id_parse(idtext, &ps, &pn) == 0 && ps == stream && pn == id);
+	(void)http_event_id_parse(s, &ps, &pn);   /* any header text */
 	for (int cut = 0; cut < 2; cut++) {
 		struct sse p;
 		struct got g = { 0 };

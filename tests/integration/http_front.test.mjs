@@ -231,10 +231,11 @@ test('the GET stream carries what is not tied to a request; event ids on every e
       const r = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': sid },
         body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'notify', arguments: { kind: 'tools' } } }) });
       assert.equal(r.status, 200, r.body);
-      assert.match(r.body, /^id: \d+\nevent: message\ndata: /);
+      // a resumable stream: a retry hint first (no priming event: a 2025-06-18 client)
+      assert.match(r.body, /^retry: \d+\n\nid: [1-9]\d*-1\nevent: message\ndata: /);
       await waitFor(() => events.some((e) => e.includes('notifications/tools/list_changed')),
         { what: 'list_changed on the GET stream' });
-      for (const e of events) assert.match(e, /^id: \d+\nevent: message\ndata: \{/);
+      for (const e of events) assert.match(e, /^id: 0-\d+\nevent: message\ndata: \{/);
       req.destroy();
     });
   });
@@ -286,7 +287,7 @@ test('a batch is answered in a 2025-03-26 session and refused (400) in a 2025-06
       assert.deepEqual(answers.map((a) => a.id).sort(), ['a', 'b']);
       const sse = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': old }, body: batch });
       assert.equal(sse.status, 200, sse.body);
-      assert.match(sse.body, /^id: \d+\nevent: message\ndata: \[/);
+      assert.match(sse.body, /^retry: \d+\n\nid: \d+-1\nevent: message\ndata: \[/);
       const only = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': old },
         body: JSON.stringify([{ jsonrpc: '2.0', method: 'notifications/roots/list_changed' }]) });
       assert.equal(only.status, 202, 'a batch of notifications is accepted');
@@ -432,7 +433,8 @@ async function openGet(port, sid, lastEventId) {
     while ((i = text.indexOf('\n\n')) >= 0) {
       const ev = text.slice(0, i);
       text = text.slice(i + 2);
-      get.events.push({ id: Number(/^id: (\d+)/.exec(ev)[1]), data: JSON.parse(/\ndata: (.*)$/.exec(ev)[1]) });
+      const [, id, seq] = /^id: (0-(\d+))\n/.exec(ev);
+      get.events.push({ id, seq: Number(seq), data: JSON.parse(/\ndata: (.*)$/.exec(ev)[1]) });
     }
   });
   res.on('close', () => { get.closed = true; });
@@ -460,7 +462,7 @@ test('a GET stream resumed with Last-Event-ID gets the events after it again, th
       assert.deepEqual(again.events.map((e) => e.data.method),
         ['notifications/prompts/list_changed', 'notifications/resources/list_changed']);
       assert.equal(again.events[0].id, first.events[1].id, 'a replayed event keeps its id');
-      assert.ok(again.events[1].id > first.events[1].id);
+      assert.equal(again.events[1].seq, first.events[1].seq + 1, 'the GET stream numbers its events in order');
       again.req.destroy();
       const fromPost = await openGet(chain.port, sid, 999999);
       await notify('tools', 13);

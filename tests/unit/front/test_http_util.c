@@ -117,10 +117,10 @@ static void test_sid(void **state)
 }
 
 /* Appends an event and compares the whole buffer with WANT. */
-static void check_event(uint64_t id, const char *data, const char *want)
+static void check_event(unsigned stream, uint64_t seq, const char *data, const char *want)
 {
 	struct buf b = BUF_INIT;
-	assert_int_equal(http_sse_event(&b, id, data, strlen(data)), 0);
+	assert_int_equal(http_sse_event(&b, stream, seq, data, strlen(data)), 0);
 	assert_int_equal(buf_pending(&b), strlen(want));
 	assert_memory_equal(b.data + b.off, want, strlen(want));
 	buf_release(&b);
@@ -130,16 +130,161 @@ static void check_event(uint64_t id, const char *data, const char *want)
 static void test_sse(void **state)
 {
 	(void)state;
-	check_event(7, "{\"a\":1}", "id: 7\nevent: message\ndata: {\"a\":1}\n\n");
-	check_event(8, "a\nb", "id: 8\nevent: message\ndata: a\ndata: b\n\n");
-	check_event(9, "a\r\nb\rc", "id: 9\nevent: message\ndata: a\ndata: b\ndata: c\n\n");
-	check_event(10, "a\n\nb", "id: 10\nevent: message\ndata: a\ndata: \ndata: b\n\n");
-	check_event(11, "", "id: 11\nevent: message\ndata: \n\n");
-	check_event(UINT64_MAX, "x", "id: 18446744073709551615\nevent: message\ndata: x\n\n");
+	check_event(0, 7, "{\"a\":1}", "id: 0-7\nevent: message\ndata: {\"a\":1}\n\n");
+	check_event(3, 8, "a\nb", "id: 3-8\nevent: message\ndata: a\ndata: b\n\n");
+	check_event(1, 9, "a\r\nb\rc", "id: 1-9\nevent: message\ndata: a\ndata: b\ndata: c\n\n");
+	check_event(1, 10, "a\n\nb", "id: 1-10\nevent: message\ndata: a\ndata: \ndata: b\n\n");
+	check_event(1, 11, "", "id: 1-11\nevent: message\ndata: \n\n");
+	check_event(UINT32_MAX, UINT64_MAX, "x",
+		    "id: 4294967295-18446744073709551615\nevent: message\ndata: x\n\n");
 	/* a line break at the end is a last, empty data line (found by fuzz_http:
 	 * it was dropped, so the reader got "a" for "a\n") */
-	check_event(12, "a\n", "id: 12\nevent: message\ndata: a\ndata: \n\n");
-	check_event(13, "\r\n", "id: 13\nevent: message\ndata: \ndata: \n\n");
+	check_event(1, 12, "a\n", "id: 1-12\nevent: message\ndata: a\ndata: \n\n");
+	check_event(1, 13, "\r\n", "id: 1-13\nevent: message\ndata: \ndata: \n\n");
+}
+
+/* Compares what B holds with WANT and empties B. */
+static void check_buf(struct buf *b, const char *want)
+{
+	assert_int_equal(buf_pending(b), strlen(want));
+	assert_memory_equal(b->data + b->off, want, strlen(want));
+	buf_release(b);
+}
+
+/* The head of a resumable stream: retry, priming event, both or nothing. */
+static void test_sse_head(void **state)
+{
+	(void)state;
+	struct buf b = BUF_INIT;
+	assert_int_equal(http_sse_head(&b, 4, 1000, true), 0);
+	check_buf(&b, "retry: 1000\nid: 4-0\ndata: \n\n");
+	assert_int_equal(http_sse_head(&b, 4, 250, false), 0);
+	check_buf(&b, "retry: 250\n\n");
+	assert_int_equal(http_sse_head(&b, 2, 0, true), 0);
+	check_buf(&b, "id: 2-0\ndata: \n\n");
+	assert_int_equal(http_sse_head(&b, 2, 0, false), 0);
+	assert_int_equal(buf_pending(&b), 0);
+}
+
+/* Event ids read back; anything else is refused. */
+static void test_event_id(void **state)
+{
+	(void)state;
+	unsigned s = 99;
+	uint64_t n = 99;
+	assert_int_equal(http_event_id_parse("3-17", &s, &n), 0);
+	assert_int_equal(s, 3);
+	assert_true(n == 17);
+	assert_int_equal(http_event_id_parse("0-0", &s, &n), 0);
+	assert_true(s == 0 && n == 0);
+	assert_int_equal(http_event_id_parse("4294967295-18446744073709551615", &s, &n), 0);
+	assert_true(s == UINT32_MAX && n == UINT64_MAX);
+	static const char *const bad[] = {
+		"", "17", "3-", "-3", "3--1", "3-+1", "+3-1", " 3-1", "3-1 ", "3-1-2", "a-1",
+		"4294967296-1", "1-18446744073709551616", "3.1", NULL,
+	};
+	for (size_t i = 0; bad[i]; i++) {
+		s = 99;
+		assert_int_equal(http_event_id_parse(bad[i], &s, &n), -1);
+		assert_int_equal(s, 99);
+	}
+	assert_int_equal(http_event_id_parse(NULL, &s, &n), -1);
+}
+
+/* Reads everything not handed out yet from G (in pieces of STEP) into B. */
+static void read_all(struct http_ring *g, struct buf *b, size_t step)
+{
+	char piece[64];
+	size_t k;
+	assert_true(step <= sizeof piece);
+	while ((k = http_ring_read(g, piece, step)) > 0)
+		assert_int_equal(buf_append(b, piece, k), 0);
+	assert_int_equal(g->unsent, 0);
+}
+
+/* Appends event SEQ with the text T to G. */
+static int ring_add(struct http_ring *g, uint64_t seq, const char *t)
+{
+	struct buf ev = BUF_INIT;
+	assert_int_equal(buf_append(&ev, t, strlen(t)), 0);
+	int rc = http_ring_add(g, seq, &ev);
+	assert_null(ev.data);   /* stolen */
+	return rc;
+}
+
+/* The ring as a send queue: read in any pieces, rewound for a resume,
+ * trimmed of handed-out events only, never of the newest. */
+static void test_ring(void **state)
+{
+	(void)state;
+	struct http_ring g, h;
+	struct buf b = BUF_INIT;
+	uint64_t lost = 99;
+	http_ring_init(&g);
+	assert_int_equal(http_ring_rewind(&g, 0, &lost), 0);
+	assert_true(lost == 0);
+	assert_int_equal(ring_add(&g, 1, "aaaa"), 0);
+	assert_int_equal(ring_add(&g, 2, "bb"), 0);
+	assert_int_equal(ring_add(&g, 3, "cccccc"), 0);
+	assert_int_equal(g.unsent, 12);
+	read_all(&g, &b, 5);                 /* pieces across events */
+	check_buf(&b, "aaaabbcccccc");
+	assert_int_equal(http_ring_rewind(&g, 1, &lost), 2);   /* the client had event 1 */
+	assert_true(lost == 0);
+	assert_int_equal(g.unsent, 8);
+	read_all(&g, &b, 3);
+	check_buf(&b, "bbcccccc");
+	assert_int_equal(http_ring_rewind(&g, 3, &lost), 0);   /* it had them all */
+	assert_int_equal(http_ring_rewind(&g, 9, &lost), 0);   /* an id from the future */
+	assert_true(lost == 0);
+
+	/* trimming: handed-out events go, oldest first, down to KEEP */
+	assert_int_equal(ring_add(&g, 4, "d"), 0);     /* not handed out */
+	http_ring_trim(&g, 7);
+	assert_int_equal(g.bytes, 7);        /* 1 and 2 gone: "cccccc" + "d" */
+	assert_int_equal(http_ring_rewind(&g, 0, &lost), 2);   /* 1 and 2 are lost */
+	assert_true(lost == 2);
+	read_all(&g, &b, 64);
+	check_buf(&b, "ccccccd");
+	http_ring_trim(&g, 0);
+	assert_int_equal(g.bytes, 1);        /* the newest stays, handed out or not */
+	assert_int_equal(http_ring_rewind(&g, 2, &lost), 1);
+	assert_true(lost == 1);              /* 3 was trimmed */
+
+	/* a partly handed-out event is not trimmed; drain hands out the rest */
+	assert_int_equal(ring_add(&g, 5, "eeee"), 0);
+	char two[2];
+	assert_int_equal(http_ring_read(&g, two, 2), 2);       /* "d" and one "e" */
+	http_ring_trim(&g, 0);
+	assert_int_equal(g.bytes, 4);
+	assert_int_equal(http_ring_drain(&g, &b), 0);
+	check_buf(&b, "eee");
+	assert_int_equal(g.unsent, 0);
+
+	/* moved whole; an empty ring still knows its last number */
+	http_ring_init(&h);
+	http_ring_move(&h, &g);
+	assert_null(g.head);
+	assert_int_equal(h.bytes, 4);
+	assert_true(h.last == 5);
+	assert_int_equal(ring_add(&g, 1, "x"), 0);     /* FROM is usable again */
+	http_ring_release(&h);
+	assert_true(h.last == 5);
+	assert_int_equal(http_ring_rewind(&h, 3, &lost), 0);
+	assert_true(lost == 2);
+	http_ring_release(&g);
+
+	/* a ring that keeps a copy of what a connection sent */
+	assert_int_equal(ring_add(&h, 6, "ff"), 0);
+	assert_int_equal(ring_add(&h, 7, "g"), 0);
+	http_ring_mark_sent(&h);
+	assert_int_equal(h.unsent, 0);
+	assert_int_equal(http_ring_read(&h, two, 2), 0);
+	assert_int_equal(http_ring_rewind(&h, 5, &lost), 2);
+	assert_true(lost == 0);
+	assert_int_equal(http_ring_drain(&h, &b), 0);
+	check_buf(&b, "ffg");
+	http_ring_release(&h);
 }
 
 /* Sets V to the JSON text T. */
@@ -196,6 +341,9 @@ int main(void)
 		cmocka_unit_test(test_content_type),
 		cmocka_unit_test(test_sid),
 		cmocka_unit_test(test_sse),
+		cmocka_unit_test(test_sse_head),
+		cmocka_unit_test(test_event_id),
+		cmocka_unit_test(test_ring),
 		cmocka_unit_test(test_routes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

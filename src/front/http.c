@@ -1136,8 +1136,8 @@ static enum MHD_Result resume_post(struct hsess *hs, struct hreq *g, unsigned st
 		log_warn("http: session #%u: stream %u resumed after event %llu; %llu event(s) after "
 			 "it were no longer kept", hs->serial, stream, (unsigned long long)seq,
 			 (unsigned long long)lost);
-	log_debug("http: session #%u: stream %u resumed: %zu event(s) sent again", hs->serial,
-		  stream, count);
+	log_info("http: session #%u: stream %u resumed after event %llu (%zu event(s) sent again)",
+		 hs->serial, stream, (unsigned long long)seq, count);
 	g->sse = true;
 	g->stream_no = r->stream_no;
 	g->seq = r->seq;

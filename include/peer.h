@@ -78,6 +78,10 @@ struct peer {
 	struct pipeline *pl;     /* backends: their own middleware (borrowed) */
 	json_t *init_result;     /* backends: their initialize result (borrowed) */
 	double timeout;          /* seconds a request may stay open here; 0: none */
+	unsigned long long answered[3]; /* responses it sent to requests the chain
+				  * forwarded to it, by outcome (msg_outcome:
+				  * result, JSON-RPC error, tool error);
+				  * counted by the chain, read for /metrics */
 	size_t rx_bytes;         /* wire size of the message being received,
 				  * set by the transport before handing it on */
 	json_int_t next_id;

@@ -720,12 +720,21 @@ static void write_metrics(struct buf *b, void *arg)
 			 backend_state_name(backend_state(a->backends[i])));
 		prom_backend(b, "mcp_chain_backend_state", backend_peer(a->backends[i])->name, extra, 1);
 	}
+	static const char *const outcomes[] = { "ok", "error", "tool_error" };
+	buf_printf(b, "# HELP mcp_chain_backend_responses_total Responses the backend sent, by outcome.\n"
+		   "# TYPE mcp_chain_backend_responses_total counter\n");
+	for (size_t i = 0; i < a->nbackends; i++) {
+		const struct peer *p = backend_peer(a->backends[i]);
+		for (size_t k = 0; k < 3; k++) {
+			char extra[64];
+			snprintf(extra, sizeof extra, ",outcome=\"%s\"", outcomes[k]);
+			prom_backend(b, "mcp_chain_backend_responses_total", p->name, extra, p->answered[k]);
+		}
+	}
 	static const char *const counters[][2] = {
 		{ "mcp_chain_backend_restarts_total", "Restarts of the backend." },
 		{ "mcp_chain_backend_requests_total", "Requests sent to the backend." },
 	};
-	/* (no per-backend error count: backend.c counts errors only for the
-	 * messages it parses; mcp_chain_responses_total has them all) */
 	for (size_t k = 0; k < 2; k++) {
 		buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", counters[k][0], counters[k][1],
 			   counters[k][0]);

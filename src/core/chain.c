@@ -737,7 +737,9 @@ static void on_response(struct peer *to, struct msg *m)
 		return;
 	}
 	ex->in_sent = false;
-	ex->chain->stats.responses[msg_outcome(m)]++;   /* bytes: a flag, no parse */
+	int outcome = msg_outcome(m);   /* bytes: a flag, no parse */
+	ex->chain->stats.responses[outcome]++;
+	to->answered[outcome]++;
 	ex->ctx.response_bytes = to->rx_bytes;
 	msg_release(&ex->m);
 	if (ex->walk.reached == 0) {   /* no module saw the request: none sees this */

@@ -308,12 +308,15 @@ static void test_error_response_mapped(void **state)
 }
 
 /* chain_stats counts where things happen: requests by requester,
- * responses by outcome, cancellations, answers for a responder gone. */
+ * responses by outcome (and by the responder that sent them),
+ * cancellations, answers for a responder gone. */
 static void test_stats(void **state)
 {
 	(void)state;
 	const struct chain_stats *st = chain_stats(C);
 	struct chain_stats before = *st;
+	unsigned long long answered[3];
+	memcpy(answered, backend.peer.answered, sizeof answered);
 	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}");
 	respond(&backend, int_at(got(&backend, 0), "id"), "{\"content\":[]}");
 	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}");
@@ -333,6 +336,9 @@ static void test_stats(void **state)
 	assert_int_equal(st->responses[0] - before.responses[0], 1);
 	assert_int_equal(st->responses[1] - before.responses[1], 1);
 	assert_int_equal(st->responses[2] - before.responses[2], 1);
+	for (int k = 0; k < 3; k++)   /* the chain's own answer (responder gone) is not the backend's */
+		assert_int_equal(backend.peer.answered[k] - answered[k], 1);
+	assert_int_equal(client.peer.answered[0] + client.peer.answered[1] + client.peer.answered[2], 0);
 	assert_int_equal(st->cancelled - before.cancelled, 1);
 	assert_int_equal(st->responder_gone - before.responder_gone, 1);
 	assert_int_equal(chain_open_exchanges(C), 0);

@@ -119,6 +119,22 @@ void http_ring_trim(struct http_ring *g, size_t keep);
  */
 size_t http_ring_rewind(struct http_ring *g, uint64_t after, uint64_t *lost);
 
+/*
+ * The request methods /metrics names. A client's method is counted under
+ * its name only when it is one of these (the MCP methods a client
+ * sends), else as "other": a client cannot grow the set of label values.
+ */
+#define HTTP_NMETHODS 20
+extern const char *const http_methods[HTTP_NMETHODS];  /* the last is "other" */
+/* The index of METHOD in http_methods ("other" for NULL or unknown). */
+unsigned http_method_index(const char *method);
+
+/* The upper bounds (seconds) of the request latency histogram's buckets,
+ * 100 us to 30 s; a last bucket, +Inf, is implied. */
+#define HTTP_NBUCKETS 17
+extern const double http_latency_bounds[HTTP_NBUCKETS];
+/* The first bucket whose bound is at least SECONDS (HTTP_NBUCKETS: +Inf). */
+unsigned http_latency_bucket(double seconds);
 
 /*
  * The routing table of one session: which open HTTP stream waits for a

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <openssl/evp.h>
 
@@ -49,6 +50,14 @@ static void ring_keep(struct hsess *hs, uint64_t seq, const char *bytes, size_t 
 static void kept_remove(struct hreq *r);
 static void sess_add_stream(struct hsess *hs, struct hreq *r);
 
+/* The monotonic clock, in seconds (request durations). */
+static double mono_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* ---- streams ---- */
 
 /* Drops a reference to R; frees it with the last. */
@@ -69,6 +78,7 @@ static void req_unref(struct hreq *r)
 		msg_val_release(&r->tokens[i]);
 	free(r->ids);
 	free(r->tokens);
+	free(r->methods);
 	free(r);
 }
 
@@ -84,15 +94,16 @@ static void stream_wake(struct hreq *r)
 }
 
 /*
- * Gives up each request R still waits for: with REASON, the session gets
- * a cancellation of it, as if the client had sent one; without, nothing
- * (the session is ending and answers it itself).
+ * Gives up each request R still waits for (counted for /metrics): with
+ * REASON, the session gets a cancellation of it, as if the client had sent
+ * one; without, nothing (the session is ending and answers it itself).
  */
 static void stream_give_up(struct hreq *r, struct hsess *hs, const char *reason)
 {
 	for (size_t i = 0; i < r->nids; i++) {
 		if (!http_routes_drop_id(&hs->routes, &r->ids[i], r))
 			continue;
+		r->f->outcomes[r->methods ? r->methods[i] : HTTP_NMETHODS - 1][REQ_GIVEN_UP]++;
 		if (!reason)
 			continue;
 		const struct msg_val *id = &r->ids[i];
@@ -523,6 +534,52 @@ static void to_get_stream(struct hsess *hs, const char *line, size_t n)
 	hs->held_dropped += dropped;
 }
 
+/* The place of request ID among R's requests, or -1. */
+static int req_slot(const struct hreq *r, const struct msg_val *id)
+{
+	unsigned char k[RPC_KEY_MAX], k2[RPC_KEY_MAX];
+	size_t n = id->n ? msg_val_key(id, k) : 0;
+	for (size_t i = 0; n && i < r->nids; i++)
+		if (msg_val_key(&r->ids[i], k2) == n && memcmp(k, k2, n) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Counts the answer to R's request ID (OUTCOME: msg_outcome's) by method,
+ * and how long it took since its POST. */
+static void count_answer(struct hreq *r, const struct msg_val *id, int outcome)
+{
+	int i = req_slot(r, id);
+	unsigned m = i >= 0 && r->methods ? r->methods[i] : HTTP_NMETHODS - 1;
+	static const enum req_outcome outcomes[] = { REQ_OK, REQ_ERROR, REQ_TOOL_ERROR };
+	double took = mono_now() - r->t0;
+	struct http_front *f = r->f;
+	f->outcomes[m][outcomes[outcome >= 0 && outcome <= 2 ? outcome : 1]]++;
+	f->latency[m][http_latency_bucket(took)]++;
+	f->latency_sum[m] += took;
+}
+
+/* Counts each answer of a batch's array ARR to R's requests (and takes its
+ * id out of the routes: the array answers them all at once). */
+static void count_batch(struct hreq *r, json_t *arr)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach(arr, i, e) {
+		json_t *id = json_object_get(e, "id");
+		char *s = id ? json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+		struct msg_val v = { .n = 0 };
+		if (s && msg_val_set(&v, s, strlen(s)) == 0 &&
+		    http_routes_drop_id(&r->sess->routes, &v, r)) {
+			json_t *res = json_object_get(e, "result");
+			count_answer(r, &v, json_object_get(e, "error") ? 1 :
+				     json_is_true(json_object_get(res, "isError")) ? 2 : 0);
+		}
+		msg_val_release(&v);
+		free(s);
+	}
+}
+
 /* The stream waiting for a batch's answers: the first of its ids that
  * routes (an invalid element's error may have a null id); its id into V. */
 static struct hreq *batch_stream(struct hsess *hs, json_t *arr, struct msg_val *v)
@@ -568,12 +625,16 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 	if (json_is_array(m.tree)) {
 		response = true;
 		r = batch_stream(hs, m.tree, &v);
-		if (r)
+		if (r) {
+			count_batch(r, m.tree);
 			r->pending = 1;  /* the whole batch answers it at once */
+		}
 	} else if (!msg_method(&m)) {
 		response = true;
 		if (msg_id_get(&m, &v) == 0)
 			r = http_routes_peek_id(&hs->routes, &v);
+		if (r)
+			count_answer(r, &v, msg_outcome(&m));
 	} else if (strcmp(msg_method(&m), "notifications/progress") == 0 &&
 		   msg_token_get(&m, &v) == 1) {
 		r = http_routes_token(&hs->routes, &v);
@@ -779,9 +840,14 @@ static void note_request(struct hreq *r, struct msg *m)
 	if (!ids)
 		return;
 	r->ids = ids;
+	unsigned char *methods = realloc(r->methods, r->nids + 1);
+	if (!methods)
+		return;
+	r->methods = methods;
 	memset(&ids[r->nids], 0, sizeof ids[0]);
 	if (msg_id_get(m, &ids[r->nids]) < 0)
 		return;
+	methods[r->nids] = (unsigned char)http_method_index(msg_method(m));
 	r->nids++;
 	struct msg_val tok = { .n = 0 };
 	if (msg_token_get(m, &tok) == 1) {
@@ -864,6 +930,7 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 	r->pending = r->nids;
 	r->sse = http_accepts(header(c, MHD_HTTP_HEADER_ACCEPT), SSE_TYPE);
 	r->stream_no = ++hs->next_stream;
+	r->t0 = mono_now();
 	if (r->sse && r->nids > 0 && f_resumable(hs))
 		stream_open_resumable(hs, r);
 	sess_add_stream(hs, r);
@@ -1142,14 +1209,17 @@ static enum MHD_Result resume_post(struct hsess *hs, struct hreq *g, unsigned st
 	g->stream_no = r->stream_no;
 	g->seq = r->seq;
 	g->primed = true;
+	g->t0 = r->t0;
 	http_ring_move(&g->ring, &r->ring);
 	/* its requests, and the routes of their answers and progress, are G's now */
 	g->ids = r->ids;
 	g->nids = r->nids;
+	g->methods = r->methods;
 	g->tokens = r->tokens;
 	g->ntokens = r->ntokens;
 	g->pending = r->pending;
 	r->ids = NULL;
+	r->methods = NULL;
 	r->tokens = NULL;
 	r->nids = r->ntokens = r->pending = 0;
 	if (r->sess) {
@@ -1782,6 +1852,48 @@ static void count_legacy(void *value, void *arg)
 		(*(size_t *)arg)++;
 }
 
+/* True when requests with method M were counted. */
+static bool method_seen(const struct http_front *f, unsigned m)
+{
+	for (unsigned o = 0; o < REQ_NOUTCOMES; o++)
+		if (f->outcomes[m][o])
+			return true;
+	return false;
+}
+
+/* Requests by method and outcome, and the latency histogram (methods
+ * never seen are left out; a seen one has every outcome and bucket). */
+static void request_metrics(struct http_front *f, struct buf *b)
+{
+	static const char *const outcome[REQ_NOUTCOMES] = { "ok", "error", "tool_error", "given_up" };
+	buf_printf(b, "# HELP mcp_chain_http_requests_total Streamable HTTP requests by method and "
+		   "how they ended: ok, error (JSON-RPC), tool_error (isError), given_up (the client "
+		   "left and did not resume, or the session ended first).\n"
+		   "# TYPE mcp_chain_http_requests_total counter\n");
+	for (unsigned m = 0; m < HTTP_NMETHODS; m++)
+		for (unsigned o = 0; method_seen(f, m) && o < REQ_NOUTCOMES; o++)
+			buf_printf(b, "mcp_chain_http_requests_total{method=\"%s\",outcome=\"%s\"} %llu\n",
+				   http_methods[m], outcome[o], f->outcomes[m][o]);
+	buf_printf(b, "# HELP mcp_chain_http_request_duration_seconds Time from a request's POST "
+		   "to its answer, by method.\n"
+		   "# TYPE mcp_chain_http_request_duration_seconds histogram\n");
+	for (unsigned m = 0; m < HTTP_NMETHODS; m++) {
+		if (!method_seen(f, m))
+			continue;
+		unsigned long long n = 0;
+		for (unsigned i = 0; i <= HTTP_NBUCKETS; i++) {
+			n += f->latency[m][i];
+			if (i < HTTP_NBUCKETS)
+				buf_printf(b, "mcp_chain_http_request_duration_seconds_bucket{method=\"%s\","
+					   "le=\"%g\"} %llu\n", http_methods[m], http_latency_bounds[i], n);
+		}
+		buf_printf(b, "mcp_chain_http_request_duration_seconds_bucket{method=\"%s\",le=\"+Inf\"} "
+			   "%llu\nmcp_chain_http_request_duration_seconds_sum{method=\"%s\"} %.9g\n"
+			   "mcp_chain_http_request_duration_seconds_count{method=\"%s\"} %llu\n",
+			   http_methods[m], n, http_methods[m], f->latency_sum[m], http_methods[m], n);
+	}
+}
+
 /* The front's own lines: sessions, connections, responses by status, bytes. */
 static void front_metrics(struct http_front *f, struct buf *b)
 {
@@ -1810,6 +1922,7 @@ static void front_metrics(struct http_front *f, struct buf *b)
 		   "# HELP mcp_chain_http_sent_bytes_total Response bodies sent.\n"
 		   "# TYPE mcp_chain_http_sent_bytes_total counter\n"
 		   "mcp_chain_http_sent_bytes_total %llu\n", f->bytes_in, f->bytes_out);
+	request_metrics(f, b);
 }
 
 enum MHD_Result hf_on_metrics(struct http_front *f, struct MHD_Connection *c)

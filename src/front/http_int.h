@@ -23,6 +23,11 @@
 
 enum req_kind { REQ_POST, REQ_GET, REQ_DELETE, REQ_OTHER };
 
+/* How a request ended, for /metrics: answered with a result, a JSON-RPC
+ * error or a tool error, or given up (its client left and did not resume,
+ * or the session ended first). */
+enum req_outcome { REQ_OK, REQ_ERROR, REQ_TOOL_ERROR, REQ_GIVEN_UP, REQ_NOUTCOMES };
+
 /* Which endpoint a request came to. */
 enum http_ep { EP_MCP, EP_SSE, EP_MESSAGES };
 
@@ -78,6 +83,10 @@ struct hreq {
 	struct hsess *home;       /* the session whose kept list holds it */
 	struct hreq *knext;       /* in home->kept */
 	ev_timer grace;           /* a parked stream's wait */
+	/* /metrics: each request's method (an http_methods index), and when
+	 * the POST that carried them was read */
+	unsigned char *methods;   /* parallel to IDS */
+	double t0;
 };
 
 struct hsess {
@@ -135,6 +144,11 @@ struct http_front {
 	/* counted where they happen, read by /metrics */
 	unsigned long long responses[600];   /* by HTTP status */
 	unsigned long long bytes_in, bytes_out;  /* bodies */
+	/* Streamable HTTP requests by method (http_methods) and how they
+	 * ended; the answered ones' durations as a histogram */
+	unsigned long long outcomes[HTTP_NMETHODS][REQ_NOUTCOMES];
+	unsigned long long latency[HTTP_NMETHODS][HTTP_NBUCKETS + 1];
+	double latency_sum[HTTP_NMETHODS];
 };
 
 /* ---- http.c, for http_sse.c ---- */

@@ -365,6 +365,37 @@ size_t http_ring_rewind(struct http_ring *g, uint64_t after, uint64_t *lost)
 	return count;
 }
 
+/* ---- what /metrics names ---- */
+
+const char *const http_methods[HTTP_NMETHODS] = {
+	"initialize", "ping", "tools/list", "tools/call", "resources/list",
+	"resources/templates/list", "resources/read", "resources/subscribe",
+	"resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete",
+	"logging/setLevel", "tasks/get", "tasks/list", "tasks/result", "tasks/cancel",
+	"server/discover", "subscriptions/listen", "other",
+};
+
+unsigned http_method_index(const char *method)
+{
+	for (unsigned i = 0; method && i < HTTP_NMETHODS - 1; i++)
+		if (strcmp(method, http_methods[i]) == 0)
+			return i;
+	return HTTP_NMETHODS - 1;
+}
+
+const double http_latency_bounds[HTTP_NBUCKETS] = {
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+	1, 2.5, 5, 10, 30,
+};
+
+unsigned http_latency_bucket(double seconds)
+{
+	unsigned i = 0;
+	while (i < HTTP_NBUCKETS && seconds > http_latency_bounds[i])
+		i++;
+	return i;
+}
+
 /* ---- routing table ---- */
 
 void http_routes_init(struct http_routes *r)

@@ -287,6 +287,30 @@ static void test_ring(void **state)
 	http_ring_release(&h);
 }
 
+/* Known methods by name, anything else (or none) as "other"; buckets by bound. */
+static void test_metrics_names(void **state)
+{
+	(void)state;
+	assert_string_equal(http_methods[http_method_index("tools/call")], "tools/call");
+	assert_string_equal(http_methods[http_method_index("initialize")], "initialize");
+	assert_string_equal(http_methods[http_method_index("subscriptions/listen")],
+			    "subscriptions/listen");
+	assert_int_equal(http_method_index("tools/call/x"), HTTP_NMETHODS - 1);
+	assert_int_equal(http_method_index("other"), HTTP_NMETHODS - 1);
+	assert_int_equal(http_method_index(NULL), HTTP_NMETHODS - 1);
+	assert_string_equal(http_methods[HTTP_NMETHODS - 1], "other");
+	for (unsigned i = 0; i + 1 < HTTP_NMETHODS; i++)
+		assert_int_equal(http_method_index(http_methods[i]), i);
+	assert_int_equal(http_latency_bucket(0), 0);
+	assert_int_equal(http_latency_bucket(0.0001), 0);          /* le: bounds are inclusive */
+	assert_int_equal(http_latency_bucket(0.00011), 1);
+	assert_true(http_latency_bounds[http_latency_bucket(0.7)] == 1.0);
+	assert_true(http_latency_bounds[HTTP_NBUCKETS - 1] == 30.0);
+	assert_int_equal(http_latency_bucket(30.5), HTTP_NBUCKETS);
+	for (unsigned i = 1; i < HTTP_NBUCKETS; i++)
+		assert_true(http_latency_bounds[i] > http_latency_bounds[i - 1]);
+}
+
 /* Sets V to the JSON text T. */
 static struct msg_val val(const char *t)
 {
@@ -344,6 +368,7 @@ int main(void)
 		cmocka_unit_test(test_sse_head),
 		cmocka_unit_test(test_event_id),
 		cmocka_unit_test(test_ring),
+		cmocka_unit_test(test_metrics_names),
 		cmocka_unit_test(test_routes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -92,6 +92,10 @@ struct http_ring {
 	size_t off;                 /* bytes of NEXT already handed out */
 	size_t bytes;               /* of every kept event */
 	size_t unsent;              /* not yet handed out */
+	size_t fresh;               /* never handed out (what a rewind queues
+				     * again is not counted): a reader's backlog */
+	uint64_t hw_seq;            /* how far it was ever handed out: event */
+	size_t hw_off;              /* ... and bytes of it */
 	uint64_t last;              /* the newest event's number (kept or not); 0: none */
 };
 

@@ -284,7 +284,7 @@ static void stream_send(struct hreq *r, const char *line, size_t n)
 		return;  /* dropped while a batch of messages was being sent */
 	if (r->deferred && buf_pending(&r->first) == 0 && buf_pending(&r->out) == 0)
 		defer_note(r, line, n);
-	size_t waiting = r->keep ? r->ring.unsent : buf_pending(&r->out);
+	size_t waiting = r->keep ? r->ring.fresh : buf_pending(&r->out);
 	if (waiting > r->f->stream_buffer) {
 		if (r->parked)
 			log_warn("http: session #%u: dropped a POST stream waiting to be resumed "

@@ -259,7 +259,8 @@ void http_ring_release(struct http_ring *g)
 	}
 	uint64_t last = g->last;
 	http_ring_init(g);
-	g->last = last;
+	g->last = g->hw_seq = last;
+	g->hw_off = SIZE_MAX;
 }
 
 void http_ring_move(struct http_ring *to, struct http_ring *from)
@@ -297,6 +298,7 @@ int http_ring_add(struct http_ring *g, uint64_t seq, struct buf *ev)
 	}
 	g->bytes += n;
 	g->unsent += n;
+	g->fresh += n;
 	g->last = seq;
 	return 0;
 }
@@ -306,6 +308,22 @@ void http_ring_mark_sent(struct http_ring *g)
 	g->next = NULL;
 	g->off = 0;
 	g->unsent = 0;
+	g->fresh = 0;
+	g->hw_seq = g->last;
+	g->hw_off = SIZE_MAX;
+}
+
+/* Bytes FROM to TO of E were handed out: those never handed out before
+ * leave the fresh count, and the high-water mark moves past them. */
+static void handed_out(struct http_ring *g, const struct http_ring_ev *e, size_t from, size_t to)
+{
+	size_t beyond = e->seq > g->hw_seq ? to - from :
+		e->seq == g->hw_seq && to > g->hw_off ? to - (from > g->hw_off ? from : g->hw_off) : 0;
+	if (!beyond)
+		return;
+	g->fresh -= beyond;
+	g->hw_seq = e->seq;
+	g->hw_off = to;
 }
 
 size_t http_ring_read(struct http_ring *g, char *out, size_t max)
@@ -315,6 +333,7 @@ size_t http_ring_read(struct http_ring *g, char *out, size_t max)
 		struct http_ring_ev *e = g->next;
 		size_t k = e->n - g->off < max - got ? e->n - g->off : max - got;
 		memcpy(out + got, e->bytes + g->off, k);
+		handed_out(g, e, g->off, g->off + k);
 		got += k;
 		g->off += k;
 		if (g->off == e->n) {
@@ -330,8 +349,10 @@ int http_ring_drain(struct http_ring *g, struct buf *out)
 {
 	if (buf_reserve(out, g->unsent) < 0)
 		return -1;
-	for (; g->next; g->next = g->next->next, g->off = 0)
+	for (; g->next; g->next = g->next->next, g->off = 0) {
 		buf_append(out, g->next->bytes + g->off, g->next->n - g->off);
+		handed_out(g, g->next, g->off, g->next->n);
+	}
 	g->unsent = 0;
 	return 0;
 }

@@ -227,11 +227,25 @@ static void test_ring(void **state)
 	assert_int_equal(ring_add(&g, 2, "bb"), 0);
 	assert_int_equal(ring_add(&g, 3, "cccccc"), 0);
 	assert_int_equal(g.unsent, 12);
+	assert_int_equal(g.fresh, 12);
+	char two[2];
+	assert_int_equal(http_ring_read(&g, two, 2), 2);
+	assert_int_equal(g.fresh, 10);
+	assert_int_equal(http_ring_rewind(&g, 0, &lost), 3);   /* back before a partly read event */
+	assert_int_equal(g.unsent, 12);
+	assert_int_equal(g.fresh, 10);       /* what is sent again is no new backlog */
+	assert_int_equal(http_ring_read(&g, two, 2), 2);
+	assert_int_equal(g.fresh, 10);
+	assert_int_equal(http_ring_read(&g, two, 1), 1);       /* one byte past where it was */
+	assert_int_equal(g.fresh, 9);
+	assert_int_equal(http_ring_rewind(&g, 0, &lost), 3);
 	read_all(&g, &b, 5);                 /* pieces across events */
 	check_buf(&b, "aaaabbcccccc");
+	assert_int_equal(g.fresh, 0);
 	assert_int_equal(http_ring_rewind(&g, 1, &lost), 2);   /* the client had event 1 */
 	assert_true(lost == 0);
 	assert_int_equal(g.unsent, 8);
+	assert_int_equal(g.fresh, 0);
 	read_all(&g, &b, 3);
 	check_buf(&b, "bbcccccc");
 	assert_int_equal(http_ring_rewind(&g, 3, &lost), 0);   /* it had them all */
@@ -240,6 +254,7 @@ static void test_ring(void **state)
 
 	/* trimming: handed-out events go, oldest first, down to KEEP */
 	assert_int_equal(ring_add(&g, 4, "d"), 0);     /* not handed out */
+	assert_int_equal(g.fresh, 1);
 	http_ring_trim(&g, 7);
 	assert_int_equal(g.bytes, 7);        /* 1 and 2 gone: "cccccc" + "d" */
 	assert_int_equal(http_ring_rewind(&g, 0, &lost), 2);   /* 1 and 2 are lost */
@@ -253,13 +268,15 @@ static void test_ring(void **state)
 
 	/* a partly handed-out event is not trimmed; drain hands out the rest */
 	assert_int_equal(ring_add(&g, 5, "eeee"), 0);
-	char two[2];
+	assert_int_equal(g.fresh, 4);        /* "d" was handed out before the rewind */
 	assert_int_equal(http_ring_read(&g, two, 2), 2);       /* "d" and one "e" */
+	assert_int_equal(g.fresh, 3);
 	http_ring_trim(&g, 0);
 	assert_int_equal(g.bytes, 4);
 	assert_int_equal(http_ring_drain(&g, &b), 0);
 	check_buf(&b, "eee");
 	assert_int_equal(g.unsent, 0);
+	assert_int_equal(g.fresh, 0);
 
 	/* moved whole; an empty ring still knows its last number */
 	http_ring_init(&h);
@@ -277,13 +294,16 @@ static void test_ring(void **state)
 	/* a ring that keeps a copy of what a connection sent */
 	assert_int_equal(ring_add(&h, 6, "ff"), 0);
 	assert_int_equal(ring_add(&h, 7, "g"), 0);
+	assert_int_equal(h.fresh, 3);
 	http_ring_mark_sent(&h);
 	assert_int_equal(h.unsent, 0);
+	assert_int_equal(h.fresh, 0);
 	assert_int_equal(http_ring_read(&h, two, 2), 0);
 	assert_int_equal(http_ring_rewind(&h, 5, &lost), 2);
 	assert_true(lost == 0);
 	assert_int_equal(http_ring_drain(&h, &b), 0);
 	check_buf(&b, "ffg");
+	assert_int_equal(h.fresh, 0);
 	http_ring_release(&h);
 }
 

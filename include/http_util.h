@@ -104,9 +104,14 @@ void http_ring_init(struct http_ring *g);
 void http_ring_release(struct http_ring *g);
 /* Moves FROM's events into TO (whose own are freed); FROM is left empty. */
 void http_ring_move(struct http_ring *to, struct http_ring *from);
-/* Appends event SEQ, the bytes EV holds, not handed out yet: steals EV's
- * memory (EV is left empty, also on error); 0 or -1. */
-int http_ring_add(struct http_ring *g, uint64_t seq, struct buf *ev);
+/* Appends event SEQ, N bytes already framed (copied), not handed out
+ * yet; 0 or -1. */
+int http_ring_add(struct http_ring *g, uint64_t seq, const char *bytes, size_t n);
+/* Appends the SSE event "STREAM-SEQ" carrying the line DATA (N bytes),
+ * framed as http_sse_event does, straight into the ring (one allocation
+ * of its exact size); 0 or -1. */
+int http_ring_add_event(struct http_ring *g, unsigned stream, uint64_t seq, const char *data,
+			size_t n);
 /* Counts every event handed out (a ring that only keeps a copy). */
 void http_ring_mark_sent(struct http_ring *g);
 /* Hands out up to MAX bytes into OUT, oldest first; returns how many. */

@@ -297,9 +297,7 @@ static void stream_send(struct hreq *r, const char *line, size_t n)
 	}
 	int rc;
 	if (r->keep) {   /* framed once, into the ring its connection reads */
-		struct buf ev = BUF_INIT;
-		rc = http_sse_event(&ev, r->stream_no, ++r->seq, line, n);
-		rc = rc == 0 ? http_ring_add(&r->ring, r->seq, &ev) : (buf_release(&ev), -1);
+		rc = http_ring_add_event(&r->ring, r->stream_no, ++r->seq, line, n);
 	} else if (r->sse) {
 		bool get = r == hs->get;
 		uint64_t seq = get ? ++hs->get_seq : ++r->seq;
@@ -450,12 +448,7 @@ static enum MHD_Result reply_stream(struct hreq *r, const char *sid)
  * streamBufferBytes. */
 static void ring_keep(struct hsess *hs, uint64_t seq, const char *bytes, size_t n)
 {
-	struct buf ev = BUF_INIT;
-	if (buf_append(&ev, bytes, n) < 0) {
-		buf_release(&ev);
-		return;
-	}
-	if (http_ring_add(&hs->ring, seq, &ev) < 0)
+	if (http_ring_add(&hs->ring, seq, bytes, n) < 0)
 		return;
 	http_ring_mark_sent(&hs->ring);
 	http_ring_trim(&hs->ring, hs->f->stream_buffer);

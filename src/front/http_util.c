@@ -170,29 +170,50 @@ bool http_sid_valid(const char *s)
 	return true;
 }
 
-/* Appends an SSE event. */
-int http_sse_event(struct buf *out, unsigned stream, uint64_t seq, const char *data, size_t n)
+/* Frames one SSE event, the id line HEAD (HN bytes) and the line DATA (N
+ * bytes) as data lines, into OUT; with OUT NULL only counts. Returns its
+ * length. */
+static size_t sse_frame(char *out, const char *head, size_t hn, const char *data, size_t n)
 {
-	char head[64];
-	int h = snprintf(head, sizeof head, "id: %u-%llu\nevent: message\n", stream,
-			 (unsigned long long)seq);
-	if (buf_append(out, head, (size_t)h) < 0)
-		return -1;
+	size_t len = 0;
+#define PUT(p, k) do { if (out) memcpy(out + len, (p), (k)); len += (k); } while (0)
+	PUT(head, hn);
 	size_t i = 0;
 	bool broke;
 	do {   /* one data line per line of DATA, the last one too when DATA ends a line */
 		size_t j = i;
 		while (j < n && data[j] != '\n' && data[j] != '\r')
 			j++;
-		if (buf_append(out, "data: ", 6) < 0 || buf_append(out, data + i, j - i) < 0 ||
-		    buf_append(out, "\n", 1) < 0)
-			return -1;
+		PUT("data: ", 6);
+		PUT(data + i, j - i);
+		PUT("\n", 1);
 		broke = j < n;
 		if (j < n && data[j] == '\r' && j + 1 < n && data[j + 1] == '\n')
 			j++;
 		i = j + 1;
 	} while (i < n || (broke && i == n));
-	return buf_append(out, "\n", 1);
+	PUT("\n", 1);
+#undef PUT
+	return len;
+}
+
+/* The id and type lines of event STREAM-SEQ into HEAD; their length. */
+static size_t sse_head_lines(char head[64], unsigned stream, uint64_t seq)
+{
+	return (size_t)snprintf(head, 64, "id: %u-%llu\nevent: message\n", stream,
+				(unsigned long long)seq);
+}
+
+/* Appends an SSE event. */
+int http_sse_event(struct buf *out, unsigned stream, uint64_t seq, const char *data, size_t n)
+{
+	char head[64];
+	size_t hn = sse_head_lines(head, stream, seq);
+	size_t len = sse_frame(NULL, head, hn, data, n);
+	if (buf_reserve(out, len) < 0)
+		return -1;
+	out->len += sse_frame(out->data + out->len, head, hn, data, n);
+	return 0;
 }
 
 /* Appends a resumable stream's head: the retry hint, the priming event. */
@@ -234,7 +255,7 @@ struct http_ring_ev {
 	struct http_ring_ev *next;
 	uint64_t seq;
 	size_t n;
-	char *bytes;   /* owned */
+	char bytes[];
 };
 
 void http_ring_init(struct http_ring *g)
@@ -243,19 +264,12 @@ void http_ring_init(struct http_ring *g)
 	g->tail = &g->head;
 }
 
-/* Frees one event. */
-static void ev_free(struct http_ring_ev *e)
-{
-	free(e->bytes);
-	free(e);
-}
-
 void http_ring_release(struct http_ring *g)
 {
 	while (g->head) {
 		struct http_ring_ev *e = g->head;
 		g->head = e->next;
-		ev_free(e);
+		free(e);
 	}
 	uint64_t last = g->last;
 	http_ring_init(g);
@@ -272,21 +286,9 @@ void http_ring_move(struct http_ring *to, struct http_ring *from)
 	http_ring_init(from);
 }
 
-int http_ring_add(struct http_ring *g, uint64_t seq, struct buf *ev)
+/* Appends E (made for N bytes, filled) as event SEQ. */
+static void ring_append(struct http_ring *g, struct http_ring_ev *e, uint64_t seq, size_t n)
 {
-	struct http_ring_ev *e = malloc(sizeof *e);
-	size_t n = buf_pending(ev);
-	if (!e || !ev->data) {
-		free(e);
-		buf_release(ev);
-		return -1;
-	}
-	if (ev->off)
-		memmove(ev->data, ev->data + ev->off, n);
-	e->bytes = ev->cap > n + 256 ? realloc(ev->data, n) : ev->data;  /* no slack kept */
-	if (!e->bytes)
-		e->bytes = ev->data;
-	*ev = (struct buf)BUF_INIT;
 	e->next = NULL;
 	e->seq = seq;
 	e->n = n;
@@ -300,6 +302,29 @@ int http_ring_add(struct http_ring *g, uint64_t seq, struct buf *ev)
 	g->unsent += n;
 	g->fresh += n;
 	g->last = seq;
+}
+
+int http_ring_add(struct http_ring *g, uint64_t seq, const char *bytes, size_t n)
+{
+	struct http_ring_ev *e = malloc(sizeof *e + n);
+	if (!e)
+		return -1;
+	memcpy(e->bytes, bytes, n);
+	ring_append(g, e, seq, n);
+	return 0;
+}
+
+int http_ring_add_event(struct http_ring *g, unsigned stream, uint64_t seq, const char *data,
+			size_t n)
+{
+	char head[64];
+	size_t hn = sse_head_lines(head, stream, seq);
+	size_t len = sse_frame(NULL, head, hn, data, n);
+	struct http_ring_ev *e = malloc(sizeof *e + len);
+	if (!e)
+		return -1;
+	sse_frame(e->bytes, head, hn, data, n);
+	ring_append(g, e, seq, len);
 	return 0;
 }
 
@@ -363,7 +388,7 @@ void http_ring_trim(struct http_ring *g, size_t keep)
 		struct http_ring_ev *e = g->head;
 		g->head = e->next;
 		g->bytes -= e->n;
-		ev_free(e);
+		free(e);
 	}
 }
 

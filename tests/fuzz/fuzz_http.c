@@ -94,6 +94,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	uint64_t pn;
 	CHECK(http_event_id_parse(idtext, &ps, &pn) == 0 && ps == stream && pn == id);
 	(void)http_event_id_parse(s, &ps, &pn);   /* any header text */
+	struct http_ring ring;     /* framed straight into a ring: the same bytes */
+	struct buf again = BUF_INIT;
+	http_ring_init(&ring);
+	CHECK(http_ring_add_event(&ring, stream, id, (const char *)data, size) == 0);
+	CHECK(http_ring_drain(&ring, &again) == 0);
+	CHECK(again.len == out.len && memcmp(again.data, out.data, out.len) == 0);
+	buf_release(&again);
+	http_ring_release(&ring);
 	for (int cut = 0; cut < 2; cut++) {
 		struct sse p;
 		struct got g = { 0 };

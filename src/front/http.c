@@ -885,7 +885,7 @@ static bool scan_body(struct hreq *r, bool *is_init, bool *is_discover, json_t *
 
 /* True when HS's POST streams may be resumed: a Streamable HTTP session
  * of the handshake era (2026-07-28 has no resumption), resumeGraceMs > 0. */
-static bool f_resumable(const struct hsess *hs)
+static bool sess_resumable(const struct hsess *hs)
 {
 	return hs->f->resume_grace > 0 && !hs->stateless && !hs->legacy;
 }
@@ -924,7 +924,7 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 	r->sse = http_accepts(header(c, MHD_HTTP_HEADER_ACCEPT), SSE_TYPE);
 	r->stream_no = ++hs->next_stream;
 	r->t0 = mono_now();
-	if (r->sse && r->nids > 0 && f_resumable(hs))
+	if (r->sse && r->nids > 0 && sess_resumable(hs))
 		stream_open_resumable(hs, r);
 	sess_add_stream(hs, r);
 	hs->current = r;

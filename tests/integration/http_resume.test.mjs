@@ -212,10 +212,11 @@ test('nobody resumes: the backend sees notifications/cancelled after resumeGrace
   });
 
 /**
- * A TCP proxy to PORT that forwards both ways and cuts a connection (both
- * sides, once the chunk that decided it is written) the first time
- * CUT(conn, chunk) is true for a chunk from the server. conn.up holds what
- * the client sent on that connection, conn.down what the server sent.
+ * A TCP proxy to PORT that forwards both ways and cuts a connection the
+ * first time CUT(conn, chunk, cuts) is true for a chunk from the server:
+ * that chunk is forwarded, nothing after it, and both sides are closed
+ * 50 ms later (time for the client to read it). conn.up holds what the
+ * client sent on that connection, conn.down what the server sent.
  */
 async function cuttingProxy(port, cut) {
   const conns = [];
@@ -226,10 +227,12 @@ async function cuttingProxy(port, cut) {
     conns.push(c);
     client.on('data', (d) => { c.up += d.toString('latin1'); upstream.write(d); });
     upstream.on('data', (d) => {
+      if (c.cut) return;
       c.down += d.toString('latin1');
       if (cut(c, d.toString('latin1'), cuts)) {
         cuts++;
-        client.write(d, () => { client.destroy(); upstream.destroy(); });
+        c.cut = true;
+        client.write(d, () => setTimeout(() => { client.destroy(); upstream.destroy(); }, 50));
         return;
       }
       client.write(d);

@@ -58,6 +58,10 @@ test('conformance 0.1.16: mcp-chain --listen passes every server scenario the fi
     assert.ok(direct_ok.length >= 30, `the fixture passes the scenarios it is written for: ${viaDirect.total}`);
     const lost = direct_ok.filter((n) => !passes(viaChain.scenarios[n]));
     assert.deepEqual(lost, [], `scenarios passed directly but not through mcp-chain:\n${viaChain.out.slice(-4000)}`);
+    // at least as many checks: mcp-chain's POST streams are resumable (a retry hint and, for
+    // 2025-11-25 clients, a priming event), which server-sse-polling counts and the fixture
+    // served directly does not offer
     for (const n of direct_ok)
-      assert.equal(viaChain.scenarios[n].passed, viaDirect.scenarios[n].passed, `${n}: as many checks passed`);
+      assert.ok(viaChain.scenarios[n].passed >= viaDirect.scenarios[n].passed,
+        `${n}: ${viaChain.scenarios[n].passed} checks passed through mcp-chain, ${viaDirect.scenarios[n].passed} directly`);
   });

@@ -48,6 +48,7 @@ static struct http_front *f_of(struct MHD_Connection *c);
 static const char *bearer(struct MHD_Connection *c, size_t *n);
 static void ring_keep(struct hsess *hs, uint64_t seq, const char *bytes, size_t n);
 static void kept_remove(struct hreq *r);
+static void unwatch_eof(struct hreq *r);
 static void sess_add_stream(struct hsess *hs, struct hreq *r);
 
 /* The monotonic clock, in seconds (request durations). */
@@ -65,12 +66,13 @@ static void req_unref(struct hreq *r)
 {
 	if (--r->refs > 0)
 		return;
-	ev_io_stop(EV_DEFAULT, &r->watch);
+	unwatch_eof(r);
 	ev_timer_stop(EV_DEFAULT, &r->grace);
 	buf_release(&r->body);
 	buf_release(&r->out);
 	buf_release(&r->err);
 	buf_release(&r->first);
+	free(r->sid);
 	http_ring_release(&r->ring);
 	for (size_t i = 0; i < r->nids; i++)
 		msg_val_release(&r->ids[i]);
@@ -82,13 +84,48 @@ static void req_unref(struct hreq *r)
 	free(r);
 }
 
+#define WATCH_DELAY 0.02  /* s a connection is suspended before its EOF is watched */
+
+/* Stops watching R's connection for its client's EOF. */
+static void unwatch_eof(struct hreq *r)
+{
+	ev_timer_stop(EV_DEFAULT, &r->watch_soon);
+	ev_io_stop(EV_DEFAULT, &r->watch);
+}
+
+/* R has been suspended WATCH_DELAY: its client's EOF is watched now. */
+static void on_watch_soon(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct hreq *r = w->data;
+	(void)loop;
+	(void)revents;
+	if (!r->suspended || !r->conn)
+		return;
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci) {
+		ev_io_set(&r->watch, ci->connect_fd, EV_READ);
+		ev_io_start(EV_DEFAULT, &r->watch);
+	}
+}
+
+/* Suspends R's connection until something for it comes; its client's EOF
+ * is watched once the wait lasts (a client that leaves is seen then). */
+static void defer_wait(struct hreq *r)
+{
+	MHD_suspend_connection(r->conn);
+	r->suspended = true;
+	ev_timer_set(&r->watch_soon, WATCH_DELAY, 0.);
+	ev_timer_start(EV_DEFAULT, &r->watch_soon);
+}
+
 /* Lets a suspended stream's connection run again. */
 static void stream_wake(struct hreq *r)
 {
 	if (!r->suspended)
 		return;
 	r->suspended = false;
-	ev_io_stop(EV_DEFAULT, &r->watch);
+	unwatch_eof(r);
 	MHD_resume_connection(r->conn);
 	front_kick(r->f);
 }
@@ -259,22 +296,38 @@ static void stream_lost(struct hreq *r, const char *reason)
  */
 /*
  * A stateless call's first line, while its HTTP status is not sent yet:
- * an error answer that the era gives a status of its own is kept to be
- * sent as it is, with that status.
+ * an error answer that the era gives a status of its own is sent with
+ * that status.
  */
 static void defer_note(struct hreq *r, const char *line, size_t n)
 {
 	json_t *m = json_loadb(line, n, 0, NULL);
 	json_t *err = json_object_get(m, "error");
 	json_int_t code = json_integer_value(json_object_get(err, "code"));
-	if (err && !json_object_get(m, "method")) {
+	if (err && !json_object_get(m, "method"))
 		r->status_hint = code == RPC_METHOD_NOT_FOUND ? MHD_HTTP_NOT_FOUND :
 			code == RPC_INVALID_PARAMS || code == RPC_UNSUPPORTED_VERSION ||
 			code == RPC_MISSING_CLIENT_CAPABILITY || code == -32020 ? MHD_HTTP_BAD_REQUEST : 0;
-		if (r->status_hint)
-			buf_append(&r->first, line, n);
-	}
 	json_decref(m);
+}
+
+/*
+ * A line for R before its response is queued: held. An SSE reader is
+ * woken to decide at once (JSON when it is the whole answer, else a
+ * stream); a JSON one only once it has all (stream_finish wakes it).
+ */
+static void defer_line(struct hreq *r, const char *line, size_t n)
+{
+	if (r->nfirst == 0 && r->sess->stateless)
+		defer_note(r, line, n);
+	if (buf_append(&r->first, line, n) < 0 || buf_append(&r->first, "\n", 1) < 0) {
+		log_error("http: session #%u: out of memory for a stream", r->sess->serial);
+		stream_abort(r, "mcp-chain ran out of memory");
+		return;
+	}
+	r->nfirst++;
+	if (r->sse)
+		stream_wake(r);
 }
 
 static void stream_send(struct hreq *r, const char *line, size_t n)
@@ -282,8 +335,10 @@ static void stream_send(struct hreq *r, const char *line, size_t n)
 	struct hsess *hs = r->sess;
 	if (!hs)
 		return;  /* dropped while a batch of messages was being sent */
-	if (r->deferred && buf_pending(&r->first) == 0 && buf_pending(&r->out) == 0)
-		defer_note(r, line, n);
+	if (r->deferred) {
+		defer_line(r, line, n);
+		return;
+	}
 	size_t waiting = r->keep ? r->ring.fresh : buf_pending(&r->out);
 	if (waiting > r->f->stream_buffer) {
 		if (r->parked)
@@ -361,14 +416,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 	}
 	if (r->done)
 		return MHD_CONTENT_READER_END_OF_STREAM;
-	MHD_suspend_connection(r->conn);
-	r->suspended = true;
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (ci) {
-		ev_io_set(&r->watch, ci->connect_fd, EV_READ);
-		ev_io_start(EV_DEFAULT, &r->watch);
-	}
+	defer_wait(r);
 	return 0;
 }
 
@@ -390,6 +438,8 @@ static enum MHD_Result reply(struct hreq *r, struct MHD_Connection *c, unsigned 
 		return MHD_NO;
 	if (ctype)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+	if (ctype && strcmp(ctype, SSE_TYPE) == 0)
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
 	if (sid)
 		MHD_add_response_header(resp, SID_HEADER, sid);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
@@ -893,12 +943,12 @@ static bool sess_resumable(const struct hsess *hs)
 /*
  * Makes the POST stream R resumable: its head is the retry hint and, for
  * a client of 2025-11-25 or later (older ones may choke on an event with
- * empty data), the priming event, so the client holds an id at once.
+ * empty data), the priming event, so the client holds an id at once
+ * (R->head, set in post_to_session).
  */
 static void stream_open_resumable(struct hsess *hs, struct hreq *r)
 {
-	const char *v = session_version(hs->s);
-	bool prime = v && strcmp(v, "2025-11-25") >= 0;
+	bool prime = r->head == 2;
 	kept_add(hs, r);
 	if (http_sse_head(&r->out, r->stream_no, hs->f->retry_ms, prime) == 0 && prime)
 		r->primed = true;
@@ -924,8 +974,11 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 	r->sse = http_accepts(header(c, MHD_HTTP_HEADER_ACCEPT), SSE_TYPE);
 	r->stream_no = ++hs->next_stream;
 	r->t0 = mono_now();
-	if (r->sse && r->nids > 0 && sess_resumable(hs))
-		stream_open_resumable(hs, r);
+	r->deferred = r->nids > 0;   /* one body or a stream: its first line decides */
+	if (sess_resumable(hs)) {
+		const char *v = session_version(hs->s);
+		r->head = v && strcmp(v, "2025-11-25") >= 0 ? 2 : 1;
+	}
 	sess_add_stream(hs, r);
 	hs->current = r;
 	session_receive_line(hs->s, r->body.data, buf_pending(&r->body));
@@ -933,6 +986,7 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 		hs->current = NULL;
 	buf_release(&r->body);
 	if (buf_pending(&r->err) > 0) {
+		r->deferred = false;
 		stream_detach(r, NULL);  /* refused whole: nothing of it is open */
 		return reply(r, c, MHD_HTTP_BAD_REQUEST, JSON_TYPE, r->err.data,
 			     buf_pending(&r->err), sid);
@@ -941,30 +995,68 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 		stream_detach(r, NULL);
 		return reply(r, c, MHD_HTTP_ACCEPTED, NULL, "", 0, sid);
 	}
-	if (hs->stateless && !r->done && buf_pending(&r->out) == 0) {
-		/* the era gives some errors a status of their own: wait for the
-		 * first line before sending one (a stream of progress: 200) */
-		r->deferred = true;
-		MHD_suspend_connection(c);
-		r->suspended = true;
-		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-		if (ci) {
-			ev_io_set(&r->watch, ci->connect_fd, EV_READ);
-			ev_io_start(EV_DEFAULT, &r->watch);
-		}
+	if (!r->done && !(r->sse && r->nfirst > 0)) {
+		/*
+		 * Nothing is sent before the first line: an answer that comes
+		 * before anything else goes as one JSON body (the client need
+		 * not read a stream; a 2026-07-28 error gets its era's status),
+		 * else, for an SSE reader, a stream starts with it.
+		 */
+		if (sid && !(r->sid = strdup(sid)))
+			return MHD_NO;
+		defer_wait(r);
 		return MHD_YES;
 	}
 	return reply_now_or_stream(r, sid);
 }
 
-/* R's response, now that something of it is there (or all of it). */
+/*
+ * R's response, now that something of it is there (or all of it). All of
+ * it: one body with its length, sent with the headers -- JSON for a client
+ * that reads no stream (and for a 2026-07-28 error with its era's status),
+ * else the SSE events a stream would have carried. Not all of it yet: an
+ * SSE stream that begins with the lines held.
+ */
 static enum MHD_Result reply_now_or_stream(struct hreq *r, const char *sid)
 {
 	struct MHD_Connection *c = r->conn;
-	if (r->done && r->status_hint && buf_pending(&r->first) > 0)
-		return reply(r, c, r->status_hint, JSON_TYPE, r->first.data, buf_pending(&r->first), sid);
-	if (r->done && !r->sse)
-		return reply(r, c, MHD_HTTP_OK, JSON_TYPE, r->out.data, buf_pending(&r->out), sid);
+	const char *held = r->first.data + r->first.off;
+	size_t n = buf_pending(&r->first);
+	r->deferred = false;
+	if (r->done && (!r->sse || r->status_hint)) {
+		if (n > 0 && held[n - 1] == '\n')
+			n--;
+		return reply(r, c, r->status_hint ? r->status_hint : MHD_HTTP_OK, JSON_TYPE, held, n,
+			     sid);
+	}
+	if (r->done) {
+		struct buf body = { 0 };
+		int rc = r->head ? http_sse_head(&body, r->stream_no, r->f->retry_ms, r->head == 2) : 0;
+		for (size_t i = 0; i < n && rc == 0;) {
+			size_t len = (size_t)((const char *)memchr(held + i, '\n', n - i) - (held + i));
+			rc = http_sse_event(&body, r->stream_no, ++r->seq, held + i, len);
+			i += len + 1;
+		}
+		enum MHD_Result res = rc < 0 ? MHD_NO :
+			reply(r, c, MHD_HTTP_OK, SSE_TYPE, body.data + body.off, buf_pending(&body), sid);
+		buf_release(&body);
+		return res;
+	}
+	struct hsess *hs = r->sess;   /* NULL once R has all its answers */
+	if (hs && sess_resumable(hs))
+		stream_open_resumable(hs, r);
+	for (size_t i = 0; i < n;) {
+		const char *nl = memchr(held + i, '\n', n - i);
+		size_t len = (size_t)(nl - (held + i));
+		int rc = r->keep ? http_ring_add_event(&r->ring, r->stream_no, ++r->seq, held + i, len)
+			: http_sse_event(&r->out, r->stream_no, ++r->seq, held + i, len);
+		if (rc < 0)
+			return MHD_NO;
+		r->primed = true;
+		i += len + 1;
+	}
+	buf_release(&r->first);
+	r->nfirst = 0;
 	return reply_stream(r, sid);
 }
 
@@ -1365,6 +1457,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		r->ep = (enum http_ep)ep;
 		ev_init(&r->watch, on_watch);
 		r->watch.data = r;
+		ev_init(&r->watch_soon, on_watch_soon);
+		r->watch_soon.data = r;
 		ev_init(&r->grace, on_grace);
 		r->grace.data = r;
 		http_ring_init(&r->ring);
@@ -1407,10 +1501,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		return MHD_YES;
 	}
 	if (r->deferred) {   /* resumed: its first line (or its end) came */
-		r->deferred = false;
 		if (r->aborted)
 			return MHD_NO;
-		return reply_now_or_stream(r, NULL);
+		if (!r->done && !r->sse) {   /* a JSON body waits for all of it */
+			defer_wait(r);
+			return MHD_YES;
+		}
+		return reply_now_or_stream(r, r->sid);
 	}
 	if (r->kind == REQ_POST && !r->queued)
 		return r->ep == EP_MESSAGES ? http_sse_post(f, r) : on_post(f, r);
@@ -1427,7 +1524,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
 	if (!r)
 		return;
 	*req_cls = NULL;
-	ev_io_stop(EV_DEFAULT, &r->watch);
+	unwatch_eof(r);
 	r->suspended = false;
 	r->conn = NULL;
 	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
@@ -1482,18 +1579,37 @@ static void front_arm(struct http_front *f)
 /* Lets libmicrohttpd do what is ready, then re-arms. */
 static void front_run(struct http_front *f)
 {
+	MHD_UNSIGNED_LONG_LONG ms = 1;
 	f->in_run = true;
 	MHD_run(f->d);
+	/* a request just read is often only parsed by the next run: that
+	 * run now, rather than after one more poll of the loop */
+	if (MHD_get_timeout(f->d, &ms) == MHD_YES && ms == 0)
+		MHD_run(f->d);
 	f->in_run = false;
 	front_arm(f);
 }
 
-/* A connection was resumed: run libmicrohttpd soon. */
+/*
+ * A connection was resumed: run libmicrohttpd before the loop sleeps
+ * (on_prepare), in this iteration: the answer a backend just gave leaves
+ * without one more poll.
+ */
 static void front_kick(struct http_front *f)
 {
 	f->kick = true;
-	if (!f->in_run && f->d)
-		front_arm(f);
+}
+
+/* Before the loop sleeps: libmicrohttpd's turn if a connection was
+ * resumed. First of the prepare watchers, so that what it hands the
+ * chain is flushed by the writers' own (writer.c) before the poll. */
+static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct http_front *f = w->data;
+	(void)loop;
+	(void)revents;
+	if (f->kick && !f->in_run && f->d)
+		front_run(f);
 }
 
 static void on_io(struct ev_loop *loop, ev_io *w, int revents)
@@ -1584,6 +1700,11 @@ static int front_listen(struct http_front *f, unsigned port, unsigned timeout)
 	ev_io_start(EV_DEFAULT, &f->io);
 	ev_init(&f->tm, on_timer);
 	f->tm.data = f;
+	ev_prepare_init(&f->pre, on_prepare);
+	ev_set_priority(&f->pre, EV_MAXPRI);
+	f->pre.data = f;
+	ev_prepare_start(EV_DEFAULT, &f->pre);
+	ev_unref(EV_DEFAULT);   /* it alone must not keep the loop alive */
 	front_arm(f);
 	return 0;
 }
@@ -1734,6 +1855,10 @@ void http_front_free(struct http_front *f)
 		front_run(f);
 		ev_io_stop(EV_DEFAULT, &f->io);
 		ev_timer_stop(EV_DEFAULT, &f->tm);
+		if (ev_is_active(&f->pre)) {
+			ev_ref(EV_DEFAULT);
+			ev_prepare_stop(EV_DEFAULT, &f->pre);
+		}
 		struct MHD_Daemon *d = f->d;
 		f->d = NULL;
 		MHD_stop_daemon(d);

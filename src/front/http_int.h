@@ -59,15 +59,26 @@ struct hreq {
 	bool done;                /* end once OUT is sent */
 	bool aborted;             /* close the connection */
 	bool suspended;
-	bool deferred;            /* stateless: no response queued until its first line */
+	bool deferred;            /* no response queued yet: what comes for it is
+				   * held in FIRST until its first line shows
+				   * whether one JSON body will do */
 	unsigned status_hint;     /* stateless: the era's HTTP status for an error answer */
-	struct buf first;         /* stateless: the first line as it came (an answer) */
+	struct buf first;         /* while deferred: its lines as they came, each
+				   * ended by "\n" */
+	size_t nfirst;            /* lines in FIRST */
+	unsigned char head;       /* its SSE answer begins with: 0 nothing, 1 the
+				   * retry hint, 2 that and the priming event
+				   * (a resumable session's; stream_open_resumable) */
+	char *sid;                /* owned: the Mcp-Session-Id a deferred answer
+				   * to initialize carries, or NULL */
 	size_t pending;           /* responses still awaited */
 	struct msg_val *ids;      /* the requests it carries (for cancellation) */
 	size_t nids;
 	struct msg_val *tokens;   /* their progress tokens */
 	size_t ntokens;
 	ev_io watch;              /* the client's EOF while suspended */
+	ev_timer watch_soon;      /* starts WATCH once suspended a while: most
+				   * waits are over before, and cost no epoll_ctl */
 	struct hreq *next;        /* in the session's streams */
 	enum http_ep ep;          /* the endpoint it came to */
 	/* as a stream a client may resume (docs/http-front.md, "Resuming a stream") */
@@ -128,6 +139,8 @@ struct http_front {
 	unsigned retry_ms;        /* the SSE retry hint of resumable streams */
 	ev_io io;
 	ev_timer tm;
+	ev_prepare pre;           /* runs libmicrohttpd before the loop sleeps
+				   * when a connection was resumed (kick) */
 	bool in_run, kick, stopped;
 	bool draining;            /* no new connection, session or stream */
 	struct hmap sessions;     /* sid -> hsess */

@@ -192,8 +192,9 @@ test('a client that disconnects mid-call: the backend sees the cancellation',
         const gotHeaders = new Promise((r) => req.on('response', r));
         req.end(JSON.stringify({ jsonrpc: '2.0', id: 'slow-1', method: 'tools/call',
           params: { name: 'slow', arguments: { ms: 20_000, steps: 1 } } }));
-        if (accept.startsWith('text/event-stream')) await gotHeaders;
-        else await sleep(300);
+        // no progress asked for: nothing is sent before the result, in either mode
+        const early = await Promise.race([gotHeaders.then(() => true), sleep(300).then(() => false)]);
+        assert.equal(early, false, 'no headers before the first line of the answer');
         req.destroy();
         await waitFor(() => existsSync(log) && readFileSync(log, 'utf8').split('\n').filter(Boolean).length > before,
           { timeoutMs: 5000, what: `the backend to log a cancellation (${accept})` });
@@ -231,7 +232,10 @@ test('the GET stream carries what is not tied to a request; event ids on every e
       const r = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': sid },
         body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'notify', arguments: { kind: 'tools' } } }) });
       assert.equal(r.status, 200, r.body);
-      // a resumable stream: a retry hint first (no priming event: a 2025-06-18 client)
+      // the whole answer at once: SSE as the client accepts it, one body with its length;
+      // a retry hint first (no priming event: a 2025-06-18 client)
+      assert.equal(r.headers['content-type'], 'text/event-stream');
+      assert.ok(r.headers['content-length'], 'sent whole, with its length');
       assert.match(r.body, /^retry: \d+\n\nid: [1-9]\d*-1\nevent: message\ndata: /);
       await waitFor(() => events.some((e) => e.includes('notifications/tools/list_changed')),
         { what: 'list_changed on the GET stream' });

@@ -541,6 +541,21 @@ static int sess_write_raw(void *arg, const struct iovec *iov, int n)
 	return 0;
 }
 
+/*
+ * The session's client cancelled a request: nothing will answer it, so its
+ * stream waits for it no more, and ends (properly) once it waits for
+ * nothing; it no longer counts as open (http_front_busy, the drain).
+ */
+static void sess_unanswered(void *arg, const struct msg_val *id)
+{
+	struct hsess *hs = arg;
+	struct hreq *r = http_routes_peek_id(&hs->routes, id);
+	if (!r || !http_routes_drop_id(&hs->routes, id, r))
+		return;
+	if (r->pending > 0 && --r->pending == 0)
+		stream_finish(r);
+}
+
 /* Ends HS: its streams end, its requests are cancelled; logs REASON. */
 static void sess_end(struct hsess *hs, const char *reason)
 {
@@ -616,6 +631,7 @@ static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, s
 		return NULL;
 	}
 	session_set_write_raw(hs->s, sess_write_raw);
+	session_set_unanswered(hs->s, sess_unanswered);
 	ev_init(&hs->idle, on_idle);
 	hs->idle.repeat = f->session_idle;
 	hs->idle.data = hs;

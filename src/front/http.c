@@ -556,6 +556,32 @@ static void sess_unanswered(void *arg, const struct msg_val *id)
 		stream_finish(r);
 }
 
+/*
+ * R's session ends (REASON) with requests of R still open: each gets an
+ * error answer (one array for a batch), then R ends properly. A client cut
+ * off instead would wait for its own timeout, or try to resume a stream
+ * of a session that is gone.
+ */
+static void stream_fail(struct hreq *r, const char *reason)
+{
+	json_t *all = json_array();
+	for (size_t i = 0; all && i < r->nids; i++) {
+		if (http_routes_peek_id(&r->sess->routes, &r->ids[i]) != r)
+			continue;   /* answered or cancelled already */
+		json_t *id = json_loadb(msg_val_text(&r->ids[i]), r->ids[i].n, JSON_DECODE_ANY, NULL);
+		json_array_append_new(all, rpc_errorf(id, RPC_BACKEND_GONE,
+			"the session ended before this request was answered (%s)", reason));
+		json_decref(id);
+	}
+	json_t *answer = r->nids > 1 ? all : json_array_get(all, 0);
+	char *line = answer && json_array_size(all) > 0 ? json_dumps(answer, JSON_COMPACT) : NULL;
+	if (line)
+		stream_send(r, line, strlen(line));
+	free(line);
+	json_decref(all);
+	stream_finish(r);
+}
+
 /* Ends HS: its streams end, its requests are cancelled; logs REASON. */
 static void sess_end(struct hsess *hs, const char *reason)
 {
@@ -568,8 +594,10 @@ static void sess_end(struct hsess *hs, const char *reason)
 		struct hreq *r = hs->streams;
 		if (r == hs->get)
 			stream_finish(r);         /* an orderly end of the GET stream */
+		else if (r->pending > 0)
+			stream_fail(r, reason);   /* answered, then ended; cancelled at the backend */
 		else
-			stream_abort(r, NULL);    /* session_close answers for them */
+			stream_abort(r, NULL);    /* session_close cancels what is open */
 	}
 	ev_timer_stop(EV_DEFAULT, &hs->reap);
 	session_close(hs->s, reason);

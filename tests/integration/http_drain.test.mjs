@@ -45,21 +45,25 @@ async function withChain({ grace, flags = [] }, fn) {
   const chain = await startChain({ ...fixtureServer(flags), scope: 'session' }, { extra: { shutdownGraceMs: grace } });
   const tree = new Set();
   chain.remember = () => { for (const p of descendants(chain.proc.pid)) tree.add(p); };
+  let ok = false;
   try {
     await fn(chain);
+    ok = true;
   } catch (e) {
     e.message += `\n--- mcp-chain stderr (tail) ---\n${chain.stderr.slice(-3000)}`;
     throw e;
   } finally {
-    chain.proc.kill('SIGTERM');
+    if (chain.proc.exitCode === null && chain.proc.signalCode === null) chain.proc.kill('SIGTERM');
     const r = await within(chain.exited, 'mcp-chain to exit', grace + 10_000).catch(() => null);
     if (!r) chain.proc.kill('SIGKILL');
     await sleep(100);
     const left = [...tree].filter(isAlive);
     killAll(left);
-    assert.ok(r && r.code === 0, `mcp-chain exited ${JSON.stringify(r)}\n${chain.stderr.slice(-2000)}`);
-    assert.deepEqual(left, [], 'no process is left after mcp-chain exits');
-    assert.doesNotMatch(chain.stderr, /AddressSanitizer|runtime error|LeakSanitizer/);
+    if (ok) {  // else the test's own failure says more
+      assert.ok(r && r.code === 0, `mcp-chain exited ${JSON.stringify(r)}\n${chain.stderr.slice(-2000)}`);
+      assert.deepEqual(left, [], 'no process is left after mcp-chain exits');
+      assert.doesNotMatch(chain.stderr, /AddressSanitizer|runtime error|LeakSanitizer/);
+    }
   }
 }
 
@@ -144,3 +148,58 @@ test('SIGTERM with streams open: calls in flight end with their progress and res
     assert.deepEqual(pids.filter(isAlive), [], 'every session\'s backend process is gone');
   });
 });
+
+test('SIGTERM: calls that outlive shutdownGraceMs are answered with an error on their stream (SSE and JSON), ' +
+  'which then ends properly; the backend sees the cancellation; exit 0 just after the grace',
+{ timeout: 60_000, skip: SKIP_NO_FIXTURE }, async () => {
+  const GRACE = 1500;
+  const log = tmpPath(`http-drain-cancel-${process.pid}.log`);
+  await withChain({ grace: GRACE, flags: ['--cancel-log', log] }, async (chain) => {
+    const s = await openSession(chain.port, 'outlives');
+    chain.remember();
+    const sse = await openStream(chain.port, { method: 'POST', headers: s.h, body: slow('long-sse', 60_000, 60) });
+    const json = await openStream(chain.port, { method: 'POST', headers: { ...s.h, Accept: 'application/json' },
+      body: slow('long-json', 60_000, 60) });
+    await waitFor(() => progressed(sse) && messages(s.get).length > 0, { what: 'both calls to report progress' });
+    const exit = await terminate(chain);
+    assert.deepEqual(await within(s.get.closed, 'the GET stream to end'), { complete: true });
+    assert.deepEqual(await within(sse.closed, 'the SSE call\'s stream to end'), { complete: true },
+      'the SSE stream ends properly, not cut');
+    const last = messages(sse).at(-1);
+    assert.equal(last.id, 'long-sse');
+    assert.equal(last.error.code, -32000, JSON.stringify(last));
+    assert.match(last.error.message, /mcp-chain is shutting down/);
+    assert.deepEqual(await within(json.closed, 'the JSON call\'s response to end'), { complete: true });
+    assert.equal(json.status, 200);
+    assert.equal(json.headers['content-type'], 'application/json');
+    const body = JSON.parse(json.text);
+    assert.equal(body.id, 'long-json', json.text);
+    assert.equal(body.error.code, -32000);
+    const end = await exit();
+    assert.equal(end.code, 0);
+    assert.ok(end.ms >= GRACE - 100 && end.ms < GRACE + 4000, `exit ${end.ms} ms after SIGTERM (grace ${GRACE} ms)`);
+    assert.match(chain.stderr, /grace period over with requests still open/);
+    await waitFor(() => existsSync(log) && readFileSync(log, 'utf8').trim().split('\n').length === 2,
+      { what: 'the backend to log both cancellations' });
+  });
+});
+
+test('DELETE with a call in flight: the call is answered with an error, its stream ends properly, the backend sees the cancellation',
+  { timeout: 30_000, skip: SKIP_NO_FIXTURE }, async () => {
+    const log = tmpPath(`http-delete-cancel-${process.pid}.log`);
+    await withChain({ grace: 2000, flags: ['--cancel-log', log] }, async (chain) => {
+      const s = await openSession(chain.port, 'deleted');
+      chain.remember();
+      const call = await openStream(chain.port, { method: 'POST', headers: s.h, body: slow('in-flight', 60_000, 60) });
+      await waitFor(() => progressed(call), { what: 'the call to report progress' });
+      const del = await request(chain.port, { method: 'DELETE', headers: { 'Mcp-Session-Id': s.sid } });
+      assert.equal(del.status, 200);
+      assert.deepEqual(await within(call.closed, 'the call\'s stream to end'), { complete: true });
+      const last = messages(call).at(-1);
+      assert.equal(last.id, 'in-flight');
+      assert.match(last.error.message, /the session ended before this request was answered \(deleted by the client\)/);
+      assert.deepEqual(await within(s.get.closed, 'the GET stream to end'), { complete: true });
+      await waitFor(() => existsSync(log) && readFileSync(log, 'utf8').trim().split('\n').length === 1,
+        { what: 'the backend to log the cancellation' });
+    });
+  });

@@ -74,17 +74,19 @@ export function request(port, { method = 'POST', path = '/mcp', headers = {}, bo
 /**
  * A request whose response stays open (a GET stream, or a POST answered
  * with SSE): {status, headers, events, next(), close(), closed}.
- * events collects {event, data, id}; next(pred) waits for one matching;
+ * events collects {event, data, id} (text: the body as it came); next(pred)
+ * waits for one matching;
  * closed resolves when the response is over, with complete: true only if
  * it ended properly (the chunked terminator came), false if it was cut.
  */
 export function openStream(port, { path = '/mcp', headers = {}, method = 'GET', body } = {}) {
   return new Promise((resolve, reject) => {
     const req = http.request({ host: '127.0.0.1', port, method, path, headers, agent: false }, (res) => {
-      const s = { status: res.statusCode, headers: res.headers, events: [], ended: false, complete: false, res, req };
+      const s = { status: res.statusCode, headers: res.headers, events: [], text: '', ended: false, complete: false, res, req };
       let buf = '';
       res.setEncoding('utf8');
       res.on('data', (c) => {
+        s.text += c;
         buf += c;
         let i;
         while ((i = buf.indexOf('\n\n')) >= 0) {

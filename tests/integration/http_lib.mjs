@@ -32,7 +32,9 @@ export async function startChain(server, { extra, config, listen = '127.0.0.1:0'
   chain.stop = async () => {
     const tree = [proc.pid, ...descendants(proc.pid)];
     proc.kill('SIGTERM');
-    const r = await Promise.race([chain.exited, sleep(5000).then(() => null)]);
+    let timer;
+    const r = await Promise.race([chain.exited, new Promise((res) => { timer = setTimeout(res, 5000, null); })]);
+    clearTimeout(timer);   // a pending 5 s timer would keep the test file's process alive
     if (!r) proc.kill('SIGKILL');
     await sleep(50);
     killAll(tree.filter(isAlive));

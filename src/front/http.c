@@ -298,8 +298,12 @@ static enum MHD_Result reply_stream(struct hreq *r, const char *sid)
 		return MHD_NO;
 	r->refs++;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->sse ? SSE_TYPE : JSON_TYPE);
-	if (r->sse)
+	if (r->sse) {
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+		/* nginx then passes each event on at once even where proxy_buffering
+		 * is on (else progress and the GET stream wait in its buffer) */
+		MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	}
 	if (sid)
 		MHD_add_response_header(resp, SID_HEADER, sid);
 	enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);

@@ -53,10 +53,11 @@ function endToEnd(headers) {
 /**
  * A TLS-terminating reverse proxy on 127.0.0.1:0 to 127.0.0.1:proxy.upstream
  * (set once mcp-chain listens). HOST: 'pass' keeps the client's Host,
- * 'rewrite' sends the upstream's. Records what it forwarded in proxy.seen.
+ * 'rewrite' sends the upstream's. Records what it forwarded in proxy.seen,
+ * and the X-Accel-Buffering header of each SSE response in proxy.sse.
  */
 async function startProxy(tls, host) {
-  const proxy = { upstream: 0, seen: [] };
+  const proxy = { upstream: 0, seen: [], sse: [] };
   const agent = new http.Agent({ keepAlive: true });   // HTTP/1.1, connections reused
   proxy.server = https.createServer({ key: tls.key, cert: tls.cert }, (req, res) => {
     const headers = { ...endToEnd(req.headers), 'x-forwarded-proto': 'https', 'x-forwarded-for': req.socket.remoteAddress };
@@ -64,6 +65,7 @@ async function startProxy(tls, host) {
     proxy.seen.push({ method: req.method, host: headers.host });
     const up = http.request({ host: '127.0.0.1', port: proxy.upstream, method: req.method, path: req.url, headers, agent },
       (ur) => {
+        if (ur.headers['content-type'] === 'text/event-stream') proxy.sse.push(ur.headers['x-accel-buffering']);
         res.writeHead(ur.statusCode, endToEnd(ur.headers));
         res.flushHeaders();
         ur.pipe(res);   // each chunk as it comes: no buffering of SSE
@@ -171,6 +173,9 @@ test('an SDK client over https through a TLS-terminating proxy: initialize, tool
     assert.deepEqual([...new Set(pass.seen.map((s) => s.method))].sort(), ['DELETE', 'GET', 'POST']);
     assert.ok(pass.seen.every((s) => s.host === `localhost:${pass.port}`));
     assert.ok(rewrite.seen.every((s) => s.host === `127.0.0.1:${chain.port}`));
+    // SSE responses tell nginx not to buffer them (X-Accel-Buffering), even where proxy_buffering is on
+    assert.ok(pass.sse.length >= 3, `SSE responses seen: ${pass.sse.length}`);
+    assert.deepEqual([...new Set(pass.sse)], ['no']);
     await waitFor(() => (chain.stderr.match(/ended \(deleted by the client\)/g) ?? []).length === 2,
       { what: 'both sessions to end' });
     assert.match(chain.stderr, /initialized \(https-client/);

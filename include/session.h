@@ -43,6 +43,18 @@ typedef int (*session_write_raw_fn)(void *arg, const struct iovec *iov, int n);
 /* Lets the session write messages that are still bytes as they are. */
 void session_set_write_raw(struct session *s, session_write_raw_fn fn);
 
+struct msg_val;
+
+/*
+ * Called when a request of the client ends without an answer (the client
+ * cancelled it): ID (borrowed) is the request's id as the client sent it,
+ * so that whatever waits for its response can stop waiting.
+ */
+typedef void (*session_unanswered_fn)(void *arg, const struct msg_val *id);
+
+/* Sets the function told of requests that end unanswered. */
+void session_set_unanswered(struct session *s, session_unanswered_fn fn);
+
 /*
  * Handles one line from the client (borrowed): a message (parsed only if
  * something reads it), a batch, or bytes that are not JSON (answered with

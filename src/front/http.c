@@ -438,8 +438,10 @@ static enum MHD_Result reply(struct hreq *r, struct MHD_Connection *c, unsigned 
 		return MHD_NO;
 	if (ctype)
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-	if (ctype && strcmp(ctype, SSE_TYPE) == 0)
+	if (ctype && strcmp(ctype, SSE_TYPE) == 0) {   /* as reply_stream's */
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+		MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	}
 	if (sid)
 		MHD_add_response_header(resp, SID_HEADER, sid);
 	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
@@ -481,8 +483,12 @@ static enum MHD_Result reply_stream(struct hreq *r, const char *sid)
 		return MHD_NO;
 	r->refs++;
 	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->sse ? SSE_TYPE : JSON_TYPE);
-	if (r->sse)
+	if (r->sse) {
 		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+		/* nginx then passes each event on at once even where proxy_buffering
+		 * is on (else progress and the GET stream wait in its buffer) */
+		MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+	}
 	if (sid)
 		MHD_add_response_header(resp, SID_HEADER, sid);
 	enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
@@ -738,6 +744,47 @@ static int sess_write_raw(void *arg, const struct iovec *iov, int n)
 	return 0;
 }
 
+/*
+ * The session's client cancelled a request: nothing will answer it, so its
+ * stream waits for it no more, and ends (properly) once it waits for
+ * nothing; it no longer counts as open (http_front_busy, the drain).
+ */
+static void sess_unanswered(void *arg, const struct msg_val *id)
+{
+	struct hsess *hs = arg;
+	struct hreq *r = http_routes_peek_id(&hs->routes, id);
+	if (!r || !http_routes_drop_id(&hs->routes, id, r))
+		return;
+	if (r->pending > 0 && --r->pending == 0)
+		stream_finish(r);
+}
+
+/*
+ * R's session ends (REASON) with requests of R still open: each gets an
+ * error answer (one array for a batch), then R ends properly. A client cut
+ * off instead would wait for its own timeout, or try to resume a stream
+ * of a session that is gone.
+ */
+static void stream_fail(struct hreq *r, const char *reason)
+{
+	json_t *all = json_array();
+	for (size_t i = 0; all && i < r->nids; i++) {
+		if (http_routes_peek_id(&r->sess->routes, &r->ids[i]) != r)
+			continue;   /* answered or cancelled already */
+		json_t *id = json_loadb(msg_val_text(&r->ids[i]), r->ids[i].n, JSON_DECODE_ANY, NULL);
+		json_array_append_new(all, rpc_errorf(id, RPC_BACKEND_GONE,
+			"the session ended before this request was answered (%s)", reason));
+		json_decref(id);
+	}
+	json_t *answer = r->nids > 1 ? all : json_array_get(all, 0);
+	char *line = answer && json_array_size(all) > 0 ? json_dumps(answer, JSON_COMPACT) : NULL;
+	if (line)
+		stream_send(r, line, strlen(line));
+	free(line);
+	json_decref(all);
+	stream_finish(r);
+}
+
 /* Ends HS: its streams end, its requests are cancelled; logs REASON. */
 static void sess_end(struct hsess *hs, const char *reason)
 {
@@ -750,8 +797,10 @@ static void sess_end(struct hsess *hs, const char *reason)
 		struct hreq *r = hs->streams;
 		if (r == hs->get)
 			stream_finish(r);         /* an orderly end of the GET stream */
+		else if (r->pending > 0)
+			stream_fail(r, reason);   /* answered, then ended; cancelled at the backend */
 		else
-			stream_abort(r, NULL);    /* session_close answers for them */
+			stream_abort(r, NULL);    /* session_close cancels what is open */
 	}
 	while (hs->kept)   /* ended streams kept for a resume */
 		kept_remove(hs->kept);
@@ -815,6 +864,7 @@ static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, s
 		return NULL;
 	}
 	session_set_write_raw(hs->s, sess_write_raw);
+	session_set_unanswered(hs->s, sess_unanswered);
 	ev_init(&hs->idle, on_idle);
 	hs->idle.repeat = f->session_idle;
 	hs->idle.data = hs;
@@ -1023,6 +1073,8 @@ static enum MHD_Result reply_now_or_stream(struct hreq *r, const char *sid)
 	const char *held = r->first.data + r->first.off;
 	size_t n = buf_pending(&r->first);
 	r->deferred = false;
+	if (r->done && n == 0 && !r->sse)   /* cancelled by its client: nothing will answer */
+		return reply(r, c, MHD_HTTP_ACCEPTED, NULL, "", 0, sid);
 	if (r->done && (!r->sse || r->status_hint)) {
 		if (n > 0 && held[n - 1] == '\n')
 			n--;

@@ -39,6 +39,7 @@ struct session {
 	session_write_fn write;
 	void (*pause)(void *arg, bool paused);
 	session_write_raw_fn write_raw;
+	session_unanswered_fn unanswered;
 	void *arg;
 	enum era era;           /* what the client began with */
 	double round_ttl;       /* seconds a call waits for a stateless client's retry */
@@ -139,11 +140,13 @@ static int peer_send_raw(struct peer *p, const struct iovec *iov, int n, bool re
 	return s->write_raw(s->arg, iov, n);
 }
 
-/* A request of a batch was cancelled: the batch no longer waits for it. */
+/* A request was cancelled: the front, and its batch, no longer wait for it. */
 static void peer_unanswered(struct peer *p, struct exchange *ex)
 {
 	struct session *s = (struct session *)p;
 	struct batch *b = ex->batch;
+	if (s->unanswered && ex->from_id.n)
+		s->unanswered(s->arg, &ex->from_id);
 	if (!b || b->expected == 0)
 		return;
 	b->expected--;
@@ -159,6 +162,12 @@ static const struct peer_ops session_ops = {
 void session_set_write_raw(struct session *s, session_write_raw_fn fn)
 {
 	s->write_raw = fn;
+}
+
+/* Sets the function told of requests that end unanswered. */
+void session_set_unanswered(struct session *s, session_unanswered_fn fn)
+{
+	s->unanswered = fn;
 }
 
 static void handle_batch(struct session *s, json_t *arr);

@@ -32,7 +32,9 @@ export async function startChain(server, { extra, config, listen = '127.0.0.1:0'
   chain.stop = async () => {
     const tree = [proc.pid, ...descendants(proc.pid)];
     proc.kill('SIGTERM');
-    const r = await Promise.race([chain.exited, sleep(5000).then(() => null)]);
+    let timer;
+    const r = await Promise.race([chain.exited, new Promise((res) => { timer = setTimeout(res, 5000, null); })]);
+    clearTimeout(timer);   // a pending 5 s timer would keep the test file's process alive
     if (!r) proc.kill('SIGKILL');
     await sleep(50);
     killAll(tree.filter(isAlive));
@@ -72,16 +74,21 @@ export function request(port, { method = 'POST', path = '/mcp', headers = {}, bo
 }
 
 /**
- * A GET that stays open: {status, headers, events, next(), close()}.
- * events collects {event, data, id}; next(pred) waits for one matching.
+ * A request whose response stays open (a GET stream, or a POST answered
+ * with SSE): {status, headers, events, next(), close(), closed}.
+ * events collects {event, data, id} (text: the body as it came); next(pred)
+ * waits for one matching;
+ * closed resolves when the response is over, with complete: true only if
+ * it ended properly (the chunked terminator came), false if it was cut.
  */
-export function openStream(port, { path, headers = {} }) {
+export function openStream(port, { path = '/mcp', headers = {}, method = 'GET', body } = {}) {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method: 'GET', path, headers, agent: false }, (res) => {
-      const s = { status: res.statusCode, headers: res.headers, events: [], ended: false, res, req };
+    const req = http.request({ host: '127.0.0.1', port, method, path, headers, agent: false }, (res) => {
+      const s = { status: res.statusCode, headers: res.headers, events: [], text: '', ended: false, complete: false, res, req };
       let buf = '';
       res.setEncoding('utf8');
       res.on('data', (c) => {
+        s.text += c;
         buf += c;
         let i;
         while ((i = buf.indexOf('\n\n')) >= 0) {
@@ -100,8 +107,11 @@ export function openStream(port, { path, headers = {} }) {
           s.events.push(ev);
         }
       });
-      res.on('end', () => { s.ended = true; });
-      res.on('error', () => { s.ended = true; });
+      s.closed = new Promise((done) => {
+        res.on('end', () => { s.ended = true; s.complete = res.complete; });
+        res.on('error', () => { s.ended = true; });
+        res.on('close', () => { s.ended = true; done({ complete: s.complete }); });
+      });
       s.next = async (pred, what = 'an event') => {
         let found;
         await waitFor(() => (found = s.events.find(pred)) || s.ended, { what });
@@ -112,6 +122,7 @@ export function openStream(port, { path, headers = {} }) {
       resolve(s);
     });
     req.on('error', reject);
+    if (body !== undefined) req.write(body);
     req.end();
   });
 }

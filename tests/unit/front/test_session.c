@@ -1002,6 +1002,35 @@ static void test_cancel_through_session(void **state)
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
+/* The ids session_set_unanswered reported, as one JSON array text. */
+static char unanswered_ids[256];
+
+static void rec_unanswered(void *arg, const struct msg_val *id)
+{
+	(void)arg;
+	size_t n = strlen(unanswered_ids);
+	snprintf(unanswered_ids + n, sizeof unanswered_ids - n, "%s%.*s", n ? "," : "",
+		 (int)id->n, msg_val_text(id));
+}
+
+/* A request the client cancels is reported unanswered, with the client's id;
+ * one answered, or a cancellation of nothing open, is not. */
+static void test_cancel_reported_unanswered(void **state)
+{
+	(void)state;
+	unanswered_ids[0] = '\0';
+	session_set_unanswered(S, rec_unanswered);
+	ready("2025-06-18");
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":\"c\",\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}");
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\"}}");
+	be_respond(1, "{}");
+	send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7}}");
+	assert_string_equal(unanswered_ids, "");
+	send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"c\"}}");
+	assert_string_equal(unanswered_ids, "\"c\"");
+	assert_int_equal(chain_open_exchanges(C), 0);
+}
+
 static void test_server_request_through_session(void **state)
 {
 	(void)state;
@@ -1386,6 +1415,7 @@ int main(void)
 		T(test_request_mapping_through_session),
 		T(test_ping_when_ready_forwarded),
 		T(test_cancel_through_session),
+	T(test_cancel_reported_unanswered),
 		T(test_server_request_through_session),
 		T(test_notifications_to_client),
 		T(test_invalid_messages),

@@ -77,9 +77,9 @@ static int be_send(struct peer *p, json_t *msg, struct exchange *ex)
 	return 0;
 }
 
-static int be_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+/* The pieces of one line, parsed: new (the chain only writes JSON). */
+static json_t *parse_iov(const struct iovec *iov, int n)
 {
-	(void)p;
 	size_t len = 0;
 	for (int i = 0; i < n; i++)
 		len += iov[i].iov_len;
@@ -91,11 +91,18 @@ static int be_send_raw(struct peer *p, const struct iovec *iov, int n, bool requ
 		len += iov[i].iov_len;
 	}
 	json_t *m = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
-	CHECK(m);   /* the chain only sends JSON */
+	CHECK(m);
+	free(line);
+	return m;
+}
+
+static int be_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+{
+	(void)p;
+	json_t *m = parse_iov(iov, n);
 	if (request)
 		be_got(m);
 	json_decref(m);
-	free(line);
 	return 0;
 }
 
@@ -185,22 +192,10 @@ static int client_write(void *arg, json_t *msg)
 
 static int client_write_raw(void *arg, const struct iovec *iov, int n)
 {
-	size_t len = 0;
 	(void)arg;
-	for (int i = 0; i < n; i++)
-		len += iov[i].iov_len;
-	char *line = malloc(len + 1);
-	CHECK(line);
-	len = 0;
-	for (int i = 0; i < n; i++) {
-		memcpy(line + len, iov[i].iov_base, iov[i].iov_len);
-		len += iov[i].iov_len;
-	}
-	json_t *m = json_loadb(line, len, JSON_ALLOW_NUL, NULL);
-	CHECK(m);
+	json_t *m = parse_iov(iov, n);
 	client_write(NULL, m);
 	json_decref(m);
-	free(line);
 	return 0;
 }
 

@@ -7,9 +7,10 @@
  *
  * What must hold whatever the input: no crash, leak or undefined
  * behaviour; every line the client gets is one JSON-RPC message (a
- * response with an id, or a method); none carries mcp-chain's own _meta
- * keys (io.mcp-chain/...), which are taken off before a client sees a
- * message; and once both sides are gone no exchange stays open.
+ * response with an id, or a method); none carries in params._meta the
+ * keys mcp-chain adds for itself (io.mcp-chain/inputKey, /relatedRequest),
+ * which are taken off before a client sees a message; and once both sides
+ * are gone no exchange stays open.
  *
  * The input is lines:
  *   "c LINE"  a line from the client
@@ -34,6 +35,7 @@
 #include <jansson.h>
 
 #include "chain.h"
+#include "era.h"
 #include "log.h"
 #include "peer.h"
 #include "rpc.h"
@@ -135,24 +137,13 @@ static const struct peer_ops be_ops = { .send = be_send, .send_raw = be_send_raw
 static struct session *S;
 static bool verbose;    /* FUZZ_VERBOSE set: what the client gets, on stderr */
 
-/* Looks for mcp-chain's own _meta keys anywhere in V. */
-static bool has_own_meta(json_t *v)
+/* True when M's params._meta holds one of the keys mcp-chain adds for
+ * itself (era.h), which are taken off before a client sees a message. A
+ * backend may say anything elsewhere: that crosses as it is. */
+static bool has_own_meta(json_t *m)
 {
-	const char *k;
-	json_t *x;
-	size_t i;
-	if (json_is_object(v)) {
-		json_object_foreach(v, k, x) {
-			if (strncmp(k, "io.mcp-chain/", 13) == 0 || has_own_meta(x))
-				return true;
-		}
-	} else if (json_is_array(v)) {
-		json_array_foreach(v, i, x) {
-			if (has_own_meta(x))
-				return true;
-		}
-	}
-	return false;
+	json_t *meta = json_object_get(json_object_get(m, "params"), "_meta");
+	return json_object_get(meta, ERA_META_INPUT_KEY) || json_object_get(meta, ERA_META_RELATED);
 }
 
 /* One message the client got: checked; input_required results kept. */

@@ -276,7 +276,11 @@ static bool tapped(const struct peer *p)
 static int send_to(struct peer *to, struct msg *m, struct exchange *ex, bool request)
 {
 	bool tap = wiretap_hook && tapped(to);   /* a client's session taps its own */
-	if (to->ops->send_raw && !(ex && ex->batch) && msg_bytes_current(m)) {
+	/* mcp-chain's own _meta keys come off before a client sees a message
+	 * (the session does it on the tree): such bytes never go as they are */
+	bool own = to->role == PEER_CLIENT &&
+		(msg_meta_has(m, ERA_META_RELATED) || msg_meta_has(m, ERA_META_INPUT_KEY));
+	if (to->ops->send_raw && !own && !(ex && ex->batch) && msg_bytes_current(m)) {
 		struct iovec iov[MSG_IOV_MAX];
 		int n = msg_iov(m, iov);
 		if (to->ops->send_raw(to, iov, n, request) == 0) {

@@ -691,8 +691,10 @@ bool msg_meta_has(struct msg *m, const char *key)
 		return !m->tree || json_object_get(json_object_get(params, "_meta"), key);
 	}
 	struct jspan meta = m->js.span[MSG_SPAN_META];
+	if (!meta.p)
+		return false;   /* no params._meta: the common case, at once */
 	size_t kn = strlen(key);
-	if (!meta.p || meta.n < kn + 2)
+	if (meta.n < kn + 2)
 		return false;
 	/* the scanner declines escaped keys, so a member KEY is there as "KEY" */
 	for (const char *p = meta.p, *e = meta.p + meta.n - kn - 1; p < e; p++) {

@@ -1365,6 +1365,40 @@ static void batch_then_cancel_as_lines(int level)
 	log_set_level(LOG_ERROR);
 }
 
+/* The backend sends the line S, as its transport hands it on. */
+static void send_b_line(const char *s)
+{
+	json_t *err = NULL;
+	chain_receive_line(&be.peer, s, strlen(s), &err);
+	assert_null(err);
+}
+
+/*
+ * FIXED BUG (found by fuzz_session): mcp-chain's own _meta keys on a
+ * backend's message that went to the client as its bytes reached the
+ * client; only the tree path took them off. Bytes carrying them now take
+ * the tree path.
+ */
+static void test_own_meta_keys_never_reach_client(void **state)
+{
+	(void)state;
+	be.peer.ops = &fbe_raw_ops;
+	session_set_write_raw(S, rec_write_raw);
+	ready("2025-06-18");
+	send_line("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\"}}");
+	send_b_line("{\"jsonrpc\":\"2.0\",\"id\":\"x1\",\"method\":\"elicitation/create\",\"params\":"
+		    "{\"message\":\"m\",\"_meta\":{\"io.mcp-chain/relatedRequest\":1,\"other\":2}}}");
+	send_b_line("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":"
+		    "{\"level\":\"info\",\"data\":\"d\",\"_meta\":{\"io.mcp-chain/inputKey\":\"k\"}}}");
+	assert_int_equal(n_out(), 2);
+	json_t *meta = json_object_get(json_object_get(out_at(0), "params"), "_meta");
+	assert_null(json_object_get(meta, "io.mcp-chain/relatedRequest"));
+	assert_int_equal(json_integer_value(json_object_get(meta, "other")), 2);  /* the rest stays */
+	assert_null(json_object_get(json_object_get(out_at(1), "params"), "_meta"));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(out_at(1), "params"),
+							      "data")), "d");
+}
+
 static void test_batch_cancel_as_lines(void **state)
 {
 	(void)state;
@@ -1384,6 +1418,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_batch_cancel_as_lines),
+		T(test_own_meta_keys_never_reach_client),
 		T(test_batch_cancel_as_lines_debug),
 		T(test_versions),
 		T(test_credential_binds_once),

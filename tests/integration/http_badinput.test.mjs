@@ -14,29 +14,15 @@ import http from 'node:http';
 import net from 'node:net';
 import { readFileSync } from 'node:fs';
 
-import { openStream, request, withChain } from './http_lib.mjs';
+import { JSON_HEADERS, openSession, openStream, request, withChain } from './http_lib.mjs';
 import { SKIP_NO_FIXTURE, fixtureServer, sleep, waitFor } from './lib.mjs';
 
 const T = { timeout: 60_000, skip: SKIP_NO_FIXTURE };
-const JSON_HEADERS = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
 const INIT = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {
   protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'bad-input', version: '1' } } });
 
 /** Resident memory of PID in kB. */
 const rssKb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]);
-
-/** A raw session (initialized) with its GET stream open: {sid, h, get}. */
-async function openSession(port) {
-  const init = await request(port, { headers: { ...JSON_HEADERS, Accept: 'application/json' }, body: INIT });
-  assert.equal(init.status, 200, init.body);
-  const sid = init.headers['mcp-session-id'];
-  const h = { ...JSON_HEADERS, 'Mcp-Session-Id': sid };
-  assert.equal((await request(port, { headers: h,
-    body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status, 202);
-  const get = await openStream(port, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid } });
-  assert.equal(get.status, 200);
-  return { sid, h, get };
-}
 
 /** Asserts session S still works: a call with progress on its own SSE stream, its GET stream open. */
 async function stillWorks(port, s, id) {
@@ -68,7 +54,7 @@ function raw(port, text, waitMs = 5000) {
 test('malformed requests are refused and their connection closed; other sessions are unaffected', T, async () => {
   await withChain({ ...fixtureServer(), scope: 'shared' }, {}, async (chain) => {
     const port = chain.port;
-    const s = await openSession(port);
+    const s = await openSession(port, 'bad-input');
     const host = `Host: 127.0.0.1:${port}\r\n`;
     const post = `POST /mcp HTTP/1.1\r\n${host}Content-Type: application/json\r\n`;
     const cases = [
@@ -117,7 +103,7 @@ test('a body over maxMessageBytes sent slowly is read and dropped as it streams:
     const env = { ASAN_OPTIONS: 'quarantine_size_mb=0:detect_leaks=1' };
     await withChain({ ...fixtureServer(), scope: 'shared' }, { extra: { maxMessageBytes: MAX }, env }, async (chain) => {
       const port = chain.port;
-      const s = await openSession(port);
+      const s = await openSession(port, 'bad-input');
       const received = async () => Number(/^mcp_chain_http_received_bytes_total (\d+)$/m
         .exec((await request(port, { method: 'GET', path: '/metrics' })).body)[1]);
       for (const [framing, total] of [['Content-Length', 64 * CHUNK], ['chunked', 32 * CHUNK]]) {
@@ -163,7 +149,7 @@ test('timeouts: a stalled body and an idle kept-alive connection are closed afte
   T, async () => {
     await withChain({ ...fixtureServer(), scope: 'shared' }, { extra: { listen: { connectionTimeoutMs: 1000 } } }, async (chain) => {
       const port = chain.port;
-      const s = await openSession(port);
+      const s = await openSession(port, 'bad-input');
       // headers complete, 100 bytes announced, 5 sent, then nothing
       const stalled = await raw(port, `POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\n` +
         `Accept: application/json\r\nMcp-Session-Id: ${s.sid}\r\nContent-Length: 100\r\n\r\n{"jso`, 6000);

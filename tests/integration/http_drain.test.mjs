@@ -11,10 +11,9 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { openStream, request, startChain } from './http_lib.mjs';
+import { JSON_HEADERS, openSession, openStream, request, startChain } from './http_lib.mjs';
 import { SKIP_NO_FIXTURE, descendants, fixtureServer, isAlive, killAll, sleep, tmpPath, waitFor } from './lib.mjs';
 
-const JSON_HEADERS = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
 
 /** PROMISE, or a failure naming WHAT after MS (a stream that never ends
  * fails the test instead of holding it and its processes open). */
@@ -65,21 +64,6 @@ async function withChain({ grace, flags = [] }, fn) {
       assert.doesNotMatch(chain.stderr, /AddressSanitizer|runtime error|LeakSanitizer/);
     }
   }
-}
-
-/** A raw session (initialized) with its GET stream open. */
-async function openSession(port, name) {
-  const init = await request(port, { headers: { ...JSON_HEADERS, Accept: 'application/json' },
-    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: {
-      protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name, version: '1' } } }) });
-  assert.equal(init.status, 200, init.body);
-  const sid = init.headers['mcp-session-id'];
-  const h = { ...JSON_HEADERS, 'Mcp-Session-Id': sid };
-  assert.equal((await request(port, { headers: h,
-    body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status, 202);
-  const get = await openStream(port, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid } });
-  assert.equal(get.status, 200);
-  return { sid, h, get };
 }
 
 /** A tools/call of the fixture's slow tool, with a progress token. */

@@ -126,3 +126,24 @@ export function openStream(port, { path = '/mcp', headers = {}, method = 'GET', 
     req.end();
   });
 }
+
+/** JSON and SSE both accepted, as the SDK client sends. */
+export const JSON_HEADERS = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
+
+/**
+ * A raw Streamable HTTP session on PORT, initialized (protocol 2025-06-18, client NAME),
+ * with its GET stream open: {sid, h (headers for its POSTs), get (openStream's stream)}.
+ */
+export async function openSession(port, name = 'raw-client') {
+  const init = await request(port, { headers: { ...JSON_HEADERS, Accept: 'application/json' },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 0, method: 'initialize', params: {
+      protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name, version: '1' } } }) });
+  assert.equal(init.status, 200, init.body);
+  const sid = init.headers['mcp-session-id'];
+  const h = { ...JSON_HEADERS, 'Mcp-Session-Id': sid };
+  assert.equal((await request(port, { headers: h,
+    body: JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' }) })).status, 202);
+  const get = await openStream(port, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid } });
+  assert.equal(get.status, 200);
+  return { sid, h, get };
+}

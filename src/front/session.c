@@ -81,11 +81,23 @@ static void batch_add(struct session *s, struct batch *b, json_t *msg)
 	batch_finish_if_done(s, b);
 }
 
-/* Writes a message to the client, or into the batch it answers. */
+/* Writes a message to the client, or into the batch it answers. The one
+ * place every tree bound for the client passes: mcp-chain's own _meta keys
+ * (era.h) come off here, whichever era and whichever kind of message. */
 static int send_msg(struct session *s, json_t *msg, struct batch *b)
 {
 	if (s->state == SESSION_CLOSING)
 		return -1;
+	json_t *meta = json_object_get(json_object_get(msg, "params"), "_meta");
+	if (json_object_get(meta, ERA_META_INPUT_KEY) || json_object_get(meta, ERA_META_RELATED)) {
+		json_t *copy = json_deep_copy(msg);
+		if (!copy)
+			return -1;
+		era_strip_own_meta(copy);
+		int rc = send_msg(s, copy, b);
+		json_decref(copy);
+		return rc;
+	}
 	if (b) {
 		batch_add(s, b, msg);
 		return 0;
@@ -109,15 +121,6 @@ static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
 		b = s->peer.batch;  /* an answer made while the batch is read */
 	if (s->st && s->state != SESSION_CLOSING)
 		return stateless_send(s->st, msg, ex ? ex->method : NULL);
-	json_t *meta = json_object_get(json_object_get(msg, "params"), "_meta");
-	if (json_object_get(meta, ERA_META_INPUT_KEY) || json_object_get(meta, ERA_META_RELATED)) {
-		/* mcp-chain's own keys on a backend's request: not the client's business */
-		json_t *copy = json_deep_copy(msg);
-		era_strip_own_meta(copy);
-		int rc = send_msg(s, copy, b);
-		json_decref(copy);
-		return rc;
-	}
 	return send_msg(s, msg, b);
 }
 

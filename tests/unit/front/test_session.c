@@ -1399,6 +1399,26 @@ static void test_own_meta_keys_never_reach_client(void **state)
 							      "data")), "d");
 }
 
+/* The same for a client of the 2026-07-28 era, whose messages the stateless
+ * layer shapes: a backend's notification carrying those keys reaches the
+ * client without them (found by fuzz_session). */
+static void test_own_meta_keys_never_reach_stateless_client(void **state)
+{
+	(void)state;
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META26 "}}");
+	size_t outs = n_out();
+	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/custom\",\"params\":"
+	       "{\"x\":1,\"_meta\":{\"io.mcp-chain/relatedRequest\":1,\"io.mcp-chain/inputKey\":\"k\","
+	       "\"other\":2}}}");
+	assert_int_equal(n_out(), outs + 1);
+	json_t *params = json_object_get(last_out(), "params");
+	json_t *meta = json_object_get(params, "_meta");
+	assert_null(json_object_get(meta, "io.mcp-chain/relatedRequest"));
+	assert_null(json_object_get(meta, "io.mcp-chain/inputKey"));
+	assert_int_equal(json_integer_value(json_object_get(meta, "other")), 2);
+	assert_int_equal(json_integer_value(json_object_get(params, "x")), 1);
+}
+
 static void test_batch_cancel_as_lines(void **state)
 {
 	(void)state;
@@ -1419,6 +1439,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_batch_cancel_as_lines),
 		T(test_own_meta_keys_never_reach_client),
+		T(test_own_meta_keys_never_reach_stateless_client),
 		T(test_batch_cancel_as_lines_debug),
 		T(test_versions),
 		T(test_credential_binds_once),

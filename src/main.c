@@ -976,31 +976,41 @@ static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 	struct cfg *cfg = *cfgp;
 	struct app a = { .cfg = cfg, .level_flag = level_flag, .listening = listen != NULL };
 	struct ev_loop *loop = EV_DEFAULT;
+	int rc = 0;
 	proc_watchdog_start();  /* before any child: the filter module's too */
 	writer_setup();
 	watch_signals(&a);
-	if (pipeline_start(cfg->pipeline) < 0 || !(a.chain = chain_new()))
-		return 1;
+	if (pipeline_start(cfg->pipeline) < 0 || !(a.chain = chain_new())) {
+		rc = 1;
+		goto out;
+	}
 	chain_set_pipeline(a.chain, cfg->pipeline);
 	chain_set_max_open(a.chain, cfg->max_open);
-	if (!(a.agg = aggregate_new(a.chain, cfg)))
-		return 1;
+	if (!(a.agg = aggregate_new(a.chain, cfg))) {
+		rc = 1;
+		goto out;
+	}
 	chain_set_router(a.chain, aggregate_router(a.agg));
 	aggregate_set_status(a.agg, describe_backends, &a);
 	for (size_t i = 0; i < cfg->nservers; i++) {
 		struct cfg_server *s = &cfg->servers[i];
 		if (!s->enabled)
 			continue;
-		if (pipeline_start(s->pipeline) < 0)
-			return 1;
+		if (pipeline_start(s->pipeline) < 0) {
+			rc = 1;
+			goto out;
+		}
 		if (shared_entry(&a, s))
 			add_backend(&a, cfg, s);
 	}
+	/* the front first: a port in use ends here, before any process starts */
+	if (listen ? start_http(&a, listen) < 0 :
+	    !(a.front = stdio_front_new(a.chain, cfg->max_message, on_front_closed, &a))) {
+		rc = 1;   /* said why; what was made is freed below */
+		goto out;
+	}
 	for (size_t i = 0; i < a.nbackends; i++)  /* all start at once */
 		backend_start(a.backends[i]);
-	if (listen ? start_http(&a, listen) < 0 :
-	    !(a.front = stdio_front_new(a.chain, cfg->max_message, on_front_closed, &a)))
-		return 1;
 	if (a.front) {
 		stdio_front_set_stall(a.front, cfg->client_stall);
 		session_set_input_ttl(stdio_front_session(a.front), cfg->input_ttl);
@@ -1010,6 +1020,7 @@ static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 	ev_init(&a.deadline, on_deadline);
 	a.deadline.data = &a;
 	ev_run(loop, 0);
+out:
 	ev_prepare_stop(loop, &a.step);
 	ev_timer_stop(loop, &a.deadline);
 	stdio_front_free(a.front);
@@ -1017,7 +1028,8 @@ static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 	sweep_session_chains(&a, true);
 	for (size_t i = 0; i < a.nbackends; i++)  /* before the aggregate: its */
 		backend_free(a.backends[i]);      /* list requests end here */
-	chain_set_router(a.chain, NULL);
+	if (a.chain)
+		chain_set_router(a.chain, NULL);
 	aggregate_free(a.agg);
 	free(a.backends);
 	curl_ev_release();
@@ -1036,7 +1048,7 @@ static int run(struct cfg **cfgp, const char *level_flag, const char *listen)
 	while (wd > 0 && waitpid(wd, NULL, 0) < 0 && errno == EINTR)
 		;
 	log_debug("exited");
-	return a.forced ? 128 + a.forced : 0;
+	return rc ? rc : a.forced ? 128 + a.forced : 0;
 }
 
 int main(int argc, char **argv)

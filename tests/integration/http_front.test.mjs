@@ -5,6 +5,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { existsSync, readFileSync } from 'node:fs';
 
@@ -368,6 +369,33 @@ test('SIGTERM drains: no new connection, the open request still gets its answer,
       throw e;
     } finally {
       await chain.stop();
+    }
+  });
+
+test('a port already in use: exit 1 at once with the address named, no backend started, nothing leaked',
+  { ...T, skip: SKIP_NO_CHAIN }, async () => {
+    const busy = net.createServer();
+    await new Promise((r) => busy.listen(0, '127.0.0.1', r));
+    const port = busy.address().port;
+    const marker = tmpPath('port-busy-backend-started');
+    // a backend that leaves a mark when it runs: it must never run
+    const server = { command: process.execPath,
+      args: ['-e', `require('fs').writeFileSync(${JSON.stringify(marker)}, 'ran'); setInterval(() => {}, 1000)`] };
+    const t0 = Date.now();
+    try {
+      const proc = spawn(CHAIN, ['--config', writeConfig(server), '--listen', `127.0.0.1:${port}`],
+        { stdio: ['ignore', 'ignore', 'pipe'] });
+      let stderr = '';
+      proc.stderr.on('data', (c) => { stderr += c; });
+      const code = await new Promise((r) => proc.once('exit', (c) => r(c)));
+      assert.equal(code, 1, stderr);   // under ASan a leak would make this 23
+      assert.ok(Date.now() - t0 < 5000, 'it ends at once');
+      assert.match(stderr, new RegExp(`cannot listen on 127\\.0\\.0\\.1 port ${port}: Address already in use`));
+      assert.doesNotMatch(stderr, /AddressSanitizer|LeakSanitizer|runtime error/);
+      await sleep(300);
+      assert.ok(!existsSync(marker), 'the backend was never started');
+    } finally {
+      busy.close();
     }
   });
 

@@ -82,8 +82,12 @@ struct app {
 				    * points into them */
 	size_t nold;
 	const char *level_flag;    /* --log-level or $MCP_CHAIN_LOG, if given */
-	struct backend **backends; /* including those a reload stopped */
+	struct backend **backends; /* in service (the configuration's) */
 	size_t nbackends;
+	struct backend **retired;  /* replaced or removed by a reload: being
+				    * stopped, freed at a later reload once down
+				    * (not in the status view or /metrics) */
+	size_t nretired;
 	struct stdio_front *front;
 	struct http_front *http;   /* --listen: the HTTP front instead of stdio */
 	struct chain *chain;
@@ -269,6 +273,9 @@ static bool any_running(struct app *a)
 	for (size_t i = 0; i < a->nbackends; i++)
 		if (backend_running(a->backends[i]))
 			return true;
+	for (size_t i = 0; i < a->nretired; i++)
+		if (backend_running(a->retired[i]))
+			return true;
 	for (struct schain *sc = a->schains; sc; sc = sc->next)
 		for (size_t i = 0; i < sc->nbackends; i++)
 			if (backend_running(sc->backends[i]))
@@ -414,6 +421,44 @@ static struct cfg *load_for_reload(struct app *a)
 static struct backend *add_backend(struct app *a, struct cfg *c, struct cfg_server *s);
 
 /* Keeps, replaces or stops each running backend for configuration N. */
+/* Moves the backends a reload stopped (or that were gone already) out of
+ * service, into a->retired. */
+static void retire_stopped(struct app *a)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < a->nbackends; i++) {
+		struct backend *b = a->backends[i];
+		enum backend_state st = backend_state(b);
+		if (st != BACKEND_GONE && st != BACKEND_STOPPING) {
+			a->backends[k++] = b;
+			continue;
+		}
+		struct backend **v = realloc(a->retired, (a->nretired + 1) * sizeof *v);
+		if (!v) {
+			a->backends[k++] = b;   /* stays listed (and freed at exit) */
+			continue;
+		}
+		a->retired = v;
+		a->retired[a->nretired++] = b;
+	}
+	a->nbackends = k;
+}
+
+/* Frees the retired backends that are down with nothing left running
+ * (their exchanges ended when they went down); the rest wait. */
+static void sweep_retired(struct app *a)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < a->nretired; i++) {
+		struct backend *b = a->retired[i];
+		if (backend_state(b) == BACKEND_GONE && !backend_running(b))
+			backend_free(b);
+		else
+			a->retired[k++] = b;
+	}
+	a->nretired = k;
+}
+
 static void reconcile_backends(struct app *a, struct cfg *n)
 {
 	size_t before = a->nbackends;
@@ -439,6 +484,7 @@ static void reconcile_backends(struct app *a, struct cfg *n)
 		backend_peer(b)->pl = NULL;  /* exchanges in flight hold their own reference */
 		backend_stop(b, n->grace);
 	}
+	retire_stopped(a);
 	for (size_t i = 0; i < n->nservers; i++) {
 		if (!shared_entry(a, &n->servers[i]) || (kept && kept[i]))
 			continue;
@@ -477,6 +523,8 @@ static void free_unused_configs(struct app *a)
 		bool used = false;
 		for (size_t j = 0; j < a->nbackends && !used; j++)
 			used = backend_top(a->backends[j]) == a->old[i];
+		for (size_t j = 0; j < a->nretired && !used; j++)
+			used = backend_top(a->retired[j]) == a->old[i];
 		for (struct schain *sc = a->schains; sc && !used; sc = sc->next)
 			used = sc->cfg == a->old[i];
 		if (used)
@@ -493,6 +541,7 @@ static void reload(struct app *a)
 	if (a->phase != RUNNING)
 		return;
 	log_info("reload: reading %s", a->cfg->path);
+	sweep_retired(a);
 	struct cfg *n = load_for_reload(a);
 	struct cfg **old = n ? realloc(a->old, (a->nold + 1) * sizeof *old) : NULL;
 	if (!old) {
@@ -526,6 +575,8 @@ static void signal_backends(struct app *a, int sig)
 {
 	for (size_t i = 0; i < a->nbackends; i++)
 		backend_signal(a->backends[i], sig);
+	for (size_t i = 0; i < a->nretired; i++)
+		backend_signal(a->retired[i], sig);
 	for (struct schain *sc = a->schains; sc; sc = sc->next)
 		for (size_t i = 0; i < sc->nbackends; i++)
 			backend_signal(sc->backends[i], sig);
@@ -772,6 +823,9 @@ static size_t processes_running(struct app *a)
 	for (size_t i = 0; i < a->nbackends; i++)
 		n += backend_cfg(a->backends[i])->transport == CFG_STDIO &&
 		     backend_running(a->backends[i]);
+	for (size_t i = 0; i < a->nretired; i++)
+		n += backend_cfg(a->retired[i])->transport == CFG_STDIO &&
+		     backend_running(a->retired[i]);
 	for (struct schain *sc = a->schains; sc; sc = sc->next)
 		for (size_t i = 0; i < sc->nbackends; i++)
 			n += backend_cfg(sc->backends[i])->transport == CFG_STDIO &&
@@ -1028,6 +1082,9 @@ out:
 	sweep_session_chains(&a, true);
 	for (size_t i = 0; i < a.nbackends; i++)  /* before the aggregate: its */
 		backend_free(a.backends[i]);      /* list requests end here */
+	for (size_t i = 0; i < a.nretired; i++)
+		backend_free(a.retired[i]);
+	free(a.retired);
 	if (a.chain)
 		chain_set_router(a.chain, NULL);
 	aggregate_free(a.agg);

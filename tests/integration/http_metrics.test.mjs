@@ -192,3 +192,38 @@ test('/metrics: requests by method and outcome, their latency histogram, respons
     await client.close();
   });
 });
+
+test('a backend replaced by reloads is listed once in /metrics, and its old processes are freed', T, async () => {
+  const { writeFileSync } = await import('node:fs');
+  const { writeConfig, descendants } = await import('./lib.mjs');
+  const entry = (args) => ({ ...fixtureServer(args), scope: 'shared' });
+  const file = writeConfig(entry([]));
+  await withChain(null, { config: file }, async (chain) => {
+    const { openSession } = await import('./http_lib.mjs');
+    const session = await openSession(chain.port);   // a shared backend starts serving at a first initialize
+    await waitFor(() => /backend: ready/.test(chain.stderr), { what: 'the backend to be ready' });
+    const processes = descendants(chain.proc.pid).length;   // the backend, and the watchdog
+    for (let i = 1; i <= 6; i++) {
+      // the command changes every time (one flag more or less): replaced, not kept
+      writeFileSync(file, JSON.stringify({ mcpServers: { backend: entry(i % 2 ? ['--string-ids'] : []) } }));
+      const before = chain.stderr.length;
+      chain.proc.kill('SIGHUP');
+      await waitFor(() => chain.stderr.slice(before).includes('reload: done'), { what: `reload ${i}` });
+      await waitFor(() => /backend: ready/.test(chain.stderr.slice(before)), { what: `replacement ${i} ready` });
+    }
+    const r = await request(chain.port, { method: 'GET', path: '/metrics' });
+    assert.equal(r.status, 200);
+    const up = r.body.split('\n').filter((l) => l.startsWith('mcp_chain_backend_up{'));
+    assert.deepEqual(up, ['mcp_chain_backend_up{backend="backend"} 1'], 'one series per backend name');
+    const states = r.body.split('\n').filter((l) => l.startsWith('mcp_chain_backend_state{'));
+    assert.deepEqual(states, ['mcp_chain_backend_state{backend="backend",state="ready"} 1']);
+    // the replaced processes end; only the one in service is left
+    await waitFor(() => descendants(chain.proc.pid).length === processes, { what: 'one backend process left' });
+    // still serving the session through the replacement
+    const call = await request(chain.port, { headers: { ...session.h, Accept: 'application/json' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'echo', arguments: {} } }) });
+    assert.equal(call.status, 200, call.body);
+    assert.ok(JSON.parse(call.body).result, call.body);
+    session.get.close();
+  });
+});

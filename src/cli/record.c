@@ -25,10 +25,10 @@
 #include "config.h"
 #include "log.h"
 #include "middleware.h"
+#include "mw_log.h"
 #include "peer.h"
 #include "rpc.h"
 #include "wiretap.h"
-#include "../middleware/log_int.h"
 
 /* Keys redacted in every recording, on top of the log modules' own. */
 static const char default_keys[] =

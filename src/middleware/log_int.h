@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #include "middleware.h"
+#include "mw_log.h"
 
 /* ---- the hash chain (audit.c) ---- */
 
@@ -139,27 +140,6 @@ json_t *log_line_json(const struct log_line *l);
 /* json_dump_callback callback appending to the struct buf DATA. */
 int log_dump_to_buf(const char *p, size_t n, void *data);
 
-/* ---- redaction (log_redact.c) ---- */
-
-struct log_redact;
-
-/*
- * Parses the "redact" option OPT (borrowed; NULL: none) into *OUT (NULL
- * when nothing is to be redacted). Reports problems at /redact/...
- * through B. Returns 0, or -1 after at least one mw_error.
- */
-int log_redact_parse(json_t *opt, struct mw_build *b, struct log_redact **out);
-
-/*
- * Redacts LINE in place: members named by "keys" inside its bodies
- * ("params", "result", "error"), and inside body strings that hold a
- * JSON document, become the replacement; every match of a
- * pattern in any string of the line (and in member names inside bodies)
- * is replaced. A string that cannot be checked is replaced whole.
- */
-void log_redact_line(const struct log_redact *r, json_t *line);
-
-/* Frees R (NULL is fine). */
-void log_redact_free(struct log_redact *r);
+/* ---- redaction (log_redact.c): declared in mw_log.h ---- */
 
 #endif

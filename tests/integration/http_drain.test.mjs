@@ -11,59 +11,25 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { JSON_HEADERS, openSession, openStream, request, startChain } from './http_lib.mjs';
-import { SKIP_NO_FIXTURE, descendants, fixtureServer, isAlive, killAll, sleep, tmpPath, waitFor } from './lib.mjs';
+import {
+  JSON_HEADERS, openSession, openStream, processesUnder, request, within, withCheckedChain,
+} from './http_lib.mjs';
+import { SKIP_NO_FIXTURE, fixtureServer, isAlive, sleep, tmpPath, waitFor } from './lib.mjs';
 
-
-/** PROMISE, or a failure naming WHAT after MS (a stream that never ends
- * fails the test instead of holding it and its processes open). */
-function within(promise, what, ms = 15_000) {
-  let timer;
-  const late = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms); });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
-}
-
-/** The command line of PID, or ''. */
-function cmdline(pid) {
-  try { return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' '); } catch { return ''; }
-}
 
 /** The fixture processes under CHAIN. */
 function fixtures(chain) {
-  const re = new RegExp(path.basename(fixtureServer().command));
-  return descendants(chain.proc.pid).filter((p) => re.test(cmdline(p)));
+  return processesUnder(chain, new RegExp(path.basename(fixtureServer().command)));
 }
 
 /**
  * Runs FN with mcp-chain --listen on the fixture (FLAGS) with backends of
  * each session's own and shutdownGraceMs GRACE; FN sends the SIGTERM. After
- * it: exit 0 (SIGKILL if it never comes), no sanitizer report, no process
- * left.
+ * it: exit 0, no sanitizer report, no process left (withCheckedChain).
  */
-async function withChain({ grace, flags = [] }, fn) {
-  const chain = await startChain({ ...fixtureServer(flags), scope: 'session' }, { extra: { shutdownGraceMs: grace } });
-  const tree = new Set();
-  chain.remember = () => { for (const p of descendants(chain.proc.pid)) tree.add(p); };
-  let ok = false;
-  try {
-    await fn(chain);
-    ok = true;
-  } catch (e) {
-    e.message += `\n--- mcp-chain stderr (tail) ---\n${chain.stderr.slice(-3000)}`;
-    throw e;
-  } finally {
-    if (chain.proc.exitCode === null && chain.proc.signalCode === null) chain.proc.kill('SIGTERM');
-    const r = await within(chain.exited, 'mcp-chain to exit', grace + 10_000).catch(() => null);
-    if (!r) chain.proc.kill('SIGKILL');
-    await sleep(100);
-    const left = [...tree].filter(isAlive);
-    killAll(left);
-    if (ok) {  // else the test's own failure says more
-      assert.ok(r && r.code === 0, `mcp-chain exited ${JSON.stringify(r)}\n${chain.stderr.slice(-2000)}`);
-      assert.deepEqual(left, [], 'no process is left after mcp-chain exits');
-      assert.doesNotMatch(chain.stderr, /AddressSanitizer|runtime error|LeakSanitizer/);
-    }
-  }
+function withChain({ grace, flags = [] }, fn) {
+  return withCheckedChain({ ...fixtureServer(flags), scope: 'session' }, { extra: { shutdownGraceMs: grace } },
+    fn, { exitMs: grace + 10_000 });
 }
 
 /** A tools/call of the fixture's slow tool, with a progress token. */

@@ -4,6 +4,7 @@
 
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import http from 'node:http';
 
 import { CHAIN, sleep, waitFor, writeConfig, descendants, isAlive, killAll } from './lib.mjs';
@@ -41,6 +42,64 @@ export async function startChain(server, { extra, config, listen = '127.0.0.1:0'
     return r;
   };
   return chain;
+}
+
+/** PROMISE, or a failure naming WHAT after MS: a stream that never ends
+ * fails its test instead of holding it (and its processes) open. */
+export function within(promise, what, ms = 15_000) {
+  let timer;
+  const late = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms); });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+/** The command line of PID as one string, or ''. */
+export function cmdline(pid) {
+  try { return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' '); } catch { return ''; }
+}
+
+/** Pids under CHAIN whose command line matches RE, sorted; each is recorded
+ * in chain.seen (withCheckedChain checks none of them is left at the end). */
+export function processesUnder(chain, re) {
+  const pids = descendants(chain.proc.pid).filter((p) => re.test(cmdline(p)));
+  for (const p of pids) chain.seen?.add(p);
+  return pids.sort((x, y) => x - y);
+}
+
+/**
+ * Runs FN with a chain from startChain(SERVER, OPTS); its result is FN's.
+ * FN may send the SIGTERM itself; otherwise it is sent after FN. When FN
+ * passed, demands: exit 0 within EXIT_MS (SIGKILL after it), no sanitizer
+ * report, and no process left of those mcp-chain started — its descendants
+ * at the end and every one recorded during FN in chain.seen (by
+ * processesUnder, or by chain.remember(), which records them all). When FN
+ * failed, only cleans up: its own failure says more.
+ */
+export async function withCheckedChain(server, opts, fn, { exitMs = 10_000 } = {}) {
+  const chain = await startChain(server, opts);
+  chain.seen = new Set();
+  chain.remember = () => { for (const p of descendants(chain.proc.pid)) chain.seen.add(p); };
+  let ok = false;
+  try {
+    const out = await fn(chain);
+    ok = true;
+    return out;
+  } catch (e) {
+    e.message += `\n--- mcp-chain stderr (tail) ---\n${chain.stderr.slice(-3000)}`;
+    throw e;
+  } finally {
+    chain.remember();
+    if (chain.proc.exitCode === null && chain.proc.signalCode === null) chain.proc.kill('SIGTERM');
+    const r = await within(chain.exited, 'mcp-chain to exit', exitMs).catch(() => null);
+    if (!r) chain.proc.kill('SIGKILL');
+    await sleep(100);
+    const left = [...chain.seen].filter(isAlive);
+    killAll(left);
+    if (ok) {
+      assert.ok(r && r.code === 0, `mcp-chain exited ${JSON.stringify(r)}\n${chain.stderr.slice(-2000)}`);
+      assert.deepEqual(left, [], 'no process is left after mcp-chain exits');
+      assert.doesNotMatch(chain.stderr, /AddressSanitizer|runtime error|LeakSanitizer/);
+    }
+  }
 }
 
 /** Runs FN with a chain, always stops it (exit 0, no sanitizer report). */

@@ -14,65 +14,29 @@
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 
-import { openStream, request, startChain } from './http_lib.mjs';
-import { SKIP_NO_FIXTURE, descendants, fixtureServer, isAlive, killAll, sleep, waitFor } from './lib.mjs';
+import { openStream, processesUnder, request, within as withinMs, withCheckedChain } from './http_lib.mjs';
+import { SKIP_NO_FIXTURE, fixtureServer, isAlive, sleep, waitFor } from './lib.mjs';
 
 const N = 100;
 const ROUNDS = 2;
 const JSON_HEADERS = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
 
-/** The command line of PID, or ''. */
-function cmdline(pid) {
-  try { return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' '); } catch { return ''; }
-}
-
 /** The fixture processes under CHAIN (each recorded in chain.seen). */
 function fixtures(chain) {
-  const re = new RegExp(path.basename(fixtureServer().command));
-  const pids = descendants(chain.proc.pid).filter((p) => re.test(cmdline(p)));
-  for (const p of pids) chain.seen.add(p);
-  return pids;
+  return processesUnder(chain, new RegExp(path.basename(fixtureServer().command)));
 }
 
-/** PROMISE, or a failure naming WHAT after MS: a stream that never ends
- * fails its test instead of holding it (and its processes) open. */
-function within(promise, what, ms = 20_000) {
-  let timer;
-  const late = new Promise((_, reject) => { timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms waiting for ${what}`)), ms); });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
-}
+/** within() with this file's longer default: 100 sessions under ASan. */
+const within = (promise, what, ms = 20_000) => withinMs(promise, what, ms);
 
 /**
  * Runs FN with mcp-chain --listen on the fixture with SCOPE; then SIGTERM:
  * exit 0, no sanitizer report, and no process it started left.
  */
-async function withChain(scope, listen, fn) {
-  const chain = await startChain({ ...fixtureServer(), scope }, { extra: { listen } });
-  chain.seen = new Set();
-  let ok = false;
-  try {
-    await fn(chain);
-    ok = true;
-  } catch (e) {
-    e.message += `\n--- mcp-chain stderr (tail) ---\n${chain.stderr.slice(-3000)}`;
-    throw e;
-  } finally {
-    const tree = [...new Set([...chain.seen, ...descendants(chain.proc.pid)])];
-    chain.proc.kill('SIGTERM');
-    const r = await within(chain.exited, 'mcp-chain to exit', 10_000).catch(() => null);
-    if (!r) chain.proc.kill('SIGKILL');
-    await sleep(100);
-    const left = tree.filter(isAlive);
-    killAll(left);
-    if (ok) {  // else the test's own failure says more
-      assert.ok(r && r.code === 0, `mcp-chain exited ${JSON.stringify(r)}\n${chain.stderr.slice(-2000)}`);
-      assert.deepEqual(left, [], 'no process is left after mcp-chain exits');
-      assert.doesNotMatch(chain.stderr, /AddressSanitizer|runtime error|LeakSanitizer/);
-    }
-  }
+function withChain(scope, listen, fn) {
+  return withCheckedChain({ ...fixtureServer(), scope }, { extra: { listen } }, fn);
 }
 
 /** A tools/call body; TOKEN adds a progress token. */

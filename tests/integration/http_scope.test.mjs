@@ -15,11 +15,13 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
-import { request as rawRequest, startChain as startListening } from './http_lib.mjs';
+import {
+  cmdline, request as rawRequest, processesUnder, withCheckedChain,
+} from './http_lib.mjs';
 
 import {
   CHAIN, HERE, SKIP_NO_CHAIN, SKIP_NO_FIXTURE, DEFAULT_CLIENT_INFO,
-  fixtureServer, sleep, tmpPath, waitFor, descendants, isAlive, killAll,
+  fixtureServer, sleep, tmpPath, waitFor, isAlive,
 } from './lib.mjs';
 
 const T = { timeout: 60_000, skip: SKIP_NO_CHAIN || SKIP_NO_FIXTURE };
@@ -35,42 +37,16 @@ function writeCfg(cfg, file = tmpPath(`scope-${process.pid}-${++nconfig}.json`))
   return file;
 }
 
-/** mcp-chain --listen 127.0.0.1:0 on the configuration file FILE. */
-async function startChain(file) {
-  const chain = await startListening(null, { config: file });
-  chain.file = file;
-  return chain;
-}
-
 /**
  * Runs FN with a chain on CFG; then SIGTERM: it must exit 0, and no process
  * it started (seen at any time during FN via chain.seen) may be left.
  */
-async function withChain(cfg, fn) {
-  const chain = await startChain(writeCfg(cfg));
-  chain.seen = new Set();
-  try {
-    return await fn(chain);
-  } catch (e) {
-    e.message += `\n--- mcp-chain stderr (tail) ---\n${chain.stderr.slice(-3000)}`;
-    throw e;
-  } finally {
-    const tree = [...new Set([...chain.seen, ...descendants(chain.proc.pid)])];
-    chain.proc.kill('SIGTERM');
-    const r = await Promise.race([chain.exited, sleep(8000).then(() => null)]);
-    if (!r) chain.proc.kill('SIGKILL');
-    await sleep(100);
-    const left = tree.filter(isAlive);
-    killAll(left);
-    assert.ok(r && r.code === 0, `mcp-chain exited ${JSON.stringify(r)}\n${chain.stderr.slice(-2000)}`);
-    assert.deepEqual(left, [], 'no process is left after mcp-chain exits');
-    assert.doesNotMatch(chain.stderr, /AddressSanitizer|runtime error/);
-  }
-}
-
-/** The command line of PID, or ''. */
-function cmdline(pid) {
-  try { return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' '); } catch { return ''; }
+function withChain(cfg, fn) {
+  const file = writeCfg(cfg);
+  return withCheckedChain(null, { config: file }, (chain) => {
+    chain.file = file;   // the tests rewrite it before a SIGHUP
+    return fn(chain);
+  });
 }
 
 /** The environment of PID as an object ({} when gone). */
@@ -82,11 +58,7 @@ function environ(pid) {
 }
 
 /** Pids under CHAIN whose command line matches RE (recorded in chain.seen). */
-function servers(chain, re) {
-  const pids = descendants(chain.proc.pid).filter((p) => re.test(cmdline(p)));
-  for (const p of pids) chain.seen.add(p);
-  return pids.sort((x, y) => x - y);
-}
+const servers = processesUnder;
 
 /** An SDK client over HTTP; ROOTS (directories) makes it offer roots. */
 async function httpClient(url, roots) {

@@ -26,6 +26,7 @@
 #include <stddef.h>
 
 #include "jscan.h"
+#include "method.h"
 #include "msg.h"
 #include "rpc.h"
 
@@ -45,6 +46,8 @@ struct mw_ctx {
 	enum mw_dir dir;       /* where the message is travelling */
 	enum rpc_kind kind;    /* request, notification or response */
 	const char *method;    /* for a response: its request's method */
+	enum mcp_method method_code; /* ctx->method as a code (method.h): what
+				      * a module compares, not the name */
 	const char *client;    /* principal, else clientInfo.name; may be NULL */
 	const char *backend;   /* backend name; NULL when not yet routed */
 	const char *protocol;  /* the client's protocol version (its era:

@@ -342,6 +342,7 @@ static struct exchange *exchange_new(struct chain *c, struct peer *from, const c
 		memcpy(ex->method_buf, method, mlen + 1) : strdup(method);
 	ex->ctx.kind = RPC_REQUEST;
 	ex->ctx.method = ex->method;
+	ex->ctx.method_code = mcp_method_of(method, mlen);
 	ex->ctx.start = ev_now(EV_DEFAULT);
 	ex->ctx.chain = ex;
 	ex->ctx.request_bytes = from ? from->rx_bytes : 0;
@@ -889,6 +890,7 @@ static void send_notification(struct peer *from, struct peer *to, struct msg *m,
 	n->ctx.kind = RPC_NOTIFICATION;
 	memcpy(n->method, method, mlen + 1);
 	n->ctx.method = n->method;
+	n->ctx.method_code = mcp_method_of(method, mlen);
 	n->ctx.client = principal_of(from, to);
 	n->ctx.protocol = version_of(from, to);
 	credential_of(&n->ctx, from);

@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "method.h"
+
 /* ---- short values ---- */
 
 /* Sets V to the N bytes at P. */
@@ -634,14 +636,14 @@ static ssize_t msg_dump_bytes(struct msg *m, char **out)
 /* ---- what a request is about ---- */
 
 /* The subject from a tree. */
-static const char *tree_subject(json_t *t, const char *method)
+static const char *tree_subject(json_t *t, const char *method, enum mcp_method code)
 {
 	json_t *params = json_object_get(t, "params");
-	if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
+	if (code == MCP_TOOLS_CALL || code == MCP_PROMPTS_GET)
 		return json_string_value(json_object_get(params, "name"));
 	if (strncmp(method, "resources/", 10) == 0)
 		return json_string_value(json_object_get(params, "uri"));
-	if (strcmp(method, "completion/complete") == 0) {
+	if (code == MCP_COMPLETION_COMPLETE) {
 		json_t *ref = json_object_get(params, "ref");
 		const char *n = json_string_value(json_object_get(ref, "name"));
 		return n ? n : json_string_value(json_object_get(ref, "uri"));
@@ -655,10 +657,11 @@ char *msg_subject(struct msg *m)
 	const char *method = msg_method(m);
 	if (!method)
 		return NULL;
+	enum mcp_method code = mcp_method_code(method);
 	if (!m->tree) {
 		struct jspan s = { NULL, 0 };
-		bool deep = strcmp(method, "completion/complete") == 0;
-		if (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0)
+		bool deep = code == MCP_COMPLETION_COMPLETE;
+		if (code == MCP_TOOLS_CALL || code == MCP_PROMPTS_GET)
 			s = m->js.name;
 		else if (strncmp(method, "resources/", 10) == 0)
 			s = m->js.uri;
@@ -668,7 +671,7 @@ char *msg_subject(struct msg *m)
 			return NULL;
 		method = msg_method(m);
 	}
-	const char *s = tree_subject(m->tree, method);
+	const char *s = tree_subject(m->tree, method, code);
 	return s ? strdup(s) : NULL;
 }
 

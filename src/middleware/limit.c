@@ -126,22 +126,20 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents);
 /*
  * Classifies METHOD, once per request: the methods that do work are what a
  * rule without "methods" is about -- not the lists, which mcp-chain itself
- * also sends with several backends. The first byte rules most methods out
- * without a strcmp.
+ * also sends with several backends.
  */
-static enum mclass classify(const char *method)
+static enum mclass classify(enum mcp_method method)
 {
-	switch (method[0]) {
-	case 't':
-		return strcmp(method, "tools/call") == 0 ? M_TOOL : M_OTHER;
-	case 'p':
-		return strcmp(method, "prompts/get") == 0 ? M_WORK : M_OTHER;
-	case 'r':
-		return strcmp(method, "resources/read") == 0 ? M_WORK : M_OTHER;
-	case 'c':
-		return strcmp(method, "completion/complete") == 0 ? M_WORK : M_OTHER;
+	switch (method) {
+	case MCP_TOOLS_CALL:
+		return M_TOOL;
+	case MCP_PROMPTS_GET:
+	case MCP_RESOURCES_READ:
+	case MCP_COMPLETION_COMPLETE:
+		return M_WORK;
+	default:
+		return M_OTHER;
 	}
-	return M_OTHER;
 }
 
 /* True when rule R applies to the request in CTX, whose method is CLS. */
@@ -158,9 +156,9 @@ static bool rule_matches(const struct rule *r, const struct mw_ctx *ctx, enum mc
 /* What CTX's name is: "tool", "prompt", "resource" or "name". */
 static const char *name_kind(const struct mw_ctx *ctx)
 {
-	if (strcmp(ctx->method, "tools/call") == 0)
+	if (ctx->method_code == MCP_TOOLS_CALL)
 		return "tool";
-	if (strcmp(ctx->method, "prompts/get") == 0)
+	if (ctx->method_code == MCP_PROMPTS_GET)
 		return "prompt";
 	return strncmp(ctx->method, "resources/", 10) == 0 ? "resource" : "name";
 }
@@ -655,7 +653,7 @@ static enum mw_verdict limit_on_message(struct mw_module *m, struct mw_ctx *ctx,
 	double retry = 0;
 	if (ctx->kind != RPC_REQUEST || ctx->dir != MW_TO_BACKEND || !ctx->method)
 		return MW_PASS;
-	enum mclass cls = classify(ctx->method);
+	enum mclass cls = classify(ctx->method_code);
 	size_t first = first_match(lm, ctx, cls);
 	if (first == lm->nrules)
 		return MW_PASS;

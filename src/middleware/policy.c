@@ -96,15 +96,16 @@ static void ask_unlink(struct ask *a)
 
 /* A list method and where its names are. */
 struct list_kind {
-	const char *method, *key, *field;
+	enum mcp_method method;
+	const char *key, *field;
 	unsigned kind;
 };
 
 static const struct list_kind lists[] = {
-	{ "tools/list", "tools", "name", K_TOOL },
-	{ "prompts/list", "prompts", "name", K_PROMPT },
-	{ "resources/list", "resources", "uri", K_RESOURCE },
-	{ "resources/templates/list", "resourceTemplates", "uriTemplate", K_RESOURCE },
+	{ MCP_TOOLS_LIST, "tools", "name", K_TOOL },
+	{ MCP_PROMPTS_LIST, "prompts", "name", K_PROMPT },
+	{ MCP_RESOURCES_LIST, "resources", "uri", K_RESOURCE },
+	{ MCP_RESOURCES_TEMPLATES_LIST, "resourceTemplates", "uriTemplate", K_RESOURCE },
 };
 
 /* The word for a kind in messages. */
@@ -178,26 +179,35 @@ static const char *str_of(json_t *o, const char *key)
  */
 static void subject_of(const struct mw_ctx *ctx, json_t *msg, struct subject *s)
 {
-	const char *method = ctx->method;
-	json_t *params = json_object_get(msg, "params");
+	json_t *params = msg ? json_object_get(msg, "params") : NULL;
 	const char *name = msg ? str_of(params, "name") : ctx->name;
-	const char *uri = msg ? str_of(params, "uri") : ctx->name;
 	memset(s, 0, sizeof *s);
-	if (strcmp(method, "tools/call") == 0) {
+	switch (ctx->method_code) {
+	case MCP_TOOLS_CALL:
 		*s = (struct subject){ K_TOOL, name, true, true };
-	} else if (strcmp(method, "prompts/get") == 0) {
+		break;
+	case MCP_PROMPTS_GET:
 		*s = (struct subject){ K_PROMPT, name, true, false };
-	} else if (strcmp(method, "resources/read") == 0) {
-		*s = (struct subject){ K_RESOURCE, uri, true, false };
-	} else if (strcmp(method, "resources/subscribe") == 0) {
-		*s = (struct subject){ K_RESOURCE, uri, false, false };
-	} else if (strcmp(method, "completion/complete") == 0) {
+		break;
+	case MCP_RESOURCES_READ:
+		*s = (struct subject){ K_RESOURCE, msg ? str_of(params, "uri") : ctx->name, true,
+				       false };
+		break;
+	case MCP_RESOURCES_SUBSCRIBE:
+		*s = (struct subject){ K_RESOURCE, msg ? str_of(params, "uri") : ctx->name, false,
+				       false };
+		break;
+	case MCP_COMPLETION_COMPLETE: {
 		json_t *ref = json_object_get(params, "ref");
 		const char *type = str_of(ref, "type");
 		if (type && strcmp(type, "ref/prompt") == 0)
 			*s = (struct subject){ K_PROMPT, str_of(ref, "name"), false, false };
 		else if (type && strcmp(type, "ref/resource") == 0)
 			*s = (struct subject){ K_RESOURCE, str_of(ref, "uri"), false, false };
+		break;
+	}
+	default:
+		break;
 	}
 }
 
@@ -426,10 +436,10 @@ static enum mw_verdict policy_on_message(struct mw_module *m, struct mw_ctx *ctx
 }
 
 /* The list kind for METHOD, or NULL. */
-static const struct list_kind *list_kind_of(const char *method)
+static const struct list_kind *list_kind_of(enum mcp_method method)
 {
-	for (size_t i = 0; method && i < sizeof lists / sizeof *lists; i++)
-		if (strcmp(method, lists[i].method) == 0)
+	for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
+		if (method == lists[i].method)
 			return &lists[i];
 	return NULL;
 }
@@ -486,7 +496,7 @@ static bool policy_reads(struct mw_module *m, const struct mw_ctx *ctx)
 		return false;
 	if (ctx->kind == RPC_RESPONSE)
 		return false;  /* lists are filtered as bytes (mw_list_edit) */
-	if (strcmp(ctx->method, "completion/complete") == 0)
+	if (ctx->method_code == MCP_COMPLETION_COMPLETE)
 		return true;
 	subject_of(ctx, NULL, &s);
 	if (!(s.kind & p->kinds) || !s.name)
@@ -503,7 +513,7 @@ static enum mw_verdict policy_on_response(struct mw_module *m, struct mw_ctx *ct
 	struct policy *p = (struct policy *)m;
 	if (ctx->dir != MW_TO_BACKEND)
 		return MW_PASS;
-	const struct list_kind *lk = list_kind_of(ctx->method);
+	const struct list_kind *lk = list_kind_of(ctx->method_code);
 	if (!lk || !(lk->kind & p->kinds))
 		return MW_PASS;
 	struct list_edit le = { p, lk, asker_of(ctx) };

@@ -111,7 +111,7 @@ static enum mw_verdict rewrite_on_message(struct mw_module *m, struct mw_ctx *ct
 {
 	struct rewrite *rw = (struct rewrite *)m;
 	if (ctx->kind != RPC_REQUEST || ctx->dir != MW_TO_BACKEND || !rw->ntools ||
-	    strcmp(ctx->method, "tools/call") != 0)
+	    ctx->method_code != MCP_TOOLS_CALL)
 		return MW_PASS;
 	json_t *params = json_object_get(*msg, "params");
 	const char *name = str_of(params, "name");
@@ -238,12 +238,12 @@ static enum mw_verdict rewrite_on_response(struct mw_module *m, struct mw_ctx *c
 	struct rewrite *rw = (struct rewrite *)m;
 	if (ctx->dir != MW_TO_BACKEND || !ctx->method)
 		return MW_PASS;
-	if (strcmp(ctx->method, "tools/list") == 0 && rw->ntools) {
+	if (ctx->method_code == MCP_TOOLS_LIST && rw->ntools) {
 		/* as bytes, parsing only the entries it changes; else the tree */
 		if ((*msg || mw_list_edit(ctx, "tools", "name", list_entry, rw) < 0) &&
 		    mw_read(ctx, msg) == 0)
 			list_tools(rw, json_object_get(*msg, "result"));
-	} else if (strcmp(ctx->method, "tools/call") == 0) {
+	} else if (ctx->method_code == MCP_TOOLS_CALL) {
 		const char *real = ctx->name;
 		struct tool_rw *t = real ? by_real(rw, real) : NULL;
 		if (t && t->rename && ctx->name == t->name)
@@ -265,12 +265,12 @@ static bool rewrite_reads(struct mw_module *m, const struct mw_ctx *ctx)
 	if (ctx->dir != MW_TO_BACKEND || !ctx->method || ctx->kind == RPC_NOTIFICATION)
 		return false;
 	if (ctx->kind == RPC_RESPONSE) {
-		if (strcmp(ctx->method, "tools/list") == 0)
+		if (ctx->method_code == MCP_TOOLS_LIST)
 			return false;  /* edited as bytes (mw_list_edit) */
-		return strcmp(ctx->method, "tools/call") == 0 && rw_results_active(&rw->results);
+		return ctx->method_code == MCP_TOOLS_CALL && rw_results_active(&rw->results);
 	}
-	if (!rw->ntools || strcmp(ctx->method, "tools/call") != 0 || !ctx->name)
-		return rw->ntools > 0 && strcmp(ctx->method, "tools/call") == 0;
+	if (!rw->ntools || ctx->method_code != MCP_TOOLS_CALL || !ctx->name)
+		return rw->ntools > 0 && ctx->method_code == MCP_TOOLS_CALL;
 	bool unknown = false;
 	struct tool_rw *t = called(rw, ctx->name, &unknown);
 	return unknown || (t && (t->rename || t->fixed || t->defaults));

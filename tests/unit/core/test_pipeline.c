@@ -166,6 +166,7 @@ static void run_init(struct run *r, struct pipeline *s0, struct pipeline *s1)
 	r->ctx.dir = MW_TO_BACKEND;
 	r->ctx.kind = RPC_REQUEST;
 	r->ctx.method = "tools/call";
+	r->ctx.method_code = MCP_TOOLS_CALL;
 	r->w.stage[0] = s0;
 	r->w.stage[1] = s1;
 	r->w.ctx = &r->ctx;

@@ -228,6 +228,7 @@ json_t *mwt_forward(struct mwt_run *r, struct pipeline *pl, const struct mwt_msg
 	if (method) {
 		snprintf(r->method, sizeof r->method, "%s", method);
 		r->ctx.method = r->method;
+		r->ctx.method_code = mcp_method_code(r->method);
 	}
 	r->ctx.dir = m->dir;
 	r->ctx.kind = m->kind != RPC_INVALID ? m->kind :

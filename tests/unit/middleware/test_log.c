@@ -843,7 +843,8 @@ static struct mw_module *make_log(const char *opts)
 static bool reads(struct mw_module *m, enum rpc_kind kind, const char *method,
 		  enum mw_outcome outcome)
 {
-	struct mw_ctx ctx = { .kind = kind, .method = method, .outcome = outcome,
+	struct mw_ctx ctx = { .kind = kind, .method = method,
+			      .method_code = mcp_method_code(method), .outcome = outcome,
 			      .dir = MW_TO_BACKEND };
 	return m->ops->reads(m, &ctx);
 }

@@ -211,8 +211,12 @@ int msg_iov(const struct msg *m, struct iovec *iov);
  */
 ssize_t msg_dump(struct msg *m, char **out);
 
-/* The name a request is about (tool or prompt, resource URI), owned; NULL if none. */
-char *msg_subject(struct msg *m);
+/*
+ * The name a request is about (tool or prompt, resource URI), or NULL if
+ * none: written into BUF (N bytes) when it fits there, else a new string
+ * put in *HEAP for the caller to free (*HEAP is NULL otherwise).
+ */
+const char *msg_subject(struct msg *m, char *buf, size_t n, char **heap);
 
 /* How a response ended (see mw_outcome): 1 error, 2 tool error, 0 result. */
 int msg_outcome(struct msg *m);

@@ -109,7 +109,9 @@ struct exchange {
 	bool routed;             /* the responder is chosen */
 	bool responded;          /* a response started back through the modules */
 	char *method;            /* METHOD_BUF, or an owned copy when longer */
-	char *name;              /* owned: tool/prompt name or resource URI */
+	const char *name;        /* tool/prompt name or resource URI: in
+				  * NAME_BUF, or NAME_HEAP when longer */
+	char *name_heap;         /* owned */
 	struct mw_ctx ctx;
 	struct mw_walk walk;
 	struct pipeline *pl[2];  /* references held for the exchange's life */
@@ -128,6 +130,7 @@ struct exchange {
 	ev_timer timer;          /* the responder's request timeout (ev_init'ed) */
 	unsigned char key[24];   /* FROM_ID's map key, KEY_N bytes of it */
 	char method_buf[32];
+	char name_buf[48];
 	struct msg m;            /* the request, then its response, while in hand
 				  * (emptied by exchange_new) */
 };

@@ -379,7 +379,7 @@ static void exchange_free(struct exchange *ex)
 	pipeline_unref(ex->pl[1]);
 	if (ex->method != ex->method_buf)
 		free(ex->method);
-	free(ex->name);
+	free(ex->name_heap);
 	ex->chain->open_count--;
 	if (pool_count < POOL_MAX) {
 		ex->arg = pool;
@@ -578,7 +578,8 @@ static void route_request(struct exchange *ex, struct msg *m)
 		if (!ex->ctx.id)
 			ex->ctx.id = msg_val_json(&ex->from_id);
 		if (!ex->name) {
-			ex->name = msg_subject(&ex->m);
+			ex->name = msg_subject(&ex->m, ex->name_buf, sizeof ex->name_buf,
+					       &ex->name_heap);
 			ex->ctx.name = ex->name;
 		}
 		walk_forward(ex);
@@ -678,7 +679,7 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 	}
 	msg_move(&ex->m, m);
 	/* what modules are told: the subject and the id */
-	ex->name = msg_subject(&ex->m);
+	ex->name = msg_subject(&ex->m, ex->name_buf, sizeof ex->name_buf, &ex->name_heap);
 	ex->ctx.name = ex->name;
 	ex->ctx.id = msg_val_json(&ex->from_id);
 	walk_forward(ex);

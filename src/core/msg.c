@@ -651,10 +651,23 @@ static const char *tree_subject(json_t *t, const char *method, enum mcp_method c
 	return NULL;
 }
 
+/* The LEN bytes at S as a string in BUF (N bytes) if they fit, else in a
+ * new *HEAP; NULL when out of memory. */
+static const char *keep_subject(const char *s, size_t len, char *buf, size_t n, char **heap)
+{
+	if (len < n) {
+		memcpy(buf, s, len);
+		buf[len] = '\0';
+		return buf;
+	}
+	return *heap = strndup(s, len);
+}
+
 /* The subject of a request. */
-char *msg_subject(struct msg *m)
+const char *msg_subject(struct msg *m, char *buf, size_t n, char **heap)
 {
 	const char *method = msg_method(m);
+	*heap = NULL;
 	if (!method)
 		return NULL;
 	enum mcp_method code = mcp_method_code(method);
@@ -666,13 +679,13 @@ char *msg_subject(struct msg *m)
 		else if (strncmp(method, "resources/", 10) == 0)
 			s = m->js.uri;
 		if (!deep && !m->js.subject_escaped)
-			return s.p ? strndup(s.p, s.n) : NULL;
+			return s.p ? keep_subject(s.p, s.n, buf, n, heap) : NULL;
 		if (!msg_tree(m))
 			return NULL;
 		method = msg_method(m);
 	}
 	const char *s = tree_subject(m->tree, method, code);
-	return s ? strdup(s) : NULL;
+	return s ? keep_subject(s, strlen(s), buf, n, heap) : NULL;
 }
 
 /* How a response ended. */

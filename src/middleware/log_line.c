@@ -146,10 +146,46 @@ static inline bool word_special(uint64_t w)
 }
 
 /*
+ * The N bytes at P (1 to 8) as one word, read in two overlapping loads
+ * that stay inside them; the bytes not filled are spaces (plain).
+ */
+static inline uint64_t load_short(const unsigned char *p, size_t n)
+{
+	uint32_t a, b;
+	uint16_t c, d;
+	if (n >= 4) {
+		memcpy(&a, p, 4);
+		memcpy(&b, p + n - 4, 4);
+		return a | (uint64_t)b << 32;
+	}
+	if (n >= 2) {
+		memcpy(&c, p, 2);
+		memcpy(&d, p + n - 2, 2);
+		return c | (uint64_t)d << 16 | 0x2020202000000000u;
+	}
+	return p[0] | 0x2020202020202000u;
+}
+
+/* Copies the N bytes at P (1 to 8) to O, as load_short reads them. */
+static inline void copy_short(char *o, const unsigned char *p, size_t n)
+{
+	if (n >= 4) {
+		memcpy(o, p, 4);
+		memcpy(o + n - 4, p + n - 4, 4);
+	} else if (n >= 2) {
+		memcpy(o, p, 2);
+		memcpy(o + n - 2, p + n - 2, 2);
+	} else {
+		o[0] = (char)p[0];
+	}
+}
+
+/*
  * Writes the N bytes at S as a JSON string at O (room: 6 * N + 2
  * bytes), escaped as json_dumps does (quote, backslash and controls;
  * UTF-8 kept as it is). Returns the end, or NULL when S is not UTF-8.
- * Plain ASCII goes 8 bytes at a time while 8 are left.
+ * Plain ASCII goes 8 bytes at a time, and the last 1 to 8 in one go
+ * (most strings of a line are that short).
  */
 static char *str_text(char *o, const char *s, size_t n)
 {
@@ -157,14 +193,19 @@ static char *str_text(char *o, const char *s, size_t n)
 	*o++ = '"';
 	while (p < e) {
 		uint64_t w;
-		if (e - p >= 8 && (memcpy(&w, p, 8), !word_special(w))) {
+		size_t left = (size_t)(e - p);
+		if (left > 8 && (memcpy(&w, p, 8), !word_special(w))) {
 			memcpy(o, p, 8);
 			o += 8;
 			p += 8;
 			continue;
 		}
-		/* a word that is not all plain, or the last few bytes:
-		 * byte by byte */
+		if (left <= 8 && !word_special(load_short(p, left))) {
+			copy_short(o, p, left);
+			o += left;
+			break;
+		}
+		/* a word that is not all plain: byte by byte */
 		const unsigned char *stop = e - p > 8 ? p + 8 : e;
 		while (p < stop) {
 			if (plain(*p)) {

@@ -126,6 +126,8 @@ static const unsigned char *env_take(const char *name)
 /* Removes params._meta[KEY] from MSG; returns its value (new reference) or NULL. */
 static json_t *take_token(json_t *msg, const char *key)
 {
+	if (!msg)
+		return NULL;   /* unread: reads() found no such member */
 	json_t *params = json_object_get(msg, "params");
 	json_t *meta = json_object_get(params, "_meta");
 	json_t *tok = json_object_get(meta, key);

@@ -275,7 +275,7 @@ static void set_outcome(struct log_line *l, const struct mw_ctx *ctx, json_t *ms
 		[MW_OUTCOME_NONE] = "ok", [MW_OUTCOME_OK] = "ok",
 		[MW_OUTCOME_TOOL_ERROR] = "tool_error", [MW_OUTCOME_ERROR] = "error",
 	};
-	json_t *err = json_object_get(msg, "error");
+	json_t *err = msg ? json_object_get(msg, "error") : NULL;
 	if (!msg) {
 		l->outcome = names[ctx->outcome];
 	} else if (!err) {

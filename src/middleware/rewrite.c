@@ -111,8 +111,8 @@ static enum mw_verdict rewrite_on_message(struct mw_module *m, struct mw_ctx *ct
 {
 	struct rewrite *rw = (struct rewrite *)m;
 	if (ctx->kind != RPC_REQUEST || ctx->dir != MW_TO_BACKEND || !rw->ntools ||
-	    ctx->method_code != MCP_TOOLS_CALL)
-		return MW_PASS;
+	    ctx->method_code != MCP_TOOLS_CALL || !*msg)
+		return MW_PASS;   /* unread: reads() found nothing to map */
 	json_t *params = json_object_get(*msg, "params");
 	const char *name = str_of(params, "name");
 	bool unknown = false;

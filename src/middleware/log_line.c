@@ -311,7 +311,17 @@ static inline size_t str_len(const char *s)
  */
 static inline char *member_text(char *o, const char *key, size_t klen, const char *s, size_t n)
 {
-	char *end = s ? str_text(raw_text(o, key, klen), s, n) : NULL;
+	if (!s)
+		return o;
+	char *v = raw_text(o, key, klen);
+	if (n > 0 && n <= 8 && !word_special(load_short((const unsigned char *)s, n))) {
+		/* most members are a few plain bytes: inline, no call */
+		*v++ = '"';
+		copy_short(v, (const unsigned char *)s, n);
+		v[n] = '"';
+		return v + n + 1;
+	}
+	char *end = str_text(v, s, n);
 	return end ? end : o;
 }
 

@@ -19,7 +19,6 @@ enum {
 };
 
 struct scan {
-	const char *p;
 	const char *e;
 	int depth;
 	bool ok;
@@ -38,14 +37,48 @@ static void seen(struct scan *s, unsigned bit)
 
 static const char *value(struct scan *s, const char *p);
 
+/* True for the four bytes JSON takes as white space. */
+static inline __attribute__((always_inline)) bool is_ws(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Skips white space, all of it: the hot paths come here only when there is some. */
+static const char *skip_ws(const char *p, const char *e)
+{
+	while (p < e && is_ws(*p))
+		p++;
+	return p;
+}
+
 /* Skips white space; compact JSON has none, so that case exits first. */
 static inline __attribute__((always_inline)) const char *ws(const char *p, const char *e)
 {
 	if (__builtin_expect(p < e && (unsigned char)*p > ' ', 1))
 		return p;
-	while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-		p++;
-	return p;
+	return skip_ws(p, e);
+}
+
+/*
+ * P itself when the byte there is A or B, else P past white space: compact
+ * JSON has the byte a scan expects next right there, so white space costs
+ * one test in all, that the caller's own test for A or B then repeats (the
+ * compiler merges the two).
+ */
+static inline __attribute__((always_inline)) const char *ws_unless(const char *p,
+								   const char *e, char a, char b)
+{
+	if (__builtin_expect(p < e && (*p == a || *p == b), 1))
+		return p;
+	return skip_ws(p, e);
+}
+
+/* The byte after C at P (white space allowed before it), or NULL. */
+static inline __attribute__((always_inline)) const char *eat(const char *p, const char *e,
+							     char c)
+{
+	p = ws_unless(p, e, c, c);
+	return p < e && *p == c ? p + 1 : NULL;
 }
 
 /* Length of a valid UTF-8 sequence at p (0 if invalid). */
@@ -274,36 +307,45 @@ static const char *literal(const char *p, const char *e, const char *word)
 typedef const char *(*member_fn)(void *ctx, const char *k, size_t kn, bool kesc,
 				 const char *v, struct scan *s);
 
-/* Scans an object, calling FN (if any) for each member. */
-HOT const char *object(struct scan *s, const char *p, member_fn fn, void *ctx)
+/*
+ * Scans the members of an object from its first key at P (white space
+ * allowed before it) to the byte after its '}', calling FN (if any) for
+ * each member. Returns NULL when they do not hold together.
+ */
+HOT const char *members(struct scan *s, const char *p, member_fn fn, void *ctx)
 {
-	p = ws(p + 1, s->e);
-	if (p < s->e && *p == '}')
-		return p + 1;
+	const char *e = s->e;
 	for (;;) {
-		if (p >= s->e || *p != '"')
+		p = ws_unless(p, e, '"', '"');
+		if (p >= e || *p != '"')
 			return NULL;
 		bool kesc = false;
-		const char *kend = string(p, s->e, &kesc);
+		const char *kend = string(p, e, &kesc);
 		if (!kend)
 			return NULL;
-		const char *q = ws(kend, s->e);
-		if (q >= s->e || *q != ':')
-			return NULL;
-		const char *v = ws(q + 1, s->e);
-		if (v >= s->e)
+		const char *v = eat(kend, e, ':');
+		if (!v || (v = ws(v, e)) >= e)
 			return NULL;
 		const char *vend = fn ? fn(ctx, p + 1, (size_t)(kend - p - 2), kesc, v, s) :
 			value(s, v);
 		if (!vend)
 			return NULL;
-		p = ws(vend, s->e);
-		if (p < s->e && *p == ',') {
-			p = ws(p + 1, s->e);
+		p = ws_unless(vend, e, ',', '}');
+		if (p < e && *p == ',') {
+			p++;
 			continue;
 		}
-		return p < s->e && *p == '}' ? p + 1 : NULL;
+		return p < e && *p == '}' ? p + 1 : NULL;
 	}
+}
+
+/* Scans the object at P (its '{'), calling FN (if any) for each member. */
+HOT const char *object(struct scan *s, const char *p, member_fn fn, void *ctx)
+{
+	p = ws_unless(p + 1, s->e, '"', '"');
+	if (p < s->e && *p == '}')
+		return p + 1;
+	return members(s, p, fn, ctx);
 }
 
 /* Scans the object at V one level down, with FN for its members. */
@@ -316,12 +358,10 @@ HOT const char *nested(struct scan *s, const char *v, member_fn fn, void *ctx)
 	return r;
 }
 
-/* Scans a scalar (string, literal or number) at P, which is in range. */
+/* Scans a literal or a number at P, which is in range. */
 static const char *scalar(const char *p, const char *e)
 {
 	switch (*p) {
-	case '"':
-		return string(p, e, NULL);
 	case 't':
 		return literal(p, e, "true");
 	case 'f':
@@ -354,18 +394,22 @@ static bool key_has_nul(const char *p, const char *end)
 /*
  * Scans any value, iteratively: containers nest up to MAX_DEPTH levels in
  * all (S->depth are open around P), remembered one bit each in OBJ (set:
- * an object, so a key comes next after a comma).
+ * an object, so a key comes next after a comma). White space is looked
+ * for only where the byte that usually comes next is not there.
  */
 static const char *value(struct scan *s, const char *p)
 {
 	const char *e = s->e;
 	uint64_t obj = 0;
 	int open = 0;
+	char close;
 next_value:
-	p = ws(p, e);
 	if (p >= e)
 		return NULL;
-	if (*p == '{' || *p == '[') {
+	if (*p == '"') {
+		if (!(p = string(p, e, NULL)))
+			return NULL;
+	} else if (*p == '{' || *p == '[') {
 		bool is_obj = *p == '{';
 		if (s->depth + open + 1 > MAX_DEPTH)
 			return NULL;
@@ -379,44 +423,52 @@ next_value:
 				goto next_key;
 			goto next_value;
 		}
+	} else if (is_ws(*p)) {
+		p = skip_ws(p, e);
+		goto next_value;
 	} else if (!(p = scalar(p, e))) {
 		return NULL;
 	}
 after_value:
 	if (open == 0)
 		return p;
-	p = ws(p, e);
+	close = (obj & 1) ? '}' : ']';
+	p = ws_unless(p, e, ',', close);
 	if (p >= e)
 		return NULL;
 	if (*p == ',') {
-		p = ws(p + 1, e);
+		p++;
 		if (obj & 1)
 			goto next_key;
 		goto next_value;
 	}
-	if (*p != ((obj & 1) ? '}' : ']'))
+	if (*p != close)
 		return NULL;
 	p++;
 	open--;
 	obj >>= 1;
 	goto after_value;
 next_key:
+	p = ws_unless(p, e, '"', '"');
 	if (p >= e || *p != '"')
 		return NULL;
 	const char *k = p;
 	bool kesc = false;
 	if (!(p = string(p, e, &kesc)) || (kesc && key_has_nul(k, p)))
 		return NULL;   /* jansson refuses a NUL in a key, whatever the flags */
-	p = ws(p, e);
-	if (p >= e || *p != ':')
+	if (!(p = eat(p, e, ':')))
 		return NULL;
-	p++;
 	goto next_value;
 }
 
-/* True when [k, k+kn) is the string literal NAME (compared inline). */
+/*
+ * True when [k, k+kn) is the string literal NAME. The first byte is
+ * compared before the rest: memcmp of some lengths is a call, and other
+ * keys of the same length ("arguments", "content") are common.
+ */
 #define key_is(k, kn, name) \
-	((kn) == sizeof(name) - 1 && memcmp((k), (name), sizeof(name) - 1) == 0)
+	((kn) == sizeof(name) - 1 && *(k) == (name)[0] && \
+	 memcmp((k), (name), sizeof(name) - 1) == 0)
 
 /* Sets a span once; a second occurrence makes the scan decline. */
 static void set_span(struct jspan *sp, const char *v, const char *vend, struct scan *s)
@@ -428,8 +480,8 @@ static void set_span(struct jspan *sp, const char *v, const char *vend, struct s
 }
 
 /* Scans the string value at V into *SP (contents, no quotes). */
-static const char *string_member(struct jscan *out, struct jspan *sp, const char *v,
-				 struct scan *s)
+HOT const char *string_member(struct jscan *out, struct jspan *sp, const char *v,
+			      struct scan *s)
 {
 	bool esc = false;
 	if (*v != '"')
@@ -512,14 +564,66 @@ static const char *result_member(void *ctx, const char *k, size_t kn, bool kesc,
 	return vend;
 }
 
+/*
+ * The id at V: a string without escapes, or an integer of at most 18
+ * digits, read in the one pass that checks it. Anything else (a real,
+ * null, a long integer...) returns NULL: the full path answers.
+ */
+HOT const char *id_member(struct jscan *out, const char *v, struct scan *s)
+{
+	const char *e = s->e, *p = v;
+	if (*p == '"') {
+		bool esc = false;
+		if (!(p = string(v, e, &esc)) || esc)
+			return NULL;
+		out->id_is_string = true;
+		set_span(&out->id, v, p, s);
+		return p;
+	}
+	bool neg = *p == '-';
+	p += neg;
+	const char *d = p;
+	uint64_t x = 0;
+	if (p < e && *p == '0') {
+		p++;
+	} else {
+		/*
+		 * At most 19 digits are added up (they fit in 64 bits), and 19
+		 * decline: a real's integer part may have hundreds, which
+		 * overflowed the sum when it was taken after number() (found by
+		 * fuzzing).
+		 */
+		const char *end = e - d > 19 ? d + 19 : e;
+		while (p < end && *p >= '0' && *p <= '9')
+			x = x * 10 + (uint64_t)(*p++ - '0');
+		if (p == d || p - d > 18)
+			return NULL;
+	}
+	if (p < e && (*p == '.' || *p == 'e' || *p == 'E'))
+		return NULL;   /* a real, valid or not */
+	out->id_int = neg ? -(int64_t)x : (int64_t)x;
+	set_span(&out->id, v, p, s);
+	return p;
+}
+
 /* Members of the message itself. */
-static const char *top_member(void *ctx, const char *k, size_t kn, bool kesc,
-			      const char *v, struct scan *s)
+HOT const char *top_member(void *ctx, const char *k, size_t kn, bool kesc,
+			   const char *v, struct scan *s)
 {
 	struct jscan *out = ctx;
 	if (kesc) {
 		s->ok = false;
 		return value(s, v);
+	}
+	if (key_is(k, kn, "id"))
+		return id_member(out, v, s);
+	if (key_is(k, kn, "method")) {
+		bool esc = false;
+		const char *vend = *v == '"' ? string(v, s->e, &esc) : NULL;
+		if (!vend || esc)
+			return NULL;   /* not a plain string: the full path answers */
+		set_span(&out->method, v + 1, vend - 1, s);
+		return vend;
 	}
 	if (key_is(k, kn, "params")) {
 		seen(s, SEEN_PARAMS);
@@ -540,62 +644,60 @@ static const char *top_member(void *ctx, const char *k, size_t kn, bool kesc,
 			out->result = (struct jspan){ v, (size_t)(vend - v) };
 		return vend;
 	}
-	bool esc = false;   /* strings are scanned here to learn about escapes */
-	const char *vend = *v == '"' ? string(v, s->e, &esc) : value(s, v);
-	if (!vend)
-		return NULL;
-	if (key_is(k, kn, "id")) {
-		set_span(&out->id, v, vend, s);
-		out->id_is_string = *v == '"';
-		if (*v != '"' && *v != '-' && (*v < '0' || *v > '9'))
-			s->ok = false;  /* null, objects...: the full path answers */
-		if (esc)
-			s->ok = false;
-		if (*v != '"') {
-			/*
-			 * An integer (number() allowed at most 18 digits); a real
-			 * declines before any digit is added up: its integer part may
-			 * have up to 300 (the sum overflowed, found by fuzzing).
-			 */
-			const char *d = v + (*v == '-'), *c = d;
-			while (c < vend && *c >= '0' && *c <= '9')
-				c++;
-			if (c != vend) {
-				s->ok = false;  /* a real: the full path answers */
-			} else {
-				int64_t x = 0;
-				for (c = d; c < vend; c++)
-					x = x * 10 + (*c - '0');
-				out->id_int = *v == '-' ? -x : x;
-			}
-		}
-	} else if (key_is(k, kn, "method")) {
-		if (*v != '"' || esc)
-			s->ok = false;
-		else
-			set_span(&out->method, v + 1, vend - 1, s);
-	} else if (key_is(k, kn, "jsonrpc")) {
-		if (vend - v != 5 || memcmp(v, "\"2.0\"", 5) != 0 || out->has_jsonrpc)
-			s->ok = false;
+	if (key_is(k, kn, "jsonrpc")) {
+		/* a string that starts "2.0" ends there: its quote is not escaped */
+		if (out->has_jsonrpc || s->e - v < 5 || memcmp(v, "\"2.0\"", 5) != 0)
+			return NULL;
 		out->has_jsonrpc = true;
-	} else if (key_is(k, kn, "error")) {
-		out->has_error = true;
-		s->ok = false;  /* error objects are checked on the full path */
+		return v + 5;
 	}
-	return vend;
+	if (key_is(k, kn, "error"))
+		return NULL;   /* error objects are checked on the full path */
+	return value(s, v);
+}
+
+/*
+ * True when the message at [P, E) starts {"jsonrpc":"2.0", as nearly all
+ * do: compared as two words and a byte (memcmp is a call at this size).
+ */
+HOT bool jsonrpc_first(const char *p, const char *e)
+{
+	static const char want[] = "{\"jsonrpc\":\"2.0\",";
+	uint64_t a, b, wa, wb;
+	if (e - p < 17)
+		return false;
+	memcpy(&a, p, 8);
+	memcpy(&b, p + 8, 8);
+	memcpy(&wa, want, 8);
+	memcpy(&wb, want + 8, 8);
+	return a == wa && b == wb && p[16] == want[16];
 }
 
 /* Scans a whole message. */
 bool jscan_message(const char *p, size_t n, struct jscan *out)
 {
-	struct scan s = { .p = p, .e = p + n, .ok = true };
+	struct scan s = { .e = p + n, .ok = true, .depth = 1 };
 	memset(out, 0, sizeof *out);
 	const char *q = ws(p, s.e);
-	if (q >= s.e || *q != '{')
+	if (jsonrpc_first(q, s.e)) {
+		out->has_jsonrpc = true;   /* a repeat of it declines */
+		q += 17;
+		if (s.e - q > 5 && memcmp(q, "\"id\":", 5) == 0) {
+			/* and "id": next, as in every request and response we send */
+			q = ws(q + 5, s.e);
+			q = q < s.e ? id_member(out, q, &s) : NULL;
+			if (!q || !(q = eat(q, s.e, ',')))
+				return false;   /* (an id alone declines anyway) */
+		}
+	} else if (q < s.e && *q == '{') {
+		q++;   /* (an empty object declines below: no "jsonrpc") */
+	} else {
 		return false;
-	s.depth = 0;
-	q = nested(&s, q, top_member, out);
-	if (!q || ws(q, s.e) != s.e || !s.ok || !out->has_jsonrpc)
+	}
+	q = members(&s, q, top_member, out);
+	if (!q || !s.ok || !out->has_jsonrpc)
+		return false;
+	if (q != s.e && skip_ws(q, s.e) != s.e)
 		return false;
 	/* a request's token is in _meta; a progress notification's in params */
 	out->token = jspan_is(out->method, "notifications/progress") ? s.params_token :

@@ -841,6 +841,85 @@ static void test_depth_limit_at_top(void **state)
 	assert_false(scan_nested(head, 64, true, "}"));
 }
 
+/* What a scan said about the id, copied out of the scan area. */
+struct id_seen {
+	bool ok, is_string;
+	int64_t value;
+	char text[64];
+};
+
+/* Scans HEAD + ID + TAIL. */
+static struct id_seen scan_id(const char *head, const char *id, const char *tail)
+{
+	char text[256];
+	struct jscan js;
+	struct id_seen r = { 0 };
+	snprintf(text, sizeof text, "%s%s%s", head, id, tail);
+	r.ok = scan(text, &js);
+	if (r.ok) {
+		assert_true(js.id.p && js.id.n < sizeof r.text);
+		memcpy(r.text, js.id.p, js.id.n);
+		r.is_string = js.id_is_string;
+		r.value = js.id_int;
+	}
+	return r;
+}
+
+/*
+ * {"jsonrpc":"2.0","id": is taken in one comparison and the id read on
+ * the spot; the same members spelled otherwise go through top_member:
+ * both ways agree on every id, accepted or not, and on what it holds.
+ */
+static void test_id_first_and_general_ways_agree(void **state)
+{
+	(void)state;
+	static const char *ids[] = {
+		"0", "-0", "7", "-42", "12345", "999999999999999999", "-999999999999999999",
+		"1000000000000000000", "-1234567890123456789", "99999999999999999999999",
+		"7.5", "7e1", "7E+1", "0.0", "-0e0", "7.", "7e", "01", "-01", "00", "-", "--1", "+1",
+		"'a'", "''", "'a\\n'", "'\\u0041'", "'a", "null", "true", "false", "{}", "[1]",
+		" 5 ", "\t5", "\n'x'\r", "x", "", ".5", "-.5", "1x",
+	};
+	static const char *heads[] = {
+		"{'jsonrpc':'2.0','id':",    /* the prefix and "id": */
+		"{'jsonrpc':'2.0', 'id':",   /* the prefix, then top_member */
+		"{ 'jsonrpc':'2.0','id':",   /* top_member for both */
+		"{'id':",                    /* top_member, "jsonrpc" after */
+	};
+	static const char *tails[] = { ",'method':'m'}", ",'jsonrpc':'2.0','method':'m'}" };
+	for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+		struct id_seen want = scan_id(heads[0], ids[i], tails[0]);
+		for (size_t h = 1; h < sizeof heads / sizeof *heads; h++) {
+			struct id_seen got = scan_id(heads[h], ids[i], tails[h == 3]);
+			if (got.ok != want.ok || got.is_string != want.is_string ||
+			    got.value != want.value || strcmp(got.text, want.text) != 0)
+				fail_msg("id [%s] after [%s]: %d [%s] %lld, first way %d [%s] %lld",
+					 ids[i], heads[h], got.ok, got.text, (long long)got.value,
+					 want.ok, want.text, (long long)want.value);
+		}
+	}
+	struct id_seen r = scan_id(heads[0], "-999999999999999999", tails[0]);
+	assert_true(r.ok && r.value == -999999999999999999LL);
+	r = scan_id(heads[0], " 12345\n", tails[0]);
+	assert_true(r.ok && r.value == 12345 && strcmp(r.text, "12345") == 0);
+	r = scan_id(heads[0], "'a\\n'", tails[0]);
+	assert_false(r.ok);
+	r = scan_id(heads[0], "'a'", tails[0]);
+	assert_true(r.ok && r.is_string && strcmp(r.text, "\"a\"") == 0);
+	/* an id alone is a response without result: declined either way */
+	assert_declined("{'jsonrpc':'2.0','id':1}");
+	assert_declined("{'jsonrpc':'2.0','id':1 }");
+	assert_declined("{ 'jsonrpc':'2.0','id':1}");
+	/* a repeat of what the prefix took */
+	assert_declined("{'jsonrpc':'2.0','id':1,'method':'m','id':1}");
+	assert_declined("{'jsonrpc':'2.0','id':1,'method':'m','jsonrpc':'2.0'}");
+	assert_declined("{'jsonrpc':'2.0','id':1,'method':'m','i\\u0064':2}");
+	/* cut anywhere in the prefix or in the id, nothing is read past the end */
+	assert_int_equal(bad_prefixes("{'jsonrpc':'2.0','id':123456789012345678,'result':{}}"), 0);
+	assert_int_equal(bad_prefixes("{'jsonrpc':'2.0','id':-7,'method':'m'}"), 0);
+	assert_int_equal(bad_prefixes("{'jsonrpc':'2.0','id':'abc','method':'m'}"), 0);
+}
+
 /* Two of the same routing member. */
 static void test_decline_duplicates(void **state)
 {
@@ -1681,6 +1760,7 @@ int main(void)
 		cmocka_unit_test(test_regression_duplicate_of_other_type),
 		cmocka_unit_test(test_regression_duplicate_params),
 		cmocka_unit_test(test_regression_duplicate_is_error),
+		cmocka_unit_test(test_id_first_and_general_ways_agree),
 	};
 	return cmocka_run_group_tests(tests, guard_setup, NULL);
 }

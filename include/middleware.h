@@ -64,9 +64,13 @@ struct mw_ctx {
 				* it was made by mcp-chain or a module) */
 	void *chain;           /* opaque: the chain's exchange, for mw_ask_client
 				* and mw_abort; NULL for notifications */
-	json_t *id;            /* the requester's id (borrowed, owned by the
-				* chain); NULL for notifications and for
-				* mcp-chain's own requests */
+	const struct msg_val *id_text; /* the requester's id as its JSON
+				* text (borrowed from the chain); NULL or
+				* empty for notifications and for
+				* mcp-chain's own requests. mw_id() gives
+				* it as a jansson value */
+	json_t *id;            /* mw_id()'s value once made (owned by the
+				* chain): read it through mw_id() */
 	json_t *roles;         /* roles of ctx->client when a module (auth) set
 				* it: borrowed from that module, which outlives
 				* the exchange; else NULL */
@@ -80,6 +84,13 @@ struct mw_ctx {
 				  * it, and nothing may log it. */
 	size_t credential_len;
 };
+
+/*
+ * The requester's id as a jansson value (borrowed: CTX keeps it until the
+ * exchange ends), made on first use from ctx->id_text; NULL for
+ * notifications, for mcp-chain's own requests, and when out of memory.
+ */
+json_t *mw_id(struct mw_ctx *ctx);
 
 /*
  * True unless the message in hand certainly has no member KEY in

@@ -345,6 +345,7 @@ static struct exchange *exchange_new(struct chain *c, struct peer *from, const c
 	ex->ctx.method_code = mcp_method_of(method, mlen);
 	ex->ctx.start = ev_now(EV_DEFAULT);
 	ex->ctx.chain = ex;
+	ex->ctx.id_text = &ex->from_id;
 	ex->ctx.request_bytes = from ? from->rx_bytes : 0;
 	ex->walk.ctx = &ex->ctx;
 	ex->walk.m = &ex->m;
@@ -575,8 +576,6 @@ static void route_request(struct exchange *ex, struct msg *m)
 			msg_move(&ex->m, m);
 		ex->pl[1] = pipeline_ref(to->pl);
 		ex->walk.stage[1] = ex->pl[1];
-		if (!ex->ctx.id)
-			ex->ctx.id = msg_val_json(&ex->from_id);
 		if (!ex->name) {
 			ex->name = msg_subject(&ex->m, ex->name_buf, sizeof ex->name_buf,
 					       &ex->name_heap);
@@ -681,7 +680,6 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 	/* what modules are told: the subject and the id */
 	ex->name = msg_subject(&ex->m, ex->name_buf, sizeof ex->name_buf, &ex->name_heap);
 	ex->ctx.name = ex->name;
-	ex->ctx.id = msg_val_json(&ex->from_id);
 	walk_forward(ex);
 }
 
@@ -819,8 +817,8 @@ int chain_rebind_request(struct exchange *ex, const struct msg_val *new_id)
 		ex->key_n = (unsigned char)klen;
 	}
 	ex->in_received = hmap_add(&from->received, key, klen, ex) == 0;
-	json_decref(ex->ctx.id);
-	ex->ctx.id = msg_val_json(&ex->from_id);
+	json_decref(ex->ctx.id);   /* mw_id() makes it again from the new text */
+	ex->ctx.id = NULL;
 	return 0;
 }
 

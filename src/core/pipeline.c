@@ -390,6 +390,13 @@ int mw_list_edit(struct mw_ctx *ctx, const char *key, const char *field,
 	return ok && r == 0 ? (int)changed : -1;
 }
 
+json_t *mw_id(struct mw_ctx *ctx)
+{
+	if (!ctx->id && ctx->id_text && ctx->id_text->n)
+		ctx->id = msg_val_json(ctx->id_text);
+	return ctx->id;
+}
+
 /*
  * Gives a module's reply the requester's id: a module that replied to a
  * message it did not read could not copy it.
@@ -397,8 +404,9 @@ int mw_list_edit(struct mw_ctx *ctx, const char *key, const char *field,
 static void reply_id(struct mw_walk *w)
 {
 	json_t *t = w->m->tree;
-	if (t && w->ctx->id && json_is_null(json_object_get(t, "id")))
-		json_object_set(t, "id", w->ctx->id);
+	json_t *id = t ? mw_id(w->ctx) : NULL;
+	if (id && json_is_null(json_object_get(t, "id")))
+		json_object_set(t, "id", id);
 }
 
 /* Forward steps until the end, a verdict or an async module. */
@@ -415,7 +423,7 @@ void mw_walk_forward(struct mw_walk *w)
 		if (!ensure_parsed(w, m)) {
 			w->reached--;  /* the module never saw it */
 			if (w->ctx->kind == RPC_REQUEST) {
-				msg_set_tree(w->m, rpc_error(w->ctx->id, RPC_PARSE_ERROR,
+				msg_set_tree(w->m, rpc_error(mw_id(w->ctx), RPC_PARSE_ERROR,
 					"mcp-chain could not parse the request", NULL));
 				finish(w, MW_REPLY);
 			} else {

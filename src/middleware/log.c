@@ -4,7 +4,7 @@
  * per notification, written to stderr, a file or syslog after redaction.
  *
  * Cost: the line of an exchange is made from its context when the
- * response passes (ctx->start, names, ctx->id, sizes, ctx->outcome): the
+ * response passes (ctx->start, names, ctx->id_text, sizes, ctx->outcome): the
  * module keeps nothing per exchange but a copy of the params when
  * "params" asks for them, and reads (so has the chain parse) a message
  * only for a body it logs or an error's code and message. The line is
@@ -257,7 +257,8 @@ static void exchange_line(const struct log_mod *lm, const struct mw_ctx *ctx,
 	l->backend = ctx->backend;
 	l->method = ctx->method;
 	l->name = ctx->name;
-	l->id = ctx->id;
+	l->id = ctx->id;             /* set when something asked mw_id() */
+	l->id_text = ctx->id_text;
 	l->duration_us = us > 0 ? (json_int_t)(us + 0.5) : 0;
 	l->bytes_in = (json_int_t)ctx->request_bytes;
 	l->bytes_out = (json_int_t)bytes_out;

@@ -115,6 +115,8 @@ struct log_line {
 	bool notification;         /* "kind": "notification", no numbers */
 	const char *from, *client, *protocol, *backend, *method, *name;
 	json_t *id;
+	const struct msg_val *id_text; /* when ID is NULL: the id as its JSON
+				    * text (NULL or empty: no id) */
 	const char *outcome;
 	json_t *code;              /* an integer */
 	json_t *message;           /* a string; cut to 256 bytes when written */

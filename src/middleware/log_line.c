@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "msg.h"
 
 #define MESSAGE_MAX 256        /* bytes of an error message kept in a line */
 
@@ -401,6 +402,47 @@ static int put_message(struct buf *b, json_t *message)
 /* Room for the three numbers: more than 3 keys (40) and 3 * INT_MAX_LEN. */
 #define NUMBERS_ROOM 128
 
+/*
+ * True when the N bytes at P are an integer as jansson writes it back:
+ * -?(0|[1-9][0-9]*) with at most 18 digits, and not -0.
+ */
+static bool plain_int_text(const char *p, size_t n)
+{
+	size_t i = n > 0 && p[0] == '-';
+	if (n == i || n - i > 18 || (p[i] == '0' && (n - i > 1 || i)))
+		return false;
+	for (; i < n; i++)
+		if (p[i] < '0' || p[i] > '9')
+			return false;
+	return true;
+}
+
+/*
+ * Appends the id member: from L->id, or else from L->id_text, whose
+ * bytes are copied as they are when jansson would write them the same
+ * (the common integer id), and otherwise go through jansson.
+ */
+static int put_id(struct buf *b, const struct log_line *l)
+{
+	if (l->id || !l->id_text || !l->id_text->n)
+		return MEMBER_JSON(b, ",\"id\":", l->id);
+	const char *t = msg_val_text(l->id_text);
+	size_t n = l->id_text->n;
+	if (plain_int_text(t, n)) {
+		char *o = room(b, sizeof ",\"id\":" + n);
+		if (!o)
+			return -1;
+		o = LIT(o, ",\"id\":");
+		memcpy(o, t, n);
+		done(b, o + n);
+		return 0;
+	}
+	json_t *v = msg_val_json(l->id_text);
+	int rc = MEMBER_JSON(b, ",\"id\":", v);
+	json_decref(v);
+	return rc;
+}
+
 /* Appends L's members from "time" to "id": one reservation for all but
  * the id, as their lengths are known. */
 static int text_head(const struct log_line *l, struct buf *b)
@@ -422,7 +464,7 @@ static int text_head(const struct log_line *l, struct buf *b)
 	o = MEMBER_TEXT(o, ",\"method\":", l->method, method);
 	o = MEMBER_TEXT(o, ",\"name\":", l->name, name);
 	done(b, o);
-	return MEMBER_JSON(b, ",\"id\":", l->id);
+	return put_id(b, l);
 }
 
 /* Appends L's members from "outcome" to the end. */
@@ -493,7 +535,10 @@ json_t *log_line_json(const struct log_line *l)
 	set_str(o, "backend", l->backend);
 	set_str(o, "method", l->method);
 	set_str(o, "name", l->name);
-	set_val(o, "id", l->id);
+	if (l->id)
+		set_val(o, "id", l->id);
+	else if (l->id_text && l->id_text->n)
+		json_object_set_new(o, "id", msg_val_json(l->id_text));
 	set_str(o, "outcome", l->outcome);
 	set_val(o, "code", l->code);
 	if (l->message)

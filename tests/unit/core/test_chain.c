@@ -1543,8 +1543,8 @@ struct wmod {
 	bool saw_null;             /* the last request hook got *MSG == NULL */
 	bool resp_saw_null;        /* the last response hook got *MSG == NULL */
 	json_t *saw;               /* owned: a copy of the last request tree seen */
-	char id[64];               /* ctx->id of the last request, as JSON text */
-	char resp_id[64];          /* ctx->id of the last response, as JSON text */
+	char id[64];               /* mw_id() of the last request, as JSON text */
+	char resp_id[64];          /* mw_id() of the last response, as JSON text */
 	char name[128];            /* ctx->name of the last request ("-" when NULL) */
 	enum mw_outcome outcome;   /* ctx->outcome of the last response */
 };
@@ -1574,7 +1574,7 @@ static enum mw_verdict wmod_on_message(struct mw_module *m, struct mw_ctx *ctx, 
 	w->saw_null = *msg == NULL;
 	json_decref(w->saw);
 	w->saw = *msg ? json_deep_copy(*msg) : NULL;
-	text_of(ctx->id, w->id, sizeof w->id);
+	text_of(mw_id(ctx), w->id, sizeof w->id);
 	snprintf(w->name, sizeof w->name, "%s", ctx->name ? ctx->name : "-");
 	if (w->hold) {
 		w->held = mw_walk_hold(ctx);
@@ -1594,7 +1594,7 @@ static enum mw_verdict wmod_on_response(struct mw_module *m, struct mw_ctx *ctx,
 	w->responses++;
 	w->resp_saw_null = *msg == NULL;
 	w->outcome = ctx->outcome;
-	text_of(ctx->id, w->resp_id, sizeof w->resp_id);
+	text_of(mw_id(ctx), w->resp_id, sizeof w->resp_id);
 	if (w->hold_resp) {
 		w->held = mw_walk_hold(ctx);
 		return MW_ASYNC;
@@ -1943,7 +1943,7 @@ static void test_raw_cancel_while_held(void **state)
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
-/* ctx->name, ctx->id and ctx->outcome as modules see them on the raw path. */
+/* ctx->name, mw_id() and ctx->outcome as modules see them on the raw path. */
 static void test_raw_ctx_fields(void **state)
 {
 	(void)state;

@@ -1062,6 +1062,50 @@ static void test_text_matches_json(void **state)
 	json_decref(code);
 }
 
+/*
+ * The id as the chain gives it, as its wire text (ctx->id_text): the
+ * line is the same as through jansson, and a plain integer is copied.
+ */
+static void test_text_id_from_wire(void **state)
+{
+	(void)state;
+	static const char *const texts[] = {
+		"0", "7", "-3", "123456789012345678", "1234567890123456789",
+		"9223372036854775807", "-9223372036854775808",
+		"-0", "1.0", "1e3", "-1.5E-3", "\"abc\"", "\"\\u0041\\/\"", "\"a/b\"", "\"\"",
+		"\"\\u00e9\\ud83d\\ude00\"", "\"7\"",
+	};
+	for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+		struct msg_val v = { 0 };
+		assert_int_equal(msg_val_set(&v, texts[i], strlen(texts[i])), 0);
+		struct log_line l = {
+			.time = 1700000000.5, .from = "client", .method = "tools/call",
+			.id_text = &v, .outcome = "ok",
+		};
+		assert_text_is_json(&l);
+		/* the same line as with the id already made by mw_id() */
+		struct buf a = BUF_INIT, b = BUF_INIT;
+		assert_int_equal(log_line_text(&l, &a), 0);
+		l.id = msg_val_json(&v);
+		assert_non_null(l.id);
+		assert_int_equal(log_line_text(&l, &b), 0);
+		assert_int_equal(a.len, b.len);
+		assert_memory_equal(a.data, b.data, a.len);
+		json_decref(l.id);
+		buf_release(&a);
+		buf_release(&b);
+		msg_val_release(&v);
+	}
+	/* no id: no member */
+	struct msg_val none = { 0 };
+	struct log_line l = { .time = 1.0, .from = "client", .id_text = &none, .outcome = "ok" };
+	struct buf b = BUF_INIT;
+	assert_int_equal(log_line_text(&l, &b), 0);
+	assert_null(memmem(b.data, b.len, "\"id\"", 4));
+	assert_text_is_json(&l);
+	buf_release(&b);
+}
+
 /* The escapes themselves, and where a long message is cut. */
 static void test_text_escaping(void **state)
 {
@@ -1371,6 +1415,7 @@ int main(void)
 		cmocka_unit_test(test_reads),
 		cmocka_unit_test(test_unread_same_line),
 		cmocka_unit_test(test_text_matches_json),
+		cmocka_unit_test(test_text_id_from_wire),
 		cmocka_unit_test(test_text_escaping),
 		cmocka_unit_test(test_text_edges),
 		cmocka_unit_test(test_batched_per_iteration),

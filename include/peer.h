@@ -19,6 +19,7 @@
 #include <sys/uio.h>
 
 #include "hmap.h"
+#include "idmap.h"
 #include "middleware.h"
 #include "msg.h"
 
@@ -85,7 +86,7 @@ struct peer {
 	size_t rx_bytes;         /* wire size of the message being received,
 				  * set by the transport before handing it on */
 	json_int_t next_id;
-	struct hmap sent;        /* our id (json_int_t bytes) -> exchange */
+	struct idmap sent;       /* our id -> exchange */
 	struct hmap received;    /* rpc_id_key(peer's id) -> exchange */
 	void *batch;             /* clients: the batch being received, copied
 				  * into exchanges made from it */

@@ -215,12 +215,12 @@ static struct peer *route_client(struct peer *backend, struct msg *m, const char
 		json_t *rel = json_object_get(json_object_get(json_object_get(msg_tree(m), "params"),
 							      "_meta"), ERA_META_RELATED);
 		json_int_t id = json_integer_value(rel);
-		struct exchange *ex = json_is_integer(rel) ? hmap_get(&backend->sent, &id, sizeof id) : NULL;
+		struct exchange *ex = json_is_integer(rel) ? idmap_get(&backend->sent, id) : NULL;
 		if (ex && ex->from && ex->from->role == PEER_CLIENT)
 			return ex->from;
 	}
 	struct requesters r = { NULL, false };
-	hmap_each(&backend->sent, count_requester, &r);
+	idmap_each(&backend->sent, count_requester, &r);
 	if (r.several) {
 		*code = RPC_INVALID_REQUEST;
 		snprintf(why, n, "\"%s\" from %s refused: several clients have requests open "
@@ -364,7 +364,7 @@ static void exchange_free(struct exchange *ex)
 	if (!ex->responded && ex->walk.reached > 0)
 		mw_walk_abandon(&ex->walk);
 	if (ex->in_sent)
-		hmap_del(&ex->to->sent, &ex->to_id, sizeof ex->to_id);
+		idmap_del(&ex->to->sent, ex->to_id);
 	if (ex->in_received) {
 		if (ex->key_n)
 			hmap_del(&ex->from->received, ex->key, ex->key_n);
@@ -455,7 +455,7 @@ static void exchange_assign(struct exchange *ex, struct peer *to)
 		ex->ctx.client = principal_of(ex->from, to);
 	if (!ex->ctx.protocol)
 		ex->ctx.protocol = version_of(ex->from, to);
-	if (hmap_put(&to->sent, &ex->to_id, sizeof ex->to_id, ex) == 0)
+	if (idmap_put(&to->sent, ex->to_id, ex) == 0)
 		ex->in_sent = true;
 	if (to->timeout > 0 && ex->from) {
 		ev_timer_set(&ex->timer, to->timeout, 0.);
@@ -467,7 +467,7 @@ static void exchange_assign(struct exchange *ex, struct peer *to)
 static void exchange_fail(struct exchange *ex, const char *reason)
 {
 	if (ex->in_sent)
-		hmap_del(&ex->to->sent, &ex->to_id, sizeof ex->to_id);
+		idmap_del(&ex->to->sent, ex->to_id);
 	ex->in_sent = false;
 	answer_error(ex, rpc_errorf(NULL, RPC_BACKEND_GONE, "%s: %s", ex->to->name, reason));
 }
@@ -734,7 +734,7 @@ static void on_response(struct peer *to, struct msg *m)
 	int64_t id;
 	struct exchange *ex = NULL;
 	if (msg_id_int(m, &id))
-		ex = hmap_del(&to->sent, &id, sizeof id);
+		ex = idmap_del(&to->sent, id);
 	if (!ex) {
 		log_debug("%s: response to an unknown or cancelled request dropped", to->name);
 		msg_release(m);
@@ -828,7 +828,7 @@ static void on_progress(struct peer *from, struct msg *m)
 	int64_t token;
 	struct exchange *ex = NULL;
 	if (msg_token_int(m, &token))
-		ex = hmap_get(&from->sent, &token, sizeof token);
+		ex = idmap_get(&from->sent, token);
 	if (!ex || !ex->from_token.n || !ex->from || msg_set_token(m, &ex->from_token) < 0) {
 		log_debug("%s: progress for an unknown token dropped", from->name);
 		msg_release(m);
@@ -1178,7 +1178,7 @@ static int abort_exchange(struct exchange *ex, int code, const char *message)
 		return -1;
 	ev_timer_stop(EV_DEFAULT, &ex->timer);
 	send_cancel(ex->to, ex->to_id, message);
-	hmap_del(&ex->to->sent, &ex->to_id, sizeof ex->to_id);
+	idmap_del(&ex->to->sent, ex->to_id);
 	ex->in_sent = false;
 	answer_error(ex, rpc_error(NULL, code, message, NULL));
 	return 0;
@@ -1197,7 +1197,7 @@ void chain_peer_gone(struct peer *p, const char *reason)
 		end_abandoned(ex);
 	}
 	free(v);
-	v = hmap_drain(&p->sent, &n);
+	v = idmap_drain(&p->sent, &n);
 	for (size_t i = 0; v && i < n; i++) {
 		struct exchange *ex = v[i];
 		ex->in_sent = false;

@@ -19,6 +19,6 @@ void peer_init(struct peer *p, const struct peer_ops *ops, enum peer_role role,
 /* Frees the tables. */
 void peer_release(struct peer *p)
 {
-	hmap_release(&p->sent);
+	idmap_release(&p->sent);
 	hmap_release(&p->received);
 }

@@ -374,14 +374,14 @@ static void backend_request(struct stateless *st, json_t *req)
 		return;
 	}
 	json_int_t our = json_integer_value(id);
-	struct exchange *bx = hmap_get(&st->client->sent, &our, sizeof our);
+	struct exchange *bx = idmap_get(&st->client->sent, our);
 	struct pick p = { st, bx ? bx->from : NULL, NULL, NULL, 0, 0 };
 	if (p.backend)
 		hmap_each(&st->client->received, pick_one, &p);
 	json_t *rel = era_meta(json_object_get(req, "params"), ERA_META_RELATED);
 	json_int_t rel_id = json_integer_value(rel);
 	struct exchange *related = p.backend && json_is_integer(rel) ?
-		hmap_get(&p.backend->sent, &rel_id, sizeof rel_id) : NULL;
+		idmap_get(&p.backend->sent, rel_id) : NULL;
 	if (related && related->from == st->client) {
 		/* the backend's transport said which call it belongs to */
 		if (round_of_exchange(st, related)) {

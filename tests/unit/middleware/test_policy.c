@@ -1,6 +1,6 @@
 /*
- * test_mw_policy.c - unit tests for src/middleware/policy.c and the glob
- * helper (src/middleware/glob.c).
+ * test_mw_policy.c - unit tests for src/middleware/policy.c (the glob
+ * helper has its own, test_glob.c).
  *
  * Most tests walk messages through a pipeline built from JSON, as the
  * chain would; the "ask" tests run the real chain between fake peers, so
@@ -23,7 +23,6 @@
 
 #include "chain.h"
 #include "config.h"
-#include "glob_match.h"
 #include "log.h"
 #include "middleware.h"
 #include "peer.h"
@@ -76,62 +75,6 @@ static void names_of(json_t *resp, const char *key, const char *field, char *out
 		const char *v = json_string_value(json_object_get(e, field));
 		l += (size_t)snprintf(out + l, n - l, "%s%s", i ? " " : "", v ? v : "-");
 	}
-}
-
-/* ---- glob ---- */
-
-/* Globs: stars, ?, classes, escapes, UTF-8, long inputs. */
-static void test_glob_match(void **state)
-{
-	(void)state;
-	assert_true(glob_match("*", ""));
-	assert_true(glob_match("*", "anything/at all"));
-	assert_true(glob_match("read_*", "read_"));
-	assert_true(glob_match("read_*", "read_file"));
-	assert_false(glob_match("read_*", "xread_file"));
-	assert_false(glob_match("read_*", "read"));
-	assert_true(glob_match("*_file", "write_file"));
-	assert_false(glob_match("*_file", "write_files"));
-	assert_true(glob_match("a*b*c", "axxbyybzc"));
-	assert_true(glob_match("*a*b", "xaxxab"));
-	assert_false(glob_match("*a*b", "xaxxa"));
-	assert_true(glob_match("a**b", "ab"));
-	assert_true(glob_match("a?c", "abc"));
-	assert_true(glob_match("a?c", "a\xc3\xa9" "c"));  /* ? is one UTF-8 character */
-	assert_false(glob_match("a?c", "ac"));
-	assert_false(glob_match("a?", "a"));
-	assert_true(glob_match("[a-c]x", "bx"));
-	assert_false(glob_match("[a-c]x", "dx"));
-	assert_true(glob_match("[!a-c]x", "dx"));
-	assert_false(glob_match("[^a-c]x", "ax"));
-	assert_true(glob_match("[]]", "]"));
-	assert_true(glob_match("[a-]", "-"));
-	assert_true(glob_match("\\*", "*"));
-	assert_false(glob_match("\\*", "x"));
-	assert_true(glob_match("file:///tmp/*", "file:///tmp/a/b.txt"));
-	assert_false(glob_match("exact", "exactly"));
-	assert_false(glob_match("exact", "exac"));
-	assert_true(glob_match("", ""));
-	assert_false(glob_match(NULL, "x"));
-	assert_false(glob_match("x", NULL));
-	/* long inputs: no exponential blow-up */
-	char s[4001];
-	memset(s, 'a', 4000);
-	s[4000] = '\0';
-	assert_false(glob_match("*a*a*a*a*a*b", s));
-	assert_true(glob_match("*a*a*a*a*a*", s));
-}
-
-/* Pattern syntax errors are named. */
-static void test_glob_check(void **state)
-{
-	(void)state;
-	assert_null(glob_check("read_*"));
-	assert_null(glob_check("[abc]?\\*"));
-	assert_string_equal(glob_check(""), "empty pattern");
-	assert_string_equal(glob_check("a["), "unterminated [...]");
-	assert_string_equal(glob_check("[]"), "unterminated [...]");
-	assert_string_equal(glob_check("a\\"), "trailing backslash");
 }
 
 /* ---- options ---- */
@@ -1032,8 +975,6 @@ int main(void)
 	log_set_level(LOG_ERROR);
 #define C(name) cmocka_unit_test_setup_teardown(name, chain_setup, chain_teardown)
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_glob_match),
-		cmocka_unit_test(test_glob_check),
 		cmocka_unit_test(test_option_errors),
 		cmocka_unit_test(test_deny_refuses_call),
 		cmocka_unit_test(test_deny_wins),

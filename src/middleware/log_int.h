@@ -77,10 +77,10 @@ void log_sink_release(struct log_sink *s);
  * Queues the compact JSON object TEXT (LEN bytes, borrowed, ending in
  * '}') as one line. A chained sink adds "prev" before the closing brace
  * and seals the line (audit_seal). Returns 0, or -1 when out of memory
- * or TEXT does not end in '}' (the line is lost; logged once until a
- * line is queued again). Write
- * errors are reported when the lines are written, once until a write
- * succeeds again.
+ * or, for a chained sink, when TEXT does not end in '}' (the line is
+ * lost; logged once until a line is queued again); a plain sink writes
+ * the bytes it is given. Write errors are reported when the lines are
+ * written, once until a write succeeds again.
  */
 int log_sink_write_text(struct log_sink *s, const char *text, size_t len);
 

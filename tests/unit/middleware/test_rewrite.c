@@ -1,8 +1,9 @@
 /*
- * test_mw_rewrite.c - unit tests for src/middleware/rewrite.c: options,
- * renaming both ways, hiding, fixed and default arguments, schema edits,
- * PCRE2 result patterns and the result size cap. Messages are walked
- * through a pipeline built from JSON, as the chain would walk them.
+ * test_rewrite.c - unit tests for src/middleware/rewrite.c: options,
+ * renaming both ways, hiding, fixed and default arguments, schema edits.
+ * Messages are walked through a pipeline built from JSON, as the chain
+ * would walk them. Result patterns and the size cap (rewrite_result.c):
+ * test_rewrite_result.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -78,26 +79,6 @@ static void test_option_errors(void **state)
 			     "/tools/a/rename: \"b\" is another tool's name");
 	expect_rewrite_error("\"tools\":{\"a\":{\"rename\":\"c\"},\"b\":{\"rename\":\"c\"}}",
 			     "/tools/b/rename: \"c\" is also the new name of another tool");
-	expect_rewrite_error("\"results\":{}", "/middleware/0/results: must be an array");
-	expect_rewrite_error("\"results\":[1]", "/results/0: must be an object");
-	expect_rewrite_error("\"results\":[{\"replace\":\"x\"}]", "/results/0/pattern: must be a non-empty string");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"(a\"}]", "/results/0/pattern: does not compile at offset 2");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"with\":\"b\"}]", "/results/0/with: unknown option");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"x*\"}]", "/results/0/pattern: matches the empty string");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"replace\":7}]", "/results/0/replace: must be a string");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"(a)\",\"replace\":\"$2\"}]",
-			     "/results/0/replace: \"$2\" names no group of the pattern");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"(?<n>a)\",\"replace\":\"${m}\"}]",
-			     "/results/0/replace: \"$m\" names no group");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"replace\":\"US$ 5\"}]",
-			     "/results/0/replace: a lone \"$\"");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"(a)\",\"replace\":\"${1\"}]",
-			     "/results/0/replace: \"${\" without its \"}\"");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"tools\":[\"[\"]}]",
-			     "/results/0/tools/0: unterminated");
-	expect_rewrite_error("\"maxResultBytes\":0", "/middleware/0/maxResultBytes: must be a positive integer");
-	expect_rewrite_error("\"maxResultBytes\":\"10\"", "/maxResultBytes: must be a positive integer");
-	expect_rewrite_error("\"maxResultBytes\":1.5", "/maxResultBytes: must be a positive integer");
 
 	/* every problem is reported */
 	struct cfg_errors errs = { 0 };
@@ -240,159 +221,6 @@ static void test_swap(void **state)
 	request(&r, pl, "tools/list", NULL);
 	out = respond(&r, mwt_json("{\"tools\":[{\"name\":\"a\"},{\"name\":\"b\"}]}"));
 	mwt_expect_json(out, "result.tools", "[{\"name\":\"b\"},{\"name\":\"a\"}]");
-	mwt_run_release(&r);
-	pipeline_unref(pl);
-}
-
-/* ---- results: patterns ---- */
-
-static const char redact_module[] =
-	"[{\"use\":\"rewrite\",\"results\":["
-	"{\"pattern\":\"[\\\\w.+-]+@[\\\\w-]+(\\\\.[\\\\w-]+)+\",\"replace\":\"[email]\"},"
-	"{\"pattern\":\"(key|token)=(\\\\w+)\",\"replace\":\"$1=***\"},"
-	"{\"pattern\":\"internal\",\"tools\":[\"read_*\"]}]}]";
-
-/* Calls TOOL and walks back the result RESULT (JSON text). */
-static json_t *call_with_result(struct mwt_run *r, struct pipeline *pl, const char *tool,
-				const char *result, size_t wire)
-{
-	request(r, pl, "tools/call", json_pack("{s:s}", "name", tool));
-	return respond_msg(r, rpc_result(json_object_get(r->got, "id"), mwt_json(result)), wire);
-}
-
-/* Patterns replace in text, resource text, structured content and errors. */
-static void test_patterns(void **state)
-{
-	(void)state;
-	struct pipeline *pl = mwt_start_ok(redact_module);
-	struct mwt_run r;
-	json_t *out = call_with_result(&r, pl, "read_file",
-		"{\"content\":[{\"type\":\"text\",\"text\":\"mail ann.lee@example.co.uk or b@x.org; key=abc123 internal\"},"
-		"{\"type\":\"image\",\"data\":\"a@b.cd\",\"mimeType\":\"image/png\"},"
-		"{\"type\":\"resource\",\"resource\":{\"uri\":\"u@v.wx\",\"text\":\"token=zz é@ü.de\"}}],"
-		"\"structuredContent\":{\"who\":[\"c@d.ef\",{\"deep\":\"key=1\"}],\"n\":3,\"text\":\"internal\"},"
-		"\"type\":\"a@b.cd\"}", 0);
-	assert_string_equal(mwt_str_at(out, "result.content.0.text"),
-			    "mail [email] or [email]; key=*** [redacted]");
-	assert_string_equal(mwt_str_at(out, "result.content.1.data"), "a@b.cd");       /* not text */
-	assert_string_equal(mwt_str_at(out, "result.content.2.resource.uri"), "u@v.wx");
-	assert_string_equal(mwt_str_at(out, "result.content.2.resource.text"), "token=*** [email]");
-	mwt_expect_json(out, "result.structuredContent",
-			"{\"who\":[\"[email]\",{\"deep\":\"key=***\"}],\"n\":3,\"text\":\"[redacted]\"}");
-	assert_string_equal(mwt_str_at(out, "result.type"), "a@b.cd");                 /* not content */
-	mwt_run_release(&r);
-
-	/* a rule limited to some tools; untouched strings stay the same objects */
-	request(&r, pl, "tools/call", json_pack("{s:s}", "name", "other"));
-	json_t *res = mwt_json("{\"content\":[{\"type\":\"text\",\"text\":\"internal only\"}]}");
-	json_t *text = mwt_at(res, "content.0.text");
-	out = respond(&r, res);
-	assert_ptr_equal(mwt_at(out, "result.content.0.text"), text);
-	assert_string_equal(json_string_value(text), "internal only");
-	mwt_run_release(&r);
-
-	/* error messages are redacted too */
-	request(&r, pl, "tools/call", json_pack("{s:s}", "name", "x"));
-	out = respond_msg(&r, rpc_error(json_object_get(r.got, "id"), -32000, "no access for z@z.zz", NULL), 0);
-	assert_string_equal(mwt_str_at(out, "error.message"), "no access for [email]");
-	mwt_run_release(&r);
-
-	/* other methods are not touched */
-	request(&r, pl, "resources/read", json_pack("{s:s}", "uri", "x"));
-	out = respond(&r, mwt_json("{\"contents\":[{\"uri\":\"x\",\"text\":\"a@b.cd\"}]}"));
-	assert_string_equal(mwt_str_at(out, "result.contents.0.text"), "a@b.cd");
-	mwt_run_release(&r);
-	pipeline_unref(pl);
-}
-
-/* A pattern that runs away is stopped, and the text withheld, not leaked. */
-static void test_pattern_failure_withholds(void **state)
-{
-	(void)state;
-	struct pipeline *pl = mwt_start_ok("[{\"use\":\"rewrite\",\"results\":[{\"pattern\":\"^(\\\\w+\\\\s?)+$\"}]}]");
-	char text[200], result[400];
-	memset(text, 'a', 60);
-	strcpy(text + 60, "!");
-	snprintf(result, sizeof result, "{\"content\":[{\"type\":\"text\",\"text\":\"%s\"}]}", text);
-	struct mwt_run r;
-	log_set_level(LOG_ERROR);
-	json_t *out = call_with_result(&r, pl, "t", result, 0);
-	assert_non_null(strstr(mwt_str_at(out, "result.content.0.text"), "withheld"));
-	mwt_run_release(&r);
-	pipeline_unref(pl);
-}
-
-/* ---- results: size cap ---- */
-
-/* Results over the cap are cut, with a marker. */
-static void test_size_cap(void **state)
-{
-	(void)state;
-	struct pipeline *pl = mwt_start_ok("[{\"use\":\"rewrite\",\"maxResultBytes\":10}]");
-	struct mwt_run r;
-	/* under the cap: untouched */
-	json_t *out = call_with_result(&r, pl, "t",
-		"{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}", 0);
-	mwt_expect_json(out, "result.content", "[{\"type\":\"text\",\"text\":\"0123456789\"}]");
-	mwt_run_release(&r);
-	/* over it: cut, later items dropped, and a marker says so */
-	out = call_with_result(&r, pl, "t",
-		"{\"content\":[{\"type\":\"text\",\"text\":\"0123\"},{\"type\":\"text\",\"text\":\"456789abcdef\"},"
-		"{\"type\":\"text\",\"text\":\"ghij\"}],\"isError\":false}", 0);
-	json_t *c = mwt_at(out, "result.content");
-	assert_int_equal(json_array_size(c), 3);
-	assert_string_equal(mwt_str_at(c, "0.text"), "0123");
-	assert_string_equal(mwt_str_at(c, "1.text"), "456789");
-	assert_string_equal(mwt_str_at(c, "2.type"), "text");
-	assert_non_null(strstr(mwt_str_at(c, "2.text"), "truncated: 10 of 20 bytes kept"));
-	assert_non_null(strstr(mwt_str_at(c, "2.text"), "limit is 10"));
-	assert_true(json_is_false(mwt_at(out, "result.isError")));
-	mwt_run_release(&r);
-	/* cuts never split a UTF-8 character; binary items are dropped, not cut */
-	out = call_with_result(&r, pl, "t",
-		"{\"content\":[{\"type\":\"image\",\"data\":\"QUJDREVGR0hJSktM\",\"mimeType\":\"image/png\"},"
-		"{\"type\":\"text\",\"text\":\"abcdefghi\\u00e9\\u00e9\"}]}", 0);
-	c = mwt_at(out, "result.content");
-	assert_int_equal(json_array_size(c), 2);
-	assert_string_equal(mwt_str_at(c, "0.text"), "abcdefghi");
-	assert_non_null(strstr(mwt_str_at(c, "1.text"), "truncated: 9 of 29 bytes"));
-	mwt_run_release(&r);
-	/* structured content that does not fit goes, and the marker says so */
-	out = call_with_result(&r, pl, "t",
-		"{\"content\":[{\"type\":\"text\",\"text\":\"short\"}],\"structuredContent\":{\"a\":\"bbbbbbbbbbbb\"}}", 0);
-	assert_null(mwt_at(out, "result.structuredContent"));
-	assert_string_equal(mwt_str_at(out, "result.content.0.text"), "short");
-	assert_non_null(strstr(mwt_str_at(out, "result.content.1.text"), "structured content removed"));
-	mwt_run_release(&r);
-	/* a response whose wire size is within the cap is not even measured */
-	out = call_with_result(&r, pl, "t",
-		"{\"content\":[{\"type\":\"text\",\"text\":\"0123456789abc\"}]}", 10);
-	assert_string_equal(mwt_str_at(out, "result.content.0.text"), "0123456789abc");
-	mwt_run_release(&r);
-	out = call_with_result(&r, pl, "t",
-		"{\"content\":[{\"type\":\"text\",\"text\":\"0123456789abc\"}]}", 11);
-	assert_string_equal(mwt_str_at(out, "result.content.0.text"), "0123456789");
-	mwt_run_release(&r);
-	/* errors and results without content */
-	out = call_with_result(&r, pl, "t", "{\"structuredContent\":{\"a\":\"bbbbbbbbbbbb\"}}", 0);
-	assert_null(mwt_at(out, "result.structuredContent"));
-	assert_non_null(strstr(mwt_str_at(out, "result.content.0.text"), "truncated"));
-	mwt_run_release(&r);
-	pipeline_unref(pl);
-}
-
-/* Redaction runs before the cap, which counts what the client gets. */
-static void test_patterns_then_cap(void **state)
-{
-	(void)state;
-	struct pipeline *pl = mwt_start_ok("[{\"use\":\"rewrite\",\"maxResultBytes\":12,"
-					   "\"results\":[{\"pattern\":\"s3cr3t\",\"replace\":\"[a longer marker]\"}]}]");
-	struct mwt_run r;
-	/* the wire size was small, but the replacement made it grow past the cap */
-	json_t *out = call_with_result(&r, pl, "t",
-		"{\"content\":[{\"type\":\"text\",\"text\":\"s3cr3t\"}]}", 40);
-	assert_string_equal(mwt_str_at(out, "result.content.0.text"), "[a longer ma");
-	assert_non_null(strstr(mwt_str_at(out, "result.content.1.text"), "truncated"));
 	mwt_run_release(&r);
 	pipeline_unref(pl);
 }
@@ -594,7 +422,8 @@ static void test_reads_results(void **state)
 	pipeline_unref(pl);
 
 	/* with result rules, a call's result is read (the call itself is not) */
-	pl = mwt_start_ok(redact_module);
+	pl = mwt_start_ok("[{\"use\":\"rewrite\",\"results\":[{\"pattern\":"
+			  "\"[\\\\w.+-]+@[\\\\w-]+(\\\\.[\\\\w-]+)+\",\"replace\":\"[email]\"}]}]");
 	assert_null(request_raw(&r, pl, "tools/call", "t", RW_CALL("{\"name\":\"t\"}")));
 	out = respond_raw(&r, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"content\":"
 			  "[{\"type\":\"text\",\"text\":\"to a@b.cd\"}]}}");
@@ -619,10 +448,6 @@ int main(void)
 		cmocka_unit_test(test_call_renamed),
 		cmocka_unit_test(test_fixed_and_defaults),
 		cmocka_unit_test(test_swap),
-		cmocka_unit_test(test_patterns),
-		cmocka_unit_test(test_pattern_failure_withholds),
-		cmocka_unit_test(test_size_cap),
-		cmocka_unit_test(test_patterns_then_cap),
 		cmocka_unit_test(test_untouched),
 		cmocka_unit_test(test_reads_unmapped_unread),
 		cmocka_unit_test(test_reads_mapped_calls),

@@ -84,7 +84,11 @@ static void on_oversize(struct be_stdio *s, const char *head, size_t n, size_t t
 static void on_line(struct be_stdio *s, const char *line, size_t n)
 {
 	json_error_t e;
-	if (backend_deliver_line(s->b, line, n))
+	size_t lead = 0;
+	while (lead < n && (line[lead] == ' ' || line[lead] == '\t'))
+		lead++;
+	/* a batch is split below: the chain takes one message at a time */
+	if ((lead == n || line[lead] != '[') && backend_deliver_line(s->b, line, n))
 		return;
 	json_t *msg = json_loadb(line, n, JSON_ALLOW_NUL, &e);
 	if (!msg || !(json_is_object(msg) || json_is_array(msg))) {
@@ -185,7 +189,10 @@ static void on_proc_exit(struct proc *p, int status, void *arg)
 	(void)p;
 	ev_timer_stop(EV_DEFAULT, &s->eof_timer);
 	if (s->out_open) {
-		read_stdout(s);  /* last words; a grandchild may keep it open */
+		/* last words; a grandchild may keep it open */
+		if (read_stdout(s) && s->out_open && framer_pending(&s->out_fr) > 0 &&
+		    framer_push(&s->out_fr, "\n", 1) == 0)
+			drain_lines(s);  /* a last line without "\n", as at EOF */
 		close_stdout(s);
 	}
 	writer_release(&s->in);

@@ -12,7 +12,8 @@
  * be_http.o in). Entries with "type":"http" therefore run on the fake,
  * whose start succeeds or fails on demand; the test calls backend_down to
  * simulate the transport going away. No file of src/ is changed. The last
- * tests use the real stdio transport with /bin/false and /bin/cat.
+ * tests use the real stdio transport with /bin/false (supervision of a
+ * real child; the stdio transport itself is test_be_stdio.c's).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -667,51 +668,6 @@ static void test_stdio_false_no_restart(void **state)
 	assert_int_equal(backend_stats(BE)->restarts, 0);
 }
 
-/* /bin/cat stays up; backend_stop ends it: gone, not restarted. */
-static void test_stdio_cat_stop(void **state)
-{
-	(void)state;
-	if (access("/bin/cat", X_OK) != 0)
-		skip();
-	make("{\"mcpServers\":{\"c\":{\"command\":\"/bin/cat\",\"restart\":"
-	     "{\"initialDelayMs\":5,\"maxRestarts\":10}}}}");
-	assert_int_equal(backend_start(BE), 0);
-	assert_true(backend_running(BE));
-	run_for(0.040);
-	assert_int_equal(backend_state(BE), BACKEND_STARTED);
-	assert_int_equal(nevents, 0);
-	assert_true(backend_stats(BE)->started_at > 0);
-	backend_stop(BE, 1.0);
-	assert_int_equal(backend_state(BE), BACKEND_STOPPING);
-	wait_state(BACKEND_GONE, 1.0);  /* cat exits when its stdin closes */
-	assert_int_equal(nevents, 1);
-	assert_int_equal(events[0], BACKEND_EV_GONE);
-	assert_false(backend_running(BE));
-	run_for(0.030);
-	assert_int_equal(backend_stats(BE)->restarts, 0);
-	assert_int_equal(backend_state(BE), BACKEND_GONE);
-}
-
-/*
- * A command that cannot be spawned (a typo in "command") can never start:
- * it gives up at once, with the spawn error as the reason, and is not
- * retried. (It once ended, after a dozen log lines, in a crash loop whose
- * message had lost the spawn error.)
- */
-static void test_stdio_missing_command_reason(void **state)
-{
-	(void)state;
-	make("{\"mcpServers\":{\"m\":{\"command\":\"/nonexistent/mcp-server\",\"restart\":"
-	     "{\"initialDelayMs\":1,\"maxDelayMs\":2,\"maxRestarts\":5,\"windowMs\":60000}}}}");
-	assert_int_equal(backend_start(BE), -1);
-	assert_int_equal(backend_state(BE), BACKEND_FAILED);
-	assert_string_equal(why(), "cannot start \"/nonexistent/mcp-server\": No such file or directory");
-	assert_int_equal(count_ev(BACKEND_EV_FAILED), 1);
-	run_for(0.020);
-	assert_int_equal(backend_stats(BE)->restarts, 0);
-	assert_int_equal(backend_state(BE), BACKEND_FAILED);
-}
-
 /*
  * Starts that keep failing are quick failures even when the backoff is
  * longer than windowMs: each failure used to open a new window, so a
@@ -766,21 +722,6 @@ static void test_ended_while_stopping(void **state)
 	assert_int_equal(count_ev(BACKEND_EV_ENDED), 0);
 }
 
-/* The real stdio transport: /bin/true exits 0 on its own: ended, not restarted. */
-static void test_stdio_true_ended(void **state)
-{
-	(void)state;
-	if (access("/bin/true", X_OK) != 0)
-		skip();
-	make("{\"mcpServers\":{\"t\":{\"command\":\"/bin/true\",\"restart\":{\"initialDelayMs\":1}}}}");
-	assert_int_equal(backend_start(BE), 0);
-	wait_state(BACKEND_ENDED, 1.0);
-	assert_string_equal(why(), "exited with status 0");
-	run_for(0.020);
-	assert_int_equal(backend_stats(BE)->restarts, 0);
-	assert_false(backend_running(BE));
-}
-
 int main(void)
 {
 	CH = chain_new();
@@ -799,15 +740,12 @@ int main(void)
 		T(test_handshake_down_and_reinit),
 		T(test_stdio_false_crash_loop),
 		T(test_stdio_false_no_restart),
-		T(test_stdio_cat_stop),
 		/* regressions of bugs these tests found (fixed) */
 		T(test_backoff_reset_after_good_run),
 		T(test_start_failure_crash_loop_reason),
-		T(test_stdio_missing_command_reason),
 		T(test_start_failures_outlast_window),
 		T(test_ended_not_restarted),
 		T(test_ended_while_stopping),
-		T(test_stdio_true_ended),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

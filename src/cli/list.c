@@ -40,7 +40,7 @@ static void on_list(struct conn *c, json_t *items, json_t *error, void *arg)
 		cli_error("%s: %s", keys[s->step], cli_error_message(error));
 		s->code = CLI_EXIT_RPC_ERROR;
 	}
-	json_object_set(s->out, keys[s->step], items ? items : json_array());
+	json_object_set_new(s->out, keys[s->step], items ? json_incref(items) : json_array());
 	s->step++;
 	next_step(s);
 }

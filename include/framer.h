@@ -27,6 +27,7 @@ struct framer {
 	bool discarding;      /* inside an oversized line */
 	size_t discarded;     /* its length so far */
 	bool discard_cr;      /* the last discarded byte was '\r' */
+	size_t pipe_cap;      /* what the fd read holds, if a pipe: pipesz_fit */
 	size_t prefix_len;
 	char prefix[FRAMER_PREFIX];
 };

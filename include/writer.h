@@ -32,6 +32,7 @@ struct writer {
 	bool dirty;           /* queued on the flush list */
 	bool failed;
 	bool close_when_done; /* close fd after the last byte */
+	size_t pipe_cap;      /* what the fd holds, if a pipe: pipesz_fit */
 	struct writer *next_dirty;
 	writer_error_fn on_error;
 	writer_drain_fn on_drain;

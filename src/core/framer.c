@@ -7,7 +7,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pipesz.h"
+
 #define READ_CHUNK 65536
+#define PIPE_DEFAULT 65536  /* what a new pipe holds */
 
 /* Sets up an empty framer. */
 void framer_init(struct framer *f, size_t max)
@@ -154,6 +157,9 @@ ssize_t framer_read(struct framer *f, int fd, bool *full)
 	do
 		n = read(fd, dst, avail);
 	while (n < 0 && errno == EINTR);
+	/* a read of a pipe-full or more: a burst, its writer may be waiting */
+	if (n >= PIPE_DEFAULT)
+		pipesz_fit(fd, (size_t)n * 4, &f->pipe_cap);
 	if (full)
 		*full = n > 0 && (size_t)n == avail;
 	if (n > 0) {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "pipesz.h"
 
 #define DIRECT_MIN ((size_t)64 << 10)  /* lines this long are written at once */
 #define DIRECT_IOV 8                    /* in at most this many pieces */
@@ -133,6 +134,7 @@ int writer_send_iov(struct writer *w, const struct iovec *iov, int n)
 	for (int i = 0; i < n; i++)
 		total += iov[i].iov_len;
 	if (total >= DIRECT_MIN && n <= DIRECT_IOV && buf_pending(&w->out) == 0) {
+		pipesz_fit(w->fd, total, &w->pipe_cap);
 		ssize_t done = write_now(w, iov, n);
 		if (done < 0)
 			return -1;
@@ -204,6 +206,9 @@ int writer_flush(struct writer *w)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (buf_pending(&w->out) >= DIRECT_MIN &&
+			    pipesz_fit(w->fd, buf_pending(&w->out), &w->pipe_cap))
+				continue;   /* the pipe grew: room now */
 			ev_io_start(EV_DEFAULT, &w->io);
 			return 0;
 		}

@@ -408,10 +408,47 @@ static void test_read_fd(void **state)
 	framer_release(&f);
 }
 
+/*
+ * A read of a whole default pipe-full or more (the writer may be blocked
+ * with more) grows the pipe to four times what was read, so that a large
+ * message crosses in few writes; reads of less leave it alone.
+ */
+static void test_read_grows_full_pipe(void **state)
+{
+	(void)state;
+	int fds[2];
+	struct framer f;
+	static char fill[65536];
+	memset(fill, 'x', sizeof fill);
+	assert_int_equal(pipe(fds), 0);
+	assert_int_equal(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+	assert_int_equal(fcntl(fds[1], F_SETPIPE_SZ, 65536), 65536);
+	framer_init(&f, 1 << 22);
+	assert_int_equal(write(fds[1], fill, 1000), 1000);
+	assert_int_equal(framer_read(&f, fds[0], NULL), 1000);
+	assert_int_equal(fcntl(fds[0], F_GETPIPE_SZ), 65536);
+	assert_int_equal(write(fds[1], fill, sizeof fill), (ssize_t)sizeof fill);   /* full */
+	assert_int_equal(framer_read(&f, fds[0], NULL), (ssize_t)sizeof fill);
+	assert_int_equal(fcntl(fds[0], F_GETPIPE_SZ), 1 << 18);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(write(fds[1], fill, sizeof fill), (ssize_t)sizeof fill);
+	ssize_t got = 0, n;
+	while ((n = framer_read(&f, fds[0], NULL)) > 0)
+		got += n;
+	assert_int_equal(got, 4 * (ssize_t)sizeof fill);
+	assert_true(fcntl(fds[0], F_GETPIPE_SZ) > 1 << 18);   /* reads past 64 KiB: more */
+	assert_true(fcntl(fds[0], F_GETPIPE_SZ) <= 1 << 20);
+	assert_int_equal(framer_pending(&f), 1000 + 5 * sizeof fill);
+	close(fds[0]);
+	close(fds[1]);
+	framer_release(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_read_fd),
+		cmocka_unit_test(test_read_grows_full_pipe),
 		cmocka_unit_test_teardown(test_split_byte_by_byte, teardown),
 		cmocka_unit_test_teardown(test_many_per_push, teardown),
 		cmocka_unit_test_teardown(test_partial_last_line, teardown),

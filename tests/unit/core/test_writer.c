@@ -20,6 +20,7 @@
 #include <ev.h>
 
 #include "buf.h"
+#include "pipesz.h"
 #include "writer.h"
 
 struct ctx {
@@ -184,6 +185,7 @@ static void test_full_pipe_no_loss(void **state)
 	struct buf got = BUF_INIT, want = BUF_INIT;
 	fcntl(fds[1], F_SETPIPE_SZ, 4096);
 	writer_init(&w, fds[1], on_error, &c);
+	w.pipe_cap = PIPESZ_MAX;   /* a pipe the user's limit keeps from growing */
 	w.on_drain = on_drain;
 	char pad[1000];
 	memset(pad, 'p', sizeof pad - 1);
@@ -246,6 +248,7 @@ static void test_large_line_written_at_once(void **state)
 	fcntl(fds[1], F_SETPIPE_SZ, 4096);
 	int cap = fcntl(fds[1], F_GETPIPE_SZ);
 	writer_init(&w, fds[1], on_error, &c);
+	w.pipe_cap = PIPESZ_MAX;   /* a pipe the user's limit keeps from growing */
 	struct iovec iov[3] = { { a, sizeof a }, { b, sizeof b }, { big, sizeof big } };
 	assert_int_equal(writer_send_iov(&w, iov, 3), 0);
 	/* written without waiting for the loop: the pipe is full already */
@@ -285,6 +288,71 @@ static void test_large_line_written_at_once(void **state)
 	writer_release(&w);
 	buf_release(&got);
 	buf_release(&want);
+}
+
+/*
+ * A pipe grows to fit a large line: a 200,000-byte line into a pipe of
+ * 4096 bytes crosses in one write, the pipe now 256 KiB (the power of two
+ * that holds it). Queued output past 64 KiB that meets a full pipe grows
+ * it as well, up to the ceiling, and what it then takes is written at
+ * once. Small lines leave a pipe as it is.
+ */
+static void test_pipe_grows_for_large_lines(void **state)
+{
+	(void)state;
+	struct writer w;
+	struct ctx c = { 0 };
+	struct buf got = BUF_INIT;
+	static char big[200000];
+	pattern(big, sizeof big, '0');
+	fcntl(fds[1], F_SETPIPE_SZ, 4096);
+	writer_init(&w, fds[1], on_error, &c);
+	struct iovec small = { big, 1000 };
+	assert_int_equal(writer_send_iov(&w, &small, 1), 0);
+	writer_flush_all();
+	assert_int_equal(fcntl(fds[1], F_GETPIPE_SZ), 4096);   /* small: left alone */
+	assert_int_equal(drain_pipe(&got), 1001);
+
+	struct iovec iov = { big, sizeof big };
+	assert_int_equal(writer_send_iov(&w, &iov, 1), 0);
+	assert_int_equal(fcntl(fds[1], F_GETPIPE_SZ), 1 << 18);
+	assert_int_equal(writer_queued(&w), 0);          /* one write took it all */
+	buf_release(&got);
+	assert_int_equal(drain_pipe(&got), sizeof big + 1);
+	assert_memory_equal(got.data + got.off, big, sizeof big);
+
+	writer_release(&w);   /* closes fds[1]: a new pipe */
+	close(fds[0]);
+	assert_int_equal(setup(NULL), 0);
+
+	/* lines queued for the flush that meet a full pipe: it grows to take them */
+	fcntl(fds[1], F_SETPIPE_SZ, 4096);
+	writer_init(&w, fds[1], on_error, &c);
+	struct iovec line = { big, 30000 };
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(writer_send_iov(&w, &line, 1), 0);
+	assert_int_equal(writer_queued(&w), 5 * 30001);
+	writer_flush_all();
+	assert_int_equal(fcntl(fds[1], F_GETPIPE_SZ), 1 << 18);
+	assert_int_equal(writer_queued(&w), 0);
+	buf_release(&got);
+	assert_int_equal(drain_pipe(&got), 5 * 30001);
+	/* no further than the ceiling: what it cannot take waits for the reader */
+	for (int i = 0; i < 40; i++)
+		assert_int_equal(writer_send_iov(&w, &line, 1), 0);
+	writer_flush_all();
+	assert_int_equal(fcntl(fds[1], F_GETPIPE_SZ), (int)PIPESZ_MAX);
+	assert_true(writer_queued(&w) > 0);
+	assert_true(writer_queued(&w) <= 40 * 30001 - PIPESZ_MAX + 4096);
+	assert_true(ev_is_active(&w.io));
+	buf_release(&got);
+	drain_writer(&w, &got);
+	assert_int_equal(buf_pending(&got), 40 * 30001);
+	for (int i = 0; i < 40; i++)
+		assert_memory_equal(got.data + got.off + (size_t)i * 30001, big, 30000);
+	assert_int_equal(c.errors, 0);
+	writer_release(&w);
+	buf_release(&got);
 }
 
 /* A closed read end: the error is reported once, and the writer refuses more. */
@@ -548,6 +616,7 @@ int main(void)
 		T(test_send_unserializable),
 		T(test_full_pipe_no_loss),
 		T(test_large_line_written_at_once),
+		T(test_pipe_grows_for_large_lines),
 		T(test_closed_reader),
 		T(test_closed_reader_while_queued),
 		T(test_close_after_drain),

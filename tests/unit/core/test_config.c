@@ -15,27 +15,10 @@
 
 #include <cmocka.h>
 
+#include "cfg_test.h"
 #include "config.h"
 
 #define NAME "cfg.json"
-
-/* True when some error line equals LINE. */
-static bool has_error(const struct cfg_errors *e, const char *line)
-{
-	for (size_t i = 0; i < e->count; i++)
-		if (strcmp(e->lines[i], line) == 0)
-			return true;
-	return false;
-}
-
-/* True when some error line starts with PREFIX. */
-static bool has_error_prefix(const struct cfg_errors *e, const char *prefix)
-{
-	for (size_t i = 0; i < e->count; i++)
-		if (strncmp(e->lines[i], prefix, strlen(prefix)) == 0)
-			return true;
-	return false;
-}
 
 /* Prints the errors (shown only when a test fails). */
 static void dump_errors(const struct cfg_errors *e)
@@ -48,7 +31,7 @@ static void dump_errors(const struct cfg_errors *e)
 #define expect_error(text, line) do { \
 	struct cfg_errors e_ = { 0 }; \
 	struct cfg *c_ = cfg_load_string((text), NAME, &e_); \
-	if (c_ || !has_error(&e_, (line))) { \
+	if (c_ || !cfgt_has_error(&e_, (line))) { \
 		dump_errors(&e_); \
 		cfg_free(c_); \
 		cfg_errors_release(&e_); \
@@ -182,13 +165,13 @@ static void test_syntax_error(void **state)
 	/* a duplicate key is an error too, with its position */
 	assert_null(cfg_load_string("{\"mcpServers\":{},\n\"mcpServers\":{}}", NAME, &e));
 	assert_int_equal(e.count, 1);
-	assert_true(has_error_prefix(&e, NAME ":2:"));
+	assert_true(cfgt_has_error_prefix(&e, NAME ":2:"));
 	cfg_errors_release(&e);
 
 	/* empty text */
 	assert_null(cfg_load_string("", NAME, &e));
 	assert_int_equal(e.count, 1);
-	assert_true(has_error_prefix(&e, NAME ":"));
+	assert_true(cfgt_has_error_prefix(&e, NAME ":"));
 	cfg_errors_release(&e);
 }
 
@@ -260,7 +243,7 @@ static void test_middleware_pipelines(void **state)
 	struct cfg_errors e = { 0 };
 	assert_null(cfg_load_string("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},"
 				    "\"middleware\":[{\"use\":\"no-such-module\"}]}", NAME, &e));
-	assert_true(has_error_prefix(&e, NAME ": /middleware/0/use: unknown module \"no-such-module\""));
+	assert_true(cfgt_has_error_prefix(&e, NAME ": /middleware/0/use: unknown module \"no-such-module\""));
 	cfg_errors_release(&e);
 }
 
@@ -484,13 +467,13 @@ static void test_several_errors(void **state)
 		"\"logLevel\":\"loud\",\"maxMessageBytes\":10,\"extra\":true}", NAME, &e));
 	if (e.count != 7)
 		dump_errors(&e);
-	assert_true(has_error(&e, NAME ": /extra: unknown key"));
-	assert_true(has_error(&e, NAME ": /mcpServers/a/comand: unknown key"));
-	assert_true(has_error(&e, NAME ": /mcpServers/a: missing \"command\""));
-	assert_true(has_error(&e, NAME ": /mcpServers/b/args/0: must be a string"));
-	assert_true(has_error(&e, NAME ": /mcpServers/b/enabled: must be true or false"));
-	assert_true(has_error(&e, NAME ": /logLevel: must be one of \"error\", \"warn\", \"info\", \"debug\""));
-	assert_true(has_error(&e, NAME ": /maxMessageBytes: must be an integer from 4096 to 4294967296"));
+	assert_true(cfgt_has_error(&e, NAME ": /extra: unknown key"));
+	assert_true(cfgt_has_error(&e, NAME ": /mcpServers/a/comand: unknown key"));
+	assert_true(cfgt_has_error(&e, NAME ": /mcpServers/a: missing \"command\""));
+	assert_true(cfgt_has_error(&e, NAME ": /mcpServers/b/args/0: must be a string"));
+	assert_true(cfgt_has_error(&e, NAME ": /mcpServers/b/enabled: must be true or false"));
+	assert_true(cfgt_has_error(&e, NAME ": /logLevel: must be one of \"error\", \"warn\", \"info\", \"debug\""));
+	assert_true(cfgt_has_error(&e, NAME ": /maxMessageBytes: must be an integer from 4096 to 4294967296"));
 	assert_int_equal(e.count, 7);
 	cfg_errors_release(&e);
 	assert_int_equal(e.count, 0);
@@ -677,7 +660,7 @@ static void test_load_file(void **state)
 	assert_int_equal(e.count, 1);
 	char want[128];
 	snprintf(want, sizeof want, "%s:3:", path);
-	assert_true(has_error_prefix(&e, want));
+	assert_true(cfgt_has_error_prefix(&e, want));
 	cfg_errors_release(&e);
 	unlink(path);
 
@@ -685,16 +668,16 @@ static void test_load_file(void **state)
 	path = temp_file("{\"mcpServers\":{\"fs\":{\"comand\":\"srv\"}}}");
 	assert_null(cfg_load(path, &e));
 	snprintf(want, sizeof want, "%s: /mcpServers/fs/comand: unknown key", path);
-	assert_true(has_error(&e, want));
+	assert_true(cfgt_has_error(&e, want));
 	cfg_errors_release(&e);
 	unlink(path);
 
 	/* a missing file: the path and the reason, no line number */
 	assert_null(cfg_load("/nonexistent/mcpc-config.json", &e));
 	assert_int_equal(e.count, 1);
-	assert_true(has_error_prefix(&e, "/nonexistent/mcpc-config.json: "));
-	assert_false(has_error_prefix(&e, "/nonexistent/mcpc-config.json:0"));
-	assert_false(has_error_prefix(&e, "/nonexistent/mcpc-config.json:-1"));
+	assert_true(cfgt_has_error_prefix(&e, "/nonexistent/mcpc-config.json: "));
+	assert_false(cfgt_has_error_prefix(&e, "/nonexistent/mcpc-config.json:0"));
+	assert_false(cfgt_has_error_prefix(&e, "/nonexistent/mcpc-config.json:-1"));
 	cfg_errors_release(&e);
 }
 
@@ -769,15 +752,15 @@ static void test_listen_errors(void **state)
 		"\"messagesPath\":null,\"allowedOrigins\":[1],\"maxConnections\":0,\"resumeGraceMs\":-1,"
 		"\"bogus\":1}}", NAME, &e);
 	assert_null(c);
-	assert_true(has_error(&e, NAME ": /listen/address: must be a numeric IPv4 or IPv6 address"));
-	assert_true(has_error(&e, NAME ": /listen/port: must be an integer from 0 to 65535"));
-	assert_true(has_error(&e, NAME ": /listen/path: must be a path starting with \"/\""));
-	assert_true(has_error(&e, NAME ": /listen/messagesPath: must be a path starting with \"/\""));
-	assert_true(has_error(&e, NAME ": /listen/ssePath: path, ssePath and messagesPath must differ"));
-	assert_true(has_error(&e, NAME ": /listen/allowedOrigins/0: must be a non-empty string"));
-	assert_true(has_error(&e, NAME ": /listen/maxConnections: must be an integer from 1 to 65536"));
-	assert_true(has_error(&e, NAME ": /listen/resumeGraceMs: must be an integer from 0 to 3600000"));
-	assert_true(has_error(&e, NAME ": /listen/bogus: unknown key"));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/address: must be a numeric IPv4 or IPv6 address"));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/port: must be an integer from 0 to 65535"));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/path: must be a path starting with \"/\""));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/messagesPath: must be a path starting with \"/\""));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/ssePath: path, ssePath and messagesPath must differ"));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/allowedOrigins/0: must be a non-empty string"));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/maxConnections: must be an integer from 1 to 65536"));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/resumeGraceMs: must be an integer from 0 to 3600000"));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/bogus: unknown key"));
 	cfg_errors_release(&e);
 }
 
@@ -854,7 +837,7 @@ static void test_check_scopes(void **state)
 		"\"web\":{\"url\":\"http://h/\"},\"x\":{\"command\":\"srv\",\"scope\":\"shared\"}}}");
 	assert_int_equal(cfg_check_scopes(c, &e), -1);
 	assert_int_equal(e.count, 1);
-	assert_true(has_error_prefix(&e, NAME ": /mcpServers/web/scope: is \"shared\" but server "
+	assert_true(cfgt_has_error_prefix(&e, NAME ": /mcpServers/web/scope: is \"shared\" but server "
 		"\"fs\" is \"session\""));
 	cfg_errors_release(&e);
 	cfg_free(c);
@@ -879,9 +862,9 @@ static void test_listen_scope_bounds(void **state)
 	c = cfg_load_string("{\"mcpServers\":{\"s\":{\"command\":\"srv\"}},\"listen\":"
 		"{\"maxScopedSessions\":0,\"maxProcesses\":\"9\",\"maxStartsPerSecond\":0}}", NAME, &e);
 	assert_null(c);
-	assert_true(has_error(&e, NAME ": /listen/maxScopedSessions: must be an integer from 1 to 65536"));
-	assert_true(has_error(&e, NAME ": /listen/maxProcesses: must be an integer from 1 to 65536"));
-	assert_true(has_error(&e, NAME ": /listen/maxStartsPerSecond: must be an integer from 1 to 10000"));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/maxScopedSessions: must be an integer from 1 to 65536"));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/maxProcesses: must be an integer from 1 to 65536"));
+	assert_true(cfgt_has_error(&e, NAME ": /listen/maxStartsPerSecond: must be an integer from 1 to 10000"));
 	cfg_errors_release(&e);
 }
 

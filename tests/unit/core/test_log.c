@@ -20,8 +20,8 @@
 #include <cmocka.h>
 
 #include "log.h"
+#include "tmpdir_test.h"
 
-static char dir[64];
 static char path[128];
 static int serial;
 
@@ -29,7 +29,7 @@ static int serial;
 static int setup(void **state)
 {
 	(void)state;
-	snprintf(path, sizeof path, "%s/log-%d.txt", dir, serial++);
+	snprintf(path, sizeof path, "%s/log-%d.txt", tmpd_dir, serial++);
 	log_set_level(LOG_INFO);
 	return log_open_file(path);
 }
@@ -207,7 +207,7 @@ static void test_file_mode_and_append(void **state)
 	assert_non_null(strstr(s, "info: two\n"));
 	free(s);
 	char bad[160];
-	snprintf(bad, sizeof bad, "%s/no/such/dir/log.txt", dir);
+	snprintf(bad, sizeof bad, "%s/no/such/dir/log.txt", tmpd_dir);
 	assert_int_equal(log_open_file(bad), -1);
 	log_info("three");   /* still to the file that opened */
 	s = slurp(&n);
@@ -215,22 +215,9 @@ static void test_file_mode_and_append(void **state)
 	free(s);
 }
 
-/* Removes the files and the directory. */
-static int cleanup(void **state)
-{
-	(void)state;
-	for (int i = 0; i < serial; i++) {
-		char p[160];
-		snprintf(p, sizeof p, "%s/log-%d.txt", dir, i);
-		unlink(p);
-	}
-	return rmdir(dir);
-}
-
 int main(void)
 {
-	snprintf(dir, sizeof dir, "/tmp/test_core_log.XXXXXX");
-	if (!mkdtemp(dir))
+	if (tmpd_setup(NULL) < 0)
 		return 1;
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_parse_level, setup),
@@ -240,5 +227,5 @@ int main(void)
 		cmocka_unit_test_setup(test_fits_exactly, setup),
 		cmocka_unit_test_setup(test_file_mode_and_append, setup),
 	};
-	return cmocka_run_group_tests(tests, NULL, cleanup);
+	return cmocka_run_group_tests(tests, NULL, tmpd_teardown);
 }

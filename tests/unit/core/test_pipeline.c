@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "cfg_test.h"
 #include "config.h"
 #include "jscan.h"
 #include "middleware.h"
@@ -1086,24 +1087,6 @@ static void test_meta_has(void **state)
 
 /* ---- building pipelines from configuration ---- */
 
-/* True when some error line equals LINE. */
-static bool has_error(const struct cfg_errors *e, const char *line)
-{
-	for (size_t i = 0; i < e->count; i++)
-		if (strcmp(e->lines[i], line) == 0)
-			return true;
-	return false;
-}
-
-/* True when some error line starts with PREFIX. */
-static bool has_error_prefix(const struct cfg_errors *e, const char *prefix)
-{
-	for (size_t i = 0; i < e->count; i++)
-		if (strncmp(e->lines[i], prefix, strlen(prefix)) == 0)
-			return true;
-	return false;
-}
-
 static void test_build_empty(void **state)
 {
 	(void)state;
@@ -1132,13 +1115,13 @@ static void test_build_errors(void **state)
 	assert_non_null(arr);
 	assert_null(pipeline_build(arr, "f.json", "/mcpServers/s/middleware", &e));
 	assert_int_equal(e.count, 4);
-	assert_true(has_error(&e, "f.json: /mcpServers/s/middleware/0: a module is an object "
+	assert_true(cfgt_has_error(&e, "f.json: /mcpServers/s/middleware/0: a module is an object "
 			      "{\"use\": \"NAME\", ...options}"));
-	assert_true(has_error(&e, "f.json: /mcpServers/s/middleware/1/use: missing or not a string: "
+	assert_true(cfgt_has_error(&e, "f.json: /mcpServers/s/middleware/1/use: missing or not a string: "
 			      "name the module to use"));
-	assert_true(has_error(&e, "f.json: /mcpServers/s/middleware/2/use: missing or not a string: "
+	assert_true(cfgt_has_error(&e, "f.json: /mcpServers/s/middleware/2/use: missing or not a string: "
 			      "name the module to use"));
-	assert_true(has_error_prefix(&e, "f.json: /mcpServers/s/middleware/3/use: unknown module "
+	assert_true(cfgt_has_error_prefix(&e, "f.json: /mcpServers/s/middleware/3/use: unknown module "
 				     "\"no-such-module\" (available: "));
 	cfg_errors_release(&e);
 	json_decref(arr);
@@ -1153,13 +1136,13 @@ static void test_module_option_errors(void **state)
 	struct mw_build b = { .file = "f.json", .path = "/middleware/2", .errs = &e };
 	mw_error(&b, "/rules/0/allow", "must be %s", "an array");
 	assert_int_equal(b.nerr, 1);
-	assert_true(has_error(&e, "f.json: /middleware/2/rules/0/allow: must be an array"));
+	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/rules/0/allow: must be an array"));
 	json_t *opts = json_loads("{\"use\":\"m\",\"rules\":[],\"rulez\":1,\"x\":2}", 0, NULL);
 	static const char *const keys[] = { "rules", NULL };
 	assert_int_equal(mw_check_keys(&b, opts, keys), 2);
 	assert_int_equal(b.nerr, 3);
-	assert_true(has_error(&e, "f.json: /middleware/2/rulez: unknown option"));
-	assert_true(has_error(&e, "f.json: /middleware/2/x: unknown option"));
+	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/rulez: unknown option"));
+	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/x: unknown option"));
 	assert_int_equal(mw_check_keys(&b, opts, (const char *const[]){ "rules", "rulez", "x", NULL }), 0);
 	json_decref(opts);
 	cfg_errors_release(&e);

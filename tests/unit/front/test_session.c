@@ -20,102 +20,12 @@
 #include "peer.h"
 #include "rpc.h"
 #include "session.h"
+#include "session_test.h"
 
-/* ---- a fake backend ---- */
+/* ---- the chain (its fake backend is sst_be, session_test.c) ---- */
 
 /* The chain every test of this file uses (made in main, renewed by teardowns). */
 static struct chain *C;
-
-struct fbe {
-	struct peer peer;            /* must be first */
-	json_t *got;                 /* messages sent to it (copies) */
-	int init_calls;
-	json_t *init_params;         /* what its initialize op saw (copy) */
-	json_t *init_result;         /* result to answer with; NULL: echo the version */
-	json_t *init_error;          /* error to answer with instead */
-	bool init_fail;              /* make the initialize op return -1 */
-	bool defer;                  /* answer initialize only in answer_init() */
-	void (*cb)(void *arg, json_t *response);
-	void *cb_arg;
-};
-
-static int fbe_send(struct peer *p, json_t *msg, struct exchange *ex)
-{
-	struct fbe *b = (struct fbe *)p;
-	(void)ex;
-	json_array_append_new(b->got, json_deep_copy(msg));
-	return 0;
-}
-
-/* The result the fake backend answers initialize with. */
-static json_t *init_result_for(struct fbe *b)
-{
-	if (b->init_result)
-		return json_deep_copy(b->init_result);
-	json_t *v = json_object_get(b->init_params, "protocolVersion");
-	return json_pack("{s:O,s:{s:{s:b}},s:{s:s,s:s},s:s,s:{s:s}}",
-			 "protocolVersion", v,
-			 "capabilities", "tools", "listChanged", 1,
-			 "serverInfo", "name", "fake", "version", "1.0",
-			 "instructions", "be nice",
-			 "_meta", "vendor", "x");
-}
-
-/* Completes the initialize handshake, as backend.c does. */
-static void answer_init(struct fbe *b)
-{
-	json_t *resp;
-	if (b->init_error) {
-		resp = json_pack("{s:s,s:n,s:O}", "jsonrpc", "2.0", "id", "error", b->init_error);
-	} else {
-		resp = rpc_result(json_null(), init_result_for(b));
-		b->peer.ready = true;
-	}
-	void (*cb)(void *, json_t *) = b->cb;
-	b->cb = NULL;
-	cb(b->cb_arg, resp);
-	json_decref(resp);
-}
-
-static int fbe_initialize(struct peer *p, json_t *params,
-			  void (*cb)(void *arg, json_t *response), void *arg)
-{
-	struct fbe *b = (struct fbe *)p;
-	b->init_calls++;
-	json_decref(b->init_params);
-	b->init_params = json_deep_copy(params);
-	if (b->init_fail)
-		return -1;
-	b->cb = cb;
-	b->cb_arg = arg;
-	if (!b->defer)
-		answer_init(b);
-	return 0;
-}
-
-/* Bytes sent to the fake backend: parsed and kept like the rest. */
-static int fbe_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
-{
-	struct fbe *b = (struct fbe *)p;
-	char line[4096];
-	size_t len = 0;
-	(void)request;
-	for (int i = 0; i < n; i++) {
-		assert_true(len + iov[i].iov_len < sizeof line);
-		memcpy(line + len, iov[i].iov_base, iov[i].iov_len);
-		len += iov[i].iov_len;
-	}
-	json_t *m = json_loadb(line, len, 0, NULL);
-	assert_non_null(m);
-	json_array_append_new(b->got, m);
-	return 0;
-}
-
-static const struct peer_ops fbe_ops = { .send = fbe_send, .initialize = fbe_initialize };
-static const struct peer_ops fbe_raw_ops = { .send = fbe_send, .send_raw = fbe_send_raw,
-					     .initialize = fbe_initialize };
-
-static struct fbe be;
 
 /* ---- the client side ---- */
 
@@ -144,25 +54,10 @@ static struct session *S;
 
 /* ---- helpers ---- */
 
-static json_t *J(const char *s)
-{
-	json_error_t e;
-	json_t *v = json_loads(s, JSON_DECODE_ANY, &e);
-	if (!v)
-		fail_msg("bad fixture JSON %s: %s", s, e.text);
-	return v;
-}
-
 /* The client sends S. */
 static void send_c(const char *s)
 {
-	session_receive(S, J(s));
-}
-
-/* The backend sends S. */
-static void send_b(const char *s)
-{
-	chain_receive(&be.peer, J(s));
+	session_receive(S, sst_json(s));
 }
 
 static size_t n_out(void)
@@ -184,41 +79,9 @@ static json_t *last_out(void)
 	return out_at(n_out() - 1);
 }
 
-static size_t n_be(void)
-{
-	return json_array_size(be.got);
-}
-
-static json_t *be_at(size_t i)
-{
-	json_t *m = json_array_get(be.got, i);
-	if (!m)
-		fail_msg("the backend got only %zu messages, wanted #%zu", n_be(), i);
-	return m;
-}
-
-static json_int_t int_at(json_t *m, const char *key)
-{
-	json_t *v = json_object_get(m, key);
-	assert_true(json_is_integer(v));
-	return json_integer_value(v);
-}
-
-static json_int_t err_code(json_t *m)
-{
-	json_t *e = json_object_get(m, "error");
-	if (!json_is_object(e)) {
-		char *d = json_dumps(m, JSON_ENCODE_ANY);
-		print_message("not an error response: %s\n", d);
-		free(d);
-		fail();
-	}
-	return int_at(e, "code");
-}
-
 static void expect_json(json_t *a, const char *b)
 {
-	json_t *jb = J(b);
+	json_t *jb = sst_json(b);
 	if (!json_equal(a, jb)) {
 		char *sa = json_dumps(a, JSON_SORT_KEYS | JSON_ENCODE_ANY);
 		char *sb = json_dumps(jb, JSON_SORT_KEYS | JSON_ENCODE_ANY);
@@ -229,15 +92,6 @@ static void expect_json(json_t *a, const char *b)
 		fail();
 	}
 	json_decref(jb);
-}
-
-/* Backend answers its request #I with RESULT. */
-static void be_respond(size_t i, const char *result)
-{
-	char buf[1024];
-	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT ",\"result\":%s}",
-		 int_at(be_at(i), "id"), result);
-	send_b(buf);
 }
 
 #define INIT_FMT "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"initialize\",\"params\":" \
@@ -259,17 +113,14 @@ static void ready(const char *version)
 	assert_int_equal(session_state(S), SESSION_READY);
 	send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
 	json_array_clear(out);
-	json_array_clear(be.got);
+	json_array_clear(sst_be.got);
 }
 
 static int setup(void **state)
 {
 	(void)state;
 	ev_default_loop(0);
-	memset(&be, 0, sizeof be);
-	peer_init(&be.peer, &fbe_ops, PEER_BACKEND, "be");
-	be.got = json_array();
-	chain_add_peer(C, &be.peer);
+	sst_be_open(C, false);
 	out = json_array();
 	pauses = resumes = 0;
 	S = session_new(C, "client", rec_write, &out);
@@ -282,12 +133,7 @@ static int teardown(void **state)
 	(void)state;
 	session_free(S);
 	S = NULL;
-	chain_remove_peer(&be.peer);
-	peer_release(&be.peer);
-	json_decref(be.got);
-	json_decref(be.init_params);
-	json_decref(be.init_result);
-	json_decref(be.init_error);
+	sst_be_close();
 	json_decref(out);
 	out = NULL;
 	chain_free(C);
@@ -336,17 +182,17 @@ static void test_request_before_initialize(void **state)
 	(void)state;
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
 	assert_int_equal(n_out(), 1);
-	assert_int_equal(err_code(out_at(0)), RPC_NOT_INITIALIZED);
-	assert_int_equal(int_at(out_at(0), "id"), 1);
+	assert_int_equal(sst_err_code(out_at(0)), RPC_NOT_INITIALIZED);
+	assert_int_equal(sst_int_at(out_at(0), "id"), 1);
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":\"s\",\"method\":\"tools/call\",\"params\":{\"name\":\"x\"}}");
-	assert_int_equal(err_code(last_out()), RPC_NOT_INITIALIZED);
+	assert_int_equal(sst_err_code(last_out()), RPC_NOT_INITIALIZED);
 	assert_string_equal(json_string_value(json_object_get(last_out(), "id")), "s");
 	/* notifications and responses before initialize are ignored */
 	send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}");
 	assert_int_equal(n_out(), 2);
-	assert_int_equal(n_be(), 0);
-	assert_int_equal(be.init_calls, 0);
+	assert_int_equal(sst_n_be(), 0);
+	assert_int_equal(sst_be.init_calls, 0);
 	assert_int_equal(session_state(S), SESSION_UNINITIALIZED);
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
@@ -357,7 +203,7 @@ static void test_ping_before_initialize(void **state)
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}");
 	assert_int_equal(n_out(), 1);
 	expect_json(out_at(0), "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"result\":{}}");
-	assert_int_equal(n_be(), 0);
+	assert_int_equal(sst_n_be(), 0);
 }
 
 /* A supported version is offered to the backend as is, with all the client's params. */
@@ -367,8 +213,8 @@ static void test_initialize_supported_version(void **state)
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":"
 	       "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{\"elicitation\":{}},"
 	       "\"clientInfo\":{\"name\":\"claude-code\",\"version\":\"2.0\"},\"_meta\":{\"k\":1}}}");
-	assert_int_equal(be.init_calls, 1);
-	expect_json(be.init_params, "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{\"elicitation\":{}},"
+	assert_int_equal(sst_be.init_calls, 1);
+	expect_json(sst_be.init_params, "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{\"elicitation\":{}},"
 		    "\"clientInfo\":{\"name\":\"claude-code\",\"version\":\"2.0\"},\"_meta\":{\"k\":1}}");
 	assert_int_equal(n_out(), 1);
 	/* the backend's answer is returned unchanged */
@@ -380,7 +226,7 @@ static void test_initialize_supported_version(void **state)
 	assert_string_equal(session_version(S), "2025-06-18");
 	assert_true(session_peer(S)->ready);
 	assert_string_equal(session_peer(S)->principal, "claude-code");
-	assert_int_equal(n_be(), 0);                  /* initialize itself is not forwarded */
+	assert_int_equal(sst_n_be(), 0);                  /* initialize itself is not forwarded */
 }
 
 /* An unknown version is replaced by the newest in what the backend sees. */
@@ -388,11 +234,11 @@ static void test_initialize_unknown_version(void **state)
 {
 	(void)state;
 	initialize("\"init\"", "1999-01-01");
-	assert_string_equal(json_string_value(json_object_get(be.init_params, "protocolVersion")),
+	assert_string_equal(json_string_value(json_object_get(sst_be.init_params, "protocolVersion")),
 			    "2025-11-25");
-	expect_json(json_object_get(be.init_params, "clientInfo"),
+	expect_json(json_object_get(sst_be.init_params, "clientInfo"),
 		    "{\"name\":\"test-client\",\"version\":\"0.1\"}");
-	expect_json(json_object_get(be.init_params, "capabilities"),
+	expect_json(json_object_get(sst_be.init_params, "capabilities"),
 		    "{\"sampling\":{},\"roots\":{\"listChanged\":true}}");
 	assert_string_equal(json_string_value(json_object_get(out_at(0), "id")), "init");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(out_at(0), "result"),
@@ -404,7 +250,7 @@ static void test_initialize_unknown_version(void **state)
 static void test_initialize_backend_picks_version(void **state)
 {
 	(void)state;
-	be.init_result = J("{\"protocolVersion\":\"2024-11-05\",\"capabilities\":{},"
+	sst_be.init_result = sst_json("{\"protocolVersion\":\"2024-11-05\",\"capabilities\":{},"
 			   "\"serverInfo\":{\"name\":\"old\",\"version\":\"0\"}}");
 	initialize("1", "2025-06-18");
 	expect_json(out_at(0), "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"protocolVersion\":\"2024-11-05\","
@@ -416,11 +262,11 @@ static void test_initialize_backend_picks_version(void **state)
 static void test_initialize_backend_unsupported_version(void **state)
 {
 	(void)state;
-	be.init_result = J("{\"protocolVersion\":\"2030-01-01\",\"capabilities\":{},"
+	sst_be.init_result = sst_json("{\"protocolVersion\":\"2030-01-01\",\"capabilities\":{},"
 			   "\"serverInfo\":{\"name\":\"new\",\"version\":\"9\"}}");
 	initialize("1", "2025-06-18");
-	assert_int_equal(err_code(out_at(0)), RPC_INTERNAL_ERROR);
-	assert_int_equal(int_at(out_at(0), "id"), 1);
+	assert_int_equal(sst_err_code(out_at(0)), RPC_INTERNAL_ERROR);
+	assert_int_equal(sst_int_at(out_at(0), "id"), 1);
 	assert_int_equal(session_state(S), SESSION_UNINITIALIZED);
 	assert_false(session_peer(S)->ready);
 }
@@ -431,9 +277,9 @@ static void test_second_initialize(void **state)
 	ready("2025-06-18");
 	initialize("2", "2025-06-18");
 	assert_int_equal(n_out(), 1);
-	assert_int_equal(err_code(out_at(0)), RPC_INVALID_REQUEST);
-	assert_int_equal(int_at(out_at(0), "id"), 2);
-	assert_int_equal(be.init_calls, 1);
+	assert_int_equal(sst_err_code(out_at(0)), RPC_INVALID_REQUEST);
+	assert_int_equal(sst_int_at(out_at(0), "id"), 2);
+	assert_int_equal(sst_be.init_calls, 1);
 	assert_int_equal(session_state(S), SESSION_READY);
 }
 
@@ -441,19 +287,19 @@ static void test_second_initialize(void **state)
 static void test_second_initialize_while_initializing(void **state)
 {
 	(void)state;
-	be.defer = true;
+	sst_be.defer = true;
 	initialize("1", "2025-06-18");
 	assert_int_equal(session_state(S), SESSION_INITIALIZING);
 	assert_int_equal(n_out(), 0);
 	initialize("2", "2025-06-18");
 	assert_int_equal(n_out(), 1);
-	assert_int_equal(err_code(out_at(0)), RPC_INVALID_REQUEST);
-	assert_int_equal(int_at(out_at(0), "id"), 2);
-	answer_init(&be);
+	assert_int_equal(sst_err_code(out_at(0)), RPC_INVALID_REQUEST);
+	assert_int_equal(sst_int_at(out_at(0), "id"), 2);
+	sst_answer_init(&sst_be);
 	assert_int_equal(n_out(), 2);
-	assert_int_equal(int_at(out_at(1), "id"), 1);
+	assert_int_equal(sst_int_at(out_at(1), "id"), 1);
 	assert_non_null(json_object_get(out_at(1), "result"));
-	assert_int_equal(be.init_calls, 1);
+	assert_int_equal(sst_be.init_calls, 1);
 }
 
 #define META26 "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
@@ -466,10 +312,10 @@ static void test_server_discover_begins_stateless(void **state)
 {
 	(void)state;
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META26 "}}");
-	assert_int_equal(be.init_calls, 1);
-	assert_string_equal(json_string_value(json_object_get(be.init_params, "protocolVersion")), "2025-11-25");
-	assert_non_null(json_object_get(json_object_get(be.init_params, "capabilities"), "elicitation"));
-	assert_string_equal(json_string_value(json_object_get(json_object_get(be.init_params, "clientInfo"),
+	assert_int_equal(sst_be.init_calls, 1);
+	assert_string_equal(json_string_value(json_object_get(sst_be.init_params, "protocolVersion")), "2025-11-25");
+	assert_non_null(json_object_get(json_object_get(sst_be.init_params, "capabilities"), "elicitation"));
+	assert_string_equal(json_string_value(json_object_get(json_object_get(sst_be.init_params, "clientInfo"),
 							      "name")), "c26");
 	assert_int_equal(session_state(S), SESSION_READY);
 	assert_string_equal(session_version(S), "2026-07-28");
@@ -483,12 +329,12 @@ static void test_server_discover_begins_stateless(void **state)
 	assert_string_equal(json_string_value(json_object_get(json_object_get(json_object_get(r, "_meta"),
 		"io.modelcontextprotocol/serverInfo"), "name")), "fake");
 	/* the backend heard what a handshake client says after initialize, nothing else */
-	assert_int_equal(n_be(), 1);
-	assert_string_equal(json_string_value(json_object_get(be_at(0), "method")), "notifications/initialized");
+	assert_int_equal(sst_n_be(), 1);
+	assert_string_equal(json_string_value(json_object_get(sst_be_at(0), "method")), "notifications/initialized");
 	/* a second discover does not start anything again */
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"server/discover\",\"params\":{" META26 "}}");
-	assert_int_equal(be.init_calls, 1);
-	assert_int_equal(int_at(last_out(), "id"), 2);
+	assert_int_equal(sst_be.init_calls, 1);
+	assert_int_equal(sst_int_at(last_out(), "id"), 2);
 }
 
 /* Requests of the era: results stamped, _meta checked, no initialize. */
@@ -497,41 +343,41 @@ static void test_stateless_requests(void **state)
 	(void)state;
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{" META26 "}}");
 	assert_int_equal(session_state(S), SESSION_READY);
-	assert_int_equal(n_be(), 2);   /* notifications/initialized, tools/list */
-	be_respond(1, "{\"tools\":[]}");
+	assert_int_equal(sst_n_be(), 2);   /* notifications/initialized, tools/list */
+	sst_be_respond(1, "{\"tools\":[]}");
 	json_t *r = json_object_get(last_out(), "result");
-	assert_int_equal(int_at(last_out(), "id"), 1);
+	assert_int_equal(sst_int_at(last_out(), "id"), 1);
 	assert_string_equal(json_string_value(json_object_get(r, "resultType")), "complete");
 	assert_int_equal(json_integer_value(json_object_get(r, "ttlMs")), 0);
 	assert_string_equal(json_string_value(json_object_get(r, "cacheScope")), "private");
 	/* a result that says how to cache it keeps that */
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{" META26 "}}");
-	be_respond(2, "{\"tools\":[],\"ttlMs\":5000,\"cacheScope\":\"public\"}");
+	sst_be_respond(2, "{\"tools\":[],\"ttlMs\":5000,\"cacheScope\":\"public\"}");
 	r = json_object_get(last_out(), "result");
 	assert_int_equal(json_integer_value(json_object_get(r, "ttlMs")), 5000);
 	assert_string_equal(json_string_value(json_object_get(r, "cacheScope")), "public");
 	/* no version in _meta */
-	size_t before = n_be();
+	size_t before = sst_n_be();
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\",\"params\":{}}");
-	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_PARAMS);
 	/* an unsupported version: the era's error with the list */
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\",\"params\":{\"_meta\":"
 	       "{\"io.modelcontextprotocol/protocolVersion\":\"2099-01-01\"}}}");
-	assert_int_equal(err_code(last_out()), -32022);
+	assert_int_equal(sst_err_code(last_out()), -32022);
 	json_t *data = json_object_get(json_object_get(last_out(), "error"), "data");
 	assert_string_equal(json_string_value(json_object_get(data, "requested")), "2099-01-01");
 	assert_true(json_array_size(json_object_get(data, "supported")) >= 5);
 	/* initialize does not belong to this connection any more, nor ping */
 	initialize("5", "2025-06-18");
-	assert_int_equal(err_code(last_out()), RPC_METHOD_NOT_FOUND);
+	assert_int_equal(sst_err_code(last_out()), RPC_METHOD_NOT_FOUND);
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":{" META26 "}}");
-	assert_int_equal(err_code(last_out()), RPC_METHOD_NOT_FOUND);
-	assert_int_equal(int_at(last_out(), "id"), 6);
+	assert_int_equal(sst_err_code(last_out()), RPC_METHOD_NOT_FOUND);
+	assert_int_equal(sst_int_at(last_out(), "id"), 6);
 	/* no clientCapabilities: invalid */
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\",\"params\":{\"_meta\":"
 	       "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}}}");
-	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
-	assert_int_equal(n_be(), before);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_int_equal(sst_n_be(), before);
 }
 
 /* A first request asking for a version nobody speaks: refused, nothing started. */
@@ -540,8 +386,8 @@ static void test_stateless_unsupported_first(void **state)
 	(void)state;
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":"
 	       "{\"io.modelcontextprotocol/protocolVersion\":\"2030-01-01\"}}}");
-	assert_int_equal(err_code(last_out()), -32022);
-	assert_int_equal(be.init_calls, 0);
+	assert_int_equal(sst_err_code(last_out()), -32022);
+	assert_int_equal(sst_be.init_calls, 0);
 	assert_int_equal(session_state(S), SESSION_UNINITIALIZED);
 	/* the handshake still works afterwards */
 	initialize("2", "2025-06-18");
@@ -556,7 +402,7 @@ static void test_server_discover_after_initialize(void **state)
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":\"d\",\"method\":\"server/discover\",\"params\":{}}");
 	assert_string_equal(json_string_value(json_object_get(last_out(), "id")), "d");
 	assert_non_null(json_object_get(json_object_get(last_out(), "result"), "supportedVersions"));
-	assert_int_equal(n_be(), 0);
+	assert_int_equal(sst_n_be(), 0);
 	assert_string_equal(session_version(S), "2025-11-25");
 }
 
@@ -575,10 +421,10 @@ static void test_initialize_bad_params(void **state)
 	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
 		send_c(bad[i]);
 		assert_int_equal(n_out(), i + 1);
-		assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
-		assert_int_equal(int_at(last_out(), "id"), 1);
+		assert_int_equal(sst_err_code(last_out()), RPC_INVALID_PARAMS);
+		assert_int_equal(sst_int_at(last_out(), "id"), 1);
 	}
-	assert_int_equal(be.init_calls, 0);
+	assert_int_equal(sst_be.init_calls, 0);
 	assert_int_equal(session_state(S), SESSION_UNINITIALIZED);
 	/* a good one still works afterwards */
 	initialize("2", "2025-06-18");
@@ -589,22 +435,22 @@ static void test_initialize_bad_params(void **state)
 static void test_queue_while_initializing(void **state)
 {
 	(void)state;
-	be.defer = true;
+	sst_be.defer = true;
 	initialize("0", "2025-06-18");
 	send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}");
 	assert_int_equal(n_out(), 1);
 	expect_json(out_at(0), "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}");
-	assert_int_equal(n_be(), 0);
-	answer_init(&be);
+	assert_int_equal(sst_n_be(), 0);
+	sst_answer_init(&sst_be);
 	assert_int_equal(session_state(S), SESSION_READY);
 	assert_int_equal(n_out(), 2);
-	assert_int_equal(int_at(out_at(1), "id"), 0);
-	assert_int_equal(n_be(), 2);
-	assert_string_equal(json_string_value(json_object_get(be_at(0), "method")), "notifications/initialized");
-	assert_string_equal(json_string_value(json_object_get(be_at(1), "method")), "tools/list");
-	be_respond(1, "{\"tools\":[]}");
+	assert_int_equal(sst_int_at(out_at(1), "id"), 0);
+	assert_int_equal(sst_n_be(), 2);
+	assert_string_equal(json_string_value(json_object_get(sst_be_at(0), "method")), "notifications/initialized");
+	assert_string_equal(json_string_value(json_object_get(sst_be_at(1), "method")), "tools/list");
+	sst_be_respond(1, "{\"tools\":[]}");
 	expect_json(last_out(), "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"tools\":[]}}");
 }
 
@@ -612,23 +458,23 @@ static void test_queue_while_initializing(void **state)
 static void test_initialize_backend_error(void **state)
 {
 	(void)state;
-	be.defer = true;
-	be.init_error = J("{\"code\":-32602,\"message\":\"Unsupported protocol version\","
+	sst_be.defer = true;
+	sst_be.init_error = sst_json("{\"code\":-32602,\"message\":\"Unsupported protocol version\","
 			  "\"data\":{\"supported\":[\"2024-11-05\"]}}");
 	initialize("\"i\"", "2025-06-18");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
-	answer_init(&be);
+	sst_answer_init(&sst_be);
 	assert_int_equal(n_out(), 2);
 	expect_json(out_at(0), "{\"jsonrpc\":\"2.0\",\"id\":\"i\",\"error\":{\"code\":-32602,"
 		    "\"message\":\"Unsupported protocol version\",\"data\":{\"supported\":[\"2024-11-05\"]}}}");
-	assert_int_equal(err_code(out_at(1)), RPC_NOT_INITIALIZED);
-	assert_int_equal(int_at(out_at(1), "id"), 1);
+	assert_int_equal(sst_err_code(out_at(1)), RPC_NOT_INITIALIZED);
+	assert_int_equal(sst_int_at(out_at(1), "id"), 1);
 	assert_int_equal(session_state(S), SESSION_UNINITIALIZED);
 	assert_null(session_version(S));
 	/* the client may try again */
-	json_decref(be.init_error);
-	be.init_error = NULL;
-	be.defer = false;
+	json_decref(sst_be.init_error);
+	sst_be.init_error = NULL;
+	sst_be.defer = false;
 	initialize("2", "2025-06-18");
 	assert_int_equal(session_state(S), SESSION_READY);
 }
@@ -637,12 +483,12 @@ static void test_initialize_backend_error(void **state)
 static void test_initialize_backend_unavailable(void **state)
 {
 	(void)state;
-	be.init_fail = true;
-	snprintf(be.peer.why_down, sizeof be.peer.why_down, "cannot start \"srv\"");
+	sst_be.init_fail = true;
+	snprintf(sst_be.peer.why_down, sizeof sst_be.peer.why_down, "cannot start \"srv\"");
 	initialize("1", "2025-06-18");
 	assert_int_equal(n_out(), 1);
-	assert_int_equal(err_code(out_at(0)), RPC_BACKEND_GONE);
-	assert_int_equal(int_at(out_at(0), "id"), 1);
+	assert_int_equal(sst_err_code(out_at(0)), RPC_BACKEND_GONE);
+	assert_int_equal(sst_int_at(out_at(0), "id"), 1);
 	assert_non_null(strstr(json_string_value(json_object_get(json_object_get(out_at(0), "error"),
 				"message")), "cannot start \"srv\""));
 	assert_int_equal(session_state(S), SESSION_UNINITIALIZED);
@@ -651,11 +497,11 @@ static void test_initialize_backend_unavailable(void **state)
 static void test_initialize_no_backend(void **state)
 {
 	(void)state;
-	chain_remove_peer(&be.peer);
+	chain_remove_peer(&sst_be.peer);
 	initialize("1", "2025-06-18");
-	assert_int_equal(err_code(out_at(0)), RPC_BACKEND_GONE);
+	assert_int_equal(sst_err_code(out_at(0)), RPC_BACKEND_GONE);
 	assert_int_equal(session_state(S), SESSION_UNINITIALIZED);
-	chain_add_peer(C, &be.peer);
+	chain_add_peer(C, &sst_be.peer);
 }
 
 /* ---- traffic once ready ---- */
@@ -667,8 +513,8 @@ static void test_request_mapping_through_session(void **state)
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":\"s-1\",\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
 	       "\"arguments\":{\"t\":\"hi\"},\"_meta\":{\"progressToken\":\"pt\"}},\"x-unknown\":[1]}");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":{\"uri\":\"file:///a\"}}");
-	assert_int_equal(n_be(), 2);
-	json_t *fwd = be_at(0);
+	assert_int_equal(sst_n_be(), 2);
+	json_t *fwd = sst_be_at(0);
 	assert_true(json_is_integer(json_object_get(fwd, "id")));
 	assert_true(json_is_integer(json_object_get(json_object_get(json_object_get(fwd, "params"),
 				    "_meta"), "progressToken")));
@@ -680,11 +526,11 @@ static void test_request_mapping_through_session(void **state)
 		 "{\"progressToken\":%" JSON_INTEGER_FORMAT ",\"progress\":1,\"total\":2}}",
 		 json_integer_value(json_object_get(json_object_get(json_object_get(fwd, "params"),
 							"_meta"), "progressToken")));
-	send_b(buf);
+	sst_send_b(buf);
 	expect_json(last_out(), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":"
 		    "{\"progressToken\":\"pt\",\"progress\":1,\"total\":2}}");
-	be_respond(1, "{\"contents\":[]}");
-	be_respond(0, "{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}],\"_meta\":{\"m\":true}}");
+	sst_be_respond(1, "{\"contents\":[]}");
+	sst_be_respond(0, "{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}],\"_meta\":{\"m\":true}}");
 	expect_json(out_at(1), "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"contents\":[]}}");
 	expect_json(out_at(2), "{\"jsonrpc\":\"2.0\",\"id\":\"s-1\",\"result\":{\"content\":"
 		    "[{\"type\":\"text\",\"text\":\"hi\"}],\"_meta\":{\"m\":true}}}");
@@ -697,9 +543,9 @@ static void test_ping_when_ready_forwarded(void **state)
 	(void)state;
 	ready("2025-06-18");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}");
-	assert_int_equal(n_be(), 1);
+	assert_int_equal(sst_n_be(), 1);
 	assert_int_equal(n_out(), 0);
-	be_respond(0, "{}");
+	sst_be_respond(0, "{}");
 	expect_json(last_out(), "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"result\":{}}");
 }
 
@@ -708,11 +554,11 @@ static void test_cancel_through_session(void **state)
 	(void)state;
 	ready("2025-06-18");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":\"c\",\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}");
-	json_int_t bid = int_at(be_at(0), "id");
+	json_int_t bid = sst_int_at(sst_be_at(0), "id");
 	send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"c\"}}");
-	assert_int_equal(n_be(), 2);
-	assert_int_equal(int_at(json_object_get(be_at(1), "params"), "requestId"), bid);
-	be_respond(0, "{}");
+	assert_int_equal(sst_n_be(), 2);
+	assert_int_equal(sst_int_at(json_object_get(sst_be_at(1), "params"), "requestId"), bid);
+	sst_be_respond(0, "{}");
 	assert_int_equal(n_out(), 0);
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
@@ -738,7 +584,7 @@ static void test_cancel_reported_unanswered(void **state)
 	ready("2025-06-18");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":\"c\",\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\"}}");
-	be_respond(1, "{}");
+	sst_be_respond(1, "{}");
 	send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7}}");
 	assert_string_equal(unanswered_ids, "");
 	send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"c\"}}");
@@ -750,26 +596,26 @@ static void test_server_request_through_session(void **state)
 {
 	(void)state;
 	ready("2025-06-18");
-	send_b("{\"jsonrpc\":\"2.0\",\"id\":\"srv-1\",\"method\":\"sampling/createMessage\",\"params\":"
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"id\":\"srv-1\",\"method\":\"sampling/createMessage\",\"params\":"
 	       "{\"messages\":[],\"maxTokens\":5}}");
 	assert_int_equal(n_out(), 1);
 	json_t *req = out_at(0);
-	json_int_t cid = int_at(req, "id");
+	json_int_t cid = sst_int_at(req, "id");
 	assert_string_equal(json_string_value(json_object_get(req, "method")), "sampling/createMessage");
 	char buf[256];
 	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
 		 ",\"result\":{\"role\":\"assistant\",\"content\":{\"type\":\"text\",\"text\":\"ok\"},\"model\":\"m\"}}", cid);
 	send_c(buf);
-	assert_int_equal(n_be(), 1);
-	expect_json(be_at(0), "{\"jsonrpc\":\"2.0\",\"id\":\"srv-1\",\"result\":{\"role\":\"assistant\","
+	assert_int_equal(sst_n_be(), 1);
+	expect_json(sst_be_at(0), "{\"jsonrpc\":\"2.0\",\"id\":\"srv-1\",\"result\":{\"role\":\"assistant\","
 		    "\"content\":{\"type\":\"text\",\"text\":\"ok\"},\"model\":\"m\"}}");
 	/* an error answer maps back as well */
-	send_b("{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"roots/list\"}");
-	cid = int_at(last_out(), "id");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"roots/list\"}");
+	cid = sst_int_at(last_out(), "id");
 	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
 		 ",\"error\":{\"code\":-32601,\"message\":\"no roots\"}}", cid);
 	send_c(buf);
-	expect_json(be_at(1), "{\"jsonrpc\":\"2.0\",\"id\":77,\"error\":{\"code\":-32601,\"message\":\"no roots\"}}");
+	expect_json(sst_be_at(1), "{\"jsonrpc\":\"2.0\",\"id\":77,\"error\":{\"code\":-32601,\"message\":\"no roots\"}}");
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
@@ -777,11 +623,11 @@ static void test_notifications_to_client(void **state)
 {
 	(void)state;
 	/* not delivered before the session is ready */
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
 	assert_int_equal(n_out(), 0);
 	ready("2025-06-18");
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\","
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\","
 	       "\"data\":{\"x\":1},\"_meta\":{\"a\":\"b\"}}}");
 	assert_int_equal(n_out(), 2);
 	expect_json(out_at(0), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
@@ -789,7 +635,7 @@ static void test_notifications_to_client(void **state)
 		    "{\"level\":\"info\",\"data\":{\"x\":1},\"_meta\":{\"a\":\"b\"}}}");
 	/* and the client's go to the backend */
 	send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\",\"params\":{\"_meta\":{}}}");
-	expect_json(be_at(0), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\","
+	expect_json(sst_be_at(0), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\","
 		    "\"params\":{\"_meta\":{}}}");
 }
 
@@ -798,23 +644,23 @@ static void test_invalid_messages(void **state)
 	(void)state;
 	ready("2025-06-18");
 	send_c("{\"jsonrpc\":\"1.0\",\"id\":5,\"method\":\"tools/list\"}");
-	assert_int_equal(err_code(last_out()), RPC_INVALID_REQUEST);
-	assert_int_equal(int_at(last_out(), "id"), 5);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_REQUEST);
+	assert_int_equal(sst_int_at(last_out(), "id"), 5);
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"x\"}");
-	assert_int_equal(err_code(last_out()), RPC_INVALID_REQUEST);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_REQUEST);
 	assert_true(json_is_null(json_object_get(last_out(), "id")));
 	send_c("42");
-	assert_int_equal(err_code(last_out()), RPC_INVALID_REQUEST);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_REQUEST);
 	assert_true(json_is_null(json_object_get(last_out(), "id")));
 	send_c("\"str\"");
-	assert_int_equal(err_code(last_out()), RPC_INVALID_REQUEST);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_REQUEST);
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1}");
-	assert_int_equal(err_code(last_out()), RPC_INVALID_REQUEST);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_REQUEST);
 	size_t n = n_out();
 	/* a response without an id cannot be answered: silence */
 	send_c("{\"jsonrpc\":\"2.0\",\"result\":{}}");
 	assert_int_equal(n_out(), n);
-	assert_int_equal(n_be(), 0);
+	assert_int_equal(sst_n_be(), 0);
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
@@ -830,21 +676,21 @@ static void test_close(void **state)
 	(void)state;
 	ready("2025-06-18");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}");
-	json_int_t bid = int_at(be_at(0), "id");
+	json_int_t bid = sst_int_at(sst_be_at(0), "id");
 	session_close(S, "client closed stdin");
 	assert_int_equal(session_state(S), SESSION_CLOSING);
 	assert_false(session_peer(S)->ready);
-	assert_int_equal(n_be(), 2);
-	expect_json(be_at(1), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+	assert_int_equal(sst_n_be(), 2);
+	expect_json(sst_be_at(1), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
 		    "{\"requestId\":1,\"reason\":\"client closed stdin\"}}");
 	assert_int_equal(bid, 1);
 	assert_int_equal(chain_open_exchanges(C), 0);
 	/* nothing is written any more, and input is ignored */
-	be_respond(0, "{}");
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+	sst_be_respond(0, "{}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}");
 	assert_int_equal(n_out(), 0);
-	assert_int_equal(n_be(), 2);
+	assert_int_equal(sst_n_be(), 2);
 	session_close(S, "again");                    /* idempotent */
 }
 
@@ -855,10 +701,10 @@ static void test_backend_gone_through_session(void **state)
 	ready("2025-06-18");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":\"b\",\"method\":\"b\"}");
-	chain_peer_gone(&be.peer, "killed by signal 9");
+	chain_peer_gone(&sst_be.peer, "killed by signal 9");
 	assert_int_equal(n_out(), 2);
-	assert_int_equal(err_code(out_at(0)), RPC_BACKEND_GONE);
-	assert_int_equal(err_code(out_at(1)), RPC_BACKEND_GONE);
+	assert_int_equal(sst_err_code(out_at(0)), RPC_BACKEND_GONE);
+	assert_int_equal(sst_err_code(out_at(1)), RPC_BACKEND_GONE);
 	assert_int_equal(chain_open_exchanges(C), 0);
 	assert_int_equal(session_peer(S)->received.count, 0);
 }
@@ -867,9 +713,9 @@ static void test_flow_control_pause(void **state)
 {
 	(void)state;
 	session_set_pause(S, rec_pause);
-	chain_congestion(&be.peer, true);
+	chain_congestion(&sst_be.peer, true);
 	assert_int_equal(pauses, 1);
-	chain_congestion(&be.peer, false);
+	chain_congestion(&sst_be.peer, false);
 	assert_int_equal(resumes, 1);
 }
 
@@ -883,11 +729,11 @@ static void test_batch_2025_03_26(void **state)
 	send_c("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"},"
 	       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\"},"
 	       "{\"jsonrpc\":\"2.0\",\"id\":\"b\",\"method\":\"resources/list\"}]");
-	assert_int_equal(n_be(), 3);
+	assert_int_equal(sst_n_be(), 3);
 	assert_int_equal(n_out(), 0);                 /* waits for every answer */
-	be_respond(2, "{\"resources\":[]}");
+	sst_be_respond(2, "{\"resources\":[]}");
 	assert_int_equal(n_out(), 0);
-	be_respond(0, "{\"tools\":[]}");
+	sst_be_respond(0, "{\"tools\":[]}");
 	assert_int_equal(n_out(), 1);
 	json_t *arr = out_at(0);
 	assert_true(json_is_array(arr));
@@ -908,8 +754,8 @@ static void test_batch_with_invalid_elements(void **state)
 	       "5,"
 	       "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"server/discover\"}]");
 	assert_int_equal(n_out(), 0);
-	assert_int_equal(n_be(), 1);
-	be_respond(0, "{}");
+	assert_int_equal(sst_n_be(), 1);
+	sst_be_respond(0, "{}");
 	assert_int_equal(n_out(), 1);
 	json_t *arr = out_at(0);
 	assert_int_equal(json_array_size(arr), 4);
@@ -919,13 +765,13 @@ static void test_batch_with_invalid_elements(void **state)
 	json_array_foreach(arr, i, m) {
 		json_t *id = json_object_get(m, "id");
 		if (json_is_null(id)) {
-			assert_int_equal(err_code(m), RPC_INVALID_REQUEST);
+			assert_int_equal(sst_err_code(m), RPC_INVALID_REQUEST);
 			seen |= 1;
 		} else if (json_integer_value(id) == 1) {
 			assert_non_null(json_object_get(m, "result"));
 			seen |= 2;
 		} else if (json_integer_value(id) == 2) {
-			assert_int_equal(err_code(m), RPC_INVALID_REQUEST);
+			assert_int_equal(sst_err_code(m), RPC_INVALID_REQUEST);
 			seen |= 4;
 		} else if (json_integer_value(id) == 3) {   /* server/discover, answered */
 			assert_non_null(json_object_get(json_object_get(m, "result"), "supportedVersions"));
@@ -941,7 +787,7 @@ static void test_batch_of_notifications(void **state)
 	(void)state;
 	ready("2025-03-26");
 	send_c("[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/a\"},{\"jsonrpc\":\"2.0\",\"method\":\"notifications/b\"}]");
-	assert_int_equal(n_be(), 2);
+	assert_int_equal(sst_n_be(), 2);
 	assert_int_equal(n_out(), 0);
 }
 
@@ -951,11 +797,11 @@ static void test_batch_backend_gone(void **state)
 	(void)state;
 	ready("2025-03-26");
 	send_c("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"},{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"b\"}]");
-	chain_peer_gone(&be.peer, "gone");
+	chain_peer_gone(&sst_be.peer, "gone");
 	assert_int_equal(n_out(), 1);
 	assert_int_equal(json_array_size(out_at(0)), 2);
-	assert_int_equal(err_code(json_array_get(out_at(0), 0)), RPC_BACKEND_GONE);
-	assert_int_equal(err_code(json_array_get(out_at(0), 1)), RPC_BACKEND_GONE);
+	assert_int_equal(sst_err_code(json_array_get(out_at(0), 0)), RPC_BACKEND_GONE);
+	assert_int_equal(sst_err_code(json_array_get(out_at(0), 1)), RPC_BACKEND_GONE);
 }
 
 /* Other versions (and an uninitialized session) refuse batches with one -32600. */
@@ -965,20 +811,20 @@ static void test_batch_other_versions(void **state)
 	send_c("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}]");
 	assert_int_equal(n_out(), 1);
 	assert_true(json_is_object(out_at(0)));
-	assert_int_equal(err_code(out_at(0)), RPC_INVALID_REQUEST);
+	assert_int_equal(sst_err_code(out_at(0)), RPC_INVALID_REQUEST);
 	assert_true(json_is_null(json_object_get(out_at(0), "id")));
 	json_array_clear(out);
 	ready("2025-06-18");
 	send_c("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}]");
 	assert_int_equal(n_out(), 1);
 	assert_true(json_is_object(out_at(0)));
-	assert_int_equal(err_code(out_at(0)), RPC_INVALID_REQUEST);
+	assert_int_equal(sst_err_code(out_at(0)), RPC_INVALID_REQUEST);
 	assert_true(json_is_null(json_object_get(out_at(0), "id")));
-	assert_int_equal(n_be(), 0);
+	assert_int_equal(sst_n_be(), 0);
 	/* an empty batch is invalid in every version */
 	send_c("[]");
 	assert_int_equal(n_out(), 2);
-	assert_int_equal(err_code(out_at(1)), RPC_INVALID_REQUEST);
+	assert_int_equal(sst_err_code(out_at(1)), RPC_INVALID_REQUEST);
 }
 
 /*
@@ -995,9 +841,9 @@ static void test_batch_duplicate_id(void **state)
 	ready("2025-03-26");
 	send_c("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"},"
 	       "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/list\"}]");
-	assert_int_equal(n_be(), 1);
+	assert_int_equal(sst_n_be(), 1);
 	assert_int_equal(n_out(), 0);                 /* nothing outside the batch */
-	be_respond(0, "{\"tools\":[]}");
+	sst_be_respond(0, "{\"tools\":[]}");
 	assert_int_equal(n_out(), 1);
 	json_t *arr = out_at(0);
 	assert_true(json_is_array(arr));
@@ -1016,10 +862,10 @@ static void test_batch_cancel_one_request(void **state)
 	ready("2025-03-26");
 	send_c("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}},"
 	       "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}]");
-	assert_int_equal(n_be(), 2);
+	assert_int_equal(sst_n_be(), 2);
 	send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}");
-	assert_int_equal(n_be(), 3);                  /* the cancellation went on */
-	be_respond(1, "{\"tools\":[]}");
+	assert_int_equal(sst_n_be(), 3);                  /* the cancellation went on */
+	sst_be_respond(1, "{\"tools\":[]}");
 	assert_int_equal(n_out(), 1);                 /* request 2 is answered */
 	json_t *o = out_at(0);
 	json_t *r = json_is_array(o) ? json_array_get(o, 0) : o;
@@ -1063,18 +909,18 @@ static void send_line(const char *s)
 static void batch_then_cancel_as_lines(int level)
 {
 	log_set_level(level);
-	be.peer.ops = &fbe_raw_ops;
+	sst_be.peer.ops = &sst_fbe_raw_ops;
 	session_set_write_raw(S, rec_write_raw);
 	ready("2025-03-26");
 	send_line("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}},"
 		  "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}]");
-	assert_int_equal(n_be(), 2);
-	be_respond(1, "{}");                          /* the ping's answer: the batch still waits */
+	assert_int_equal(sst_n_be(), 2);
+	sst_be_respond(1, "{}");                          /* the ping's answer: the batch still waits */
 	assert_int_equal(n_out(), 0);
 	send_line("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}");
-	assert_int_equal(n_be(), 3);                  /* the cancellation went on, with the backend's id */
-	assert_int_equal(int_at(json_object_get(be_at(2), "params"), "requestId"),
-			 int_at(be_at(0), "id"));
+	assert_int_equal(sst_n_be(), 3);                  /* the cancellation went on, with the backend's id */
+	assert_int_equal(sst_int_at(json_object_get(sst_be_at(2), "params"), "requestId"),
+			 sst_int_at(sst_be_at(0), "id"));
 	assert_int_equal(n_out(), 1);
 	expect_json(out_at(0), "[{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}}]");
 	log_set_level(LOG_ERROR);
@@ -1084,7 +930,7 @@ static void batch_then_cancel_as_lines(int level)
 static void send_b_line(const char *s)
 {
 	json_t *err = NULL;
-	chain_receive_line(&be.peer, s, strlen(s), &err);
+	chain_receive_line(&sst_be.peer, s, strlen(s), &err);
 	assert_null(err);
 }
 
@@ -1097,7 +943,7 @@ static void send_b_line(const char *s)
 static void test_own_meta_keys_never_reach_client(void **state)
 {
 	(void)state;
-	be.peer.ops = &fbe_raw_ops;
+	sst_be.peer.ops = &sst_fbe_raw_ops;
 	session_set_write_raw(S, rec_write_raw);
 	ready("2025-06-18");
 	send_line("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\"}}");
@@ -1122,7 +968,7 @@ static void test_own_meta_keys_never_reach_stateless_client(void **state)
 	(void)state;
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META26 "}}");
 	size_t outs = n_out();
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/custom\",\"params\":"
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/custom\",\"params\":"
 	       "{\"x\":1,\"_meta\":{\"io.mcp-chain/relatedRequest\":1,\"io.mcp-chain/inputKey\":\"k\","
 	       "\"other\":2}}}");
 	assert_int_equal(n_out(), outs + 1);

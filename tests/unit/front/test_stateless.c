@@ -7,7 +7,7 @@
  * The stateless layer sits between a client peer and the chain: the test
  * plays the session's part (a client peer whose send goes through
  * stateless_send, requests offered to stateless_request first) with a real
- * chain and a fake backend peer behind it.
+ * chain and a fake backend peer behind it (session_test.c).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,24 +25,8 @@
 #include "log.h"
 #include "peer.h"
 #include "rpc.h"
+#include "session_test.h"
 #include "src/front/stateless.h"
-
-/* ---- a fake backend ---- */
-
-struct fbe {
-	struct peer peer;            /* must be first */
-	json_t *got;                 /* messages sent to it (copies) */
-};
-
-static int fbe_send(struct peer *p, json_t *msg, struct exchange *ex)
-{
-	struct fbe *b = (struct fbe *)p;
-	(void)ex;
-	json_array_append_new(b->got, json_deep_copy(msg));
-	return 0;
-}
-
-static const struct peer_ops fbe_ops = { .send = fbe_send };
 
 /* ---- the client side: what session.c does for a stateless client ---- */
 
@@ -73,7 +57,6 @@ static int rec_write(void *arg, json_t *msg)
 }
 
 static struct chain *C;
-static struct fbe be;
 static struct client cl;
 
 static void client_open(struct client *c, const char *name, double ttl)
@@ -105,11 +88,7 @@ static int setup(void **state)
 	(void)state;
 	ev_default_loop(0);
 	C = chain_new();
-	memset(&be, 0, sizeof be);
-	peer_init(&be.peer, &fbe_ops, PEER_BACKEND, "be");
-	be.peer.ready = true;
-	be.got = json_array();
-	chain_add_peer(C, &be.peer);
+	sst_be_open(C, true);
 	client_open(&cl, "client", 300.);
 	return 0;
 }
@@ -118,10 +97,8 @@ static int teardown(void **state)
 {
 	(void)state;
 	client_close(&cl);
-	chain_peer_gone(&be.peer, "test over");
-	chain_remove_peer(&be.peer);
-	peer_release(&be.peer);
-	json_decref(be.got);
+	chain_peer_gone(&sst_be.peer, "test over");
+	sst_be_close();
 	assert_int_equal(chain_open_exchanges(C), 0);
 	chain_free(C);
 	C = NULL;
@@ -129,15 +106,6 @@ static int teardown(void **state)
 }
 
 /* ---- helpers ---- */
-
-static json_t *J(const char *s)
-{
-	json_error_t e;
-	json_t *v = json_loads(s, JSON_DECODE_ANY, &e);
-	if (!v)
-		fail_msg("bad fixture JSON %s: %s", s, e.text);
-	return v;
-}
 
 /* Client C sends MSG (stolen): the layer first, then the chain. Returns
  * what stateless_request / stateless_notification said. */
@@ -157,13 +125,7 @@ static bool send_cm(struct client *c, json_t *msg)
 
 static bool send_c(const char *s)
 {
-	return send_cm(&cl, J(s));
-}
-
-/* The backend sends S. */
-static void send_b(const char *s)
-{
-	chain_receive(&be.peer, J(s));
+	return send_cm(&cl, sst_json(s));
 }
 
 static size_t n_out(void)
@@ -179,62 +141,11 @@ static json_t *last_out(void)
 	return m;
 }
 
-static size_t n_be(void)
-{
-	return json_array_size(be.got);
-}
-
-static json_t *be_at(size_t i)
-{
-	json_t *m = json_array_get(be.got, i);
-	if (!m)
-		fail_msg("the backend got only %zu messages, wanted #%zu", n_be(), i);
-	return m;
-}
-
-static json_int_t int_at(json_t *m, const char *key)
-{
-	json_t *v = json_object_get(m, key);
-	assert_true(json_is_integer(v));
-	return json_integer_value(v);
-}
-
-static const char *str_at(json_t *m, const char *key)
-{
-	return json_string_value(json_object_get(m, key));
-}
-
-static json_int_t err_code(json_t *m)
-{
-	json_t *e = json_object_get(m, "error");
-	if (!json_is_object(e)) {
-		char *d = json_dumps(m, JSON_ENCODE_ANY);
-		print_message("not an error response: %s\n", d);
-		free(d);
-		fail();
-	}
-	return int_at(e, "code");
-}
-
-static const char *err_message(json_t *m)
-{
-	return str_at(json_object_get(m, "error"), "message");
-}
-
-/* Backend answers its request #I with RESULT. */
-static void be_respond(size_t i, const char *result)
-{
-	char buf[1024];
-	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT ",\"result\":%s}",
-		 int_at(be_at(i), "id"), result);
-	send_b(buf);
-}
-
 /* The index of the last message to the backend with METHOD, or -1. */
 static long be_find(const char *method)
 {
-	for (size_t i = n_be(); i-- > 0;) {
-		const char *m = str_at(be_at(i), "method");
+	for (size_t i = sst_n_be(); i-- > 0;) {
+		const char *m = sst_str_at(sst_be_at(i), "method");
 		if (m && strcmp(m, method) == 0)
 			return (long)i;
 	}
@@ -244,36 +155,13 @@ static long be_find(const char *method)
 /* The last message to the backend answering its request ID, or NULL. */
 static json_t *be_answer(json_int_t id)
 {
-	for (size_t i = n_be(); i-- > 0;) {
-		json_t *m = be_at(i);
+	for (size_t i = sst_n_be(); i-- > 0;) {
+		json_t *m = sst_be_at(i);
 		if (!json_object_get(m, "method") && json_is_integer(json_object_get(m, "id")) &&
 		    json_integer_value(json_object_get(m, "id")) == id)
 			return m;
 	}
 	return NULL;
-}
-
-/* Runs the loop until the timers due now have run. */
-static void run_once(void)
-{
-	ev_run(EV_DEFAULT, EVRUN_NOWAIT);
-}
-
-static void stop_loop(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)w;
-	(void)revents;
-	ev_break(loop, EVBREAK_ALL);
-}
-
-/* Runs the loop for SECONDS (a bounded wait for the layer's own timers). */
-static void run_for(double seconds)
-{
-	ev_timer t;
-	ev_timer_init(&t, stop_loop, seconds, 0.);
-	ev_timer_start(EV_DEFAULT, &t);
-	ev_run(EV_DEFAULT, 0);
-	ev_timer_stop(EV_DEFAULT, &t);
 }
 
 /* ---- stamping and small helpers ---- */
@@ -295,46 +183,46 @@ static void test_stamp(void **state)
 {
 	(void)state;
 	/* not cacheable: resultType only */
-	json_t *r = J("{\"content\":[]}");
+	json_t *r = sst_json("{\"content\":[]}");
 	stateless_stamp(r, "tools/call");
-	assert_string_equal(str_at(r, "resultType"), "complete");
+	assert_string_equal(sst_str_at(r, "resultType"), "complete");
 	assert_null(json_object_get(r, "ttlMs"));
 	assert_null(json_object_get(r, "cacheScope"));
 	assert_int_equal(json_object_size(r), 2);
 	json_decref(r);
 	/* unknown method: the same */
-	r = J("{}");
+	r = sst_json("{}");
 	stateless_stamp(r, NULL);
-	assert_string_equal(str_at(r, "resultType"), "complete");
+	assert_string_equal(sst_str_at(r, "resultType"), "complete");
 	assert_int_equal(json_object_size(r), 1);
 	json_decref(r);
 	/* a resultType already there is kept */
-	r = J("{\"resultType\":\"input_required\"}");
+	r = sst_json("{\"resultType\":\"input_required\"}");
 	stateless_stamp(r, "tools/call");
-	assert_string_equal(str_at(r, "resultType"), "input_required");
+	assert_string_equal(sst_str_at(r, "resultType"), "input_required");
 	json_decref(r);
 	/* cacheable, no cache fields: nothing is cached */
-	r = J("{\"tools\":[]}");
+	r = sst_json("{\"tools\":[]}");
 	stateless_stamp(r, "tools/list");
-	assert_int_equal(int_at(r, "ttlMs"), 0);
-	assert_string_equal(str_at(r, "cacheScope"), "private");
+	assert_int_equal(sst_int_at(r, "ttlMs"), 0);
+	assert_string_equal(sst_str_at(r, "cacheScope"), "private");
 	json_decref(r);
 	/* what the backend said, when valid, stays */
-	r = J("{\"ttlMs\":5000,\"cacheScope\":\"public\"}");
+	r = sst_json("{\"ttlMs\":5000,\"cacheScope\":\"public\"}");
 	stateless_stamp(r, "resources/read");
-	assert_int_equal(int_at(r, "ttlMs"), 5000);
-	assert_string_equal(str_at(r, "cacheScope"), "public");
+	assert_int_equal(sst_int_at(r, "ttlMs"), 5000);
+	assert_string_equal(sst_str_at(r, "cacheScope"), "public");
 	json_decref(r);
 	/* invalid values are replaced */
-	r = J("{\"ttlMs\":-1,\"cacheScope\":\"shared\"}");
+	r = sst_json("{\"ttlMs\":-1,\"cacheScope\":\"shared\"}");
 	stateless_stamp(r, "prompts/list");
-	assert_int_equal(int_at(r, "ttlMs"), 0);
-	assert_string_equal(str_at(r, "cacheScope"), "private");
+	assert_int_equal(sst_int_at(r, "ttlMs"), 0);
+	assert_string_equal(sst_str_at(r, "cacheScope"), "private");
 	json_decref(r);
-	r = J("{\"ttlMs\":\"10\",\"cacheScope\":7}");
+	r = sst_json("{\"ttlMs\":\"10\",\"cacheScope\":7}");
 	stateless_stamp(r, "server/discover");
-	assert_int_equal(int_at(r, "ttlMs"), 0);
-	assert_string_equal(str_at(r, "cacheScope"), "private");
+	assert_int_equal(sst_int_at(r, "ttlMs"), 0);
+	assert_string_equal(sst_str_at(r, "cacheScope"), "private");
 	json_decref(r);
 }
 
@@ -343,20 +231,20 @@ static void test_stamp(void **state)
 static void test_send_stamps_results(void **state)
 {
 	(void)state;
-	json_t *resp = J("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[]}}");
+	json_t *resp = sst_json("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":[]}}");
 	assert_int_equal(stateless_send(cl.st, resp, "tools/list"), 0);
 	assert_null(json_object_get(json_object_get(resp, "result"), "resultType"));
 	json_t *got = json_object_get(last_out(), "result");
-	assert_string_equal(str_at(got, "resultType"), "complete");
-	assert_string_equal(str_at(got, "cacheScope"), "private");
-	assert_int_equal(int_at(last_out(), "id"), 3);
+	assert_string_equal(sst_str_at(got, "resultType"), "complete");
+	assert_string_equal(sst_str_at(got, "cacheScope"), "private");
+	assert_int_equal(sst_int_at(last_out(), "id"), 3);
 	json_decref(resp);
-	resp = J("{\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"code\":-32601,\"message\":\"no\"}}");
+	resp = sst_json("{\"jsonrpc\":\"2.0\",\"id\":4,\"error\":{\"code\":-32601,\"message\":\"no\"}}");
 	assert_int_equal(stateless_send(cl.st, resp, "tools/list"), 0);
 	assert_true(json_equal(last_out(), resp));
 	json_decref(resp);
 	/* other notifications pass as they are */
-	resp = J("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}");
+	resp = sst_json("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}");
 	assert_int_equal(stateless_send(cl.st, resp, NULL), 0);
 	assert_true(json_equal(last_out(), resp));
 	json_decref(resp);
@@ -368,13 +256,13 @@ static void test_result_through_chain(void **state)
 {
 	(void)state;
 	assert_false(send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{}}"));
-	assert_int_equal(n_be(), 1);
-	be_respond(0, "{\"tools\":[]}");
+	assert_int_equal(sst_n_be(), 1);
+	sst_be_respond(0, "{\"tools\":[]}");
 	assert_int_equal(n_out(), 1);
-	assert_int_equal(int_at(last_out(), "id"), 1);
+	assert_int_equal(sst_int_at(last_out(), "id"), 1);
 	json_t *r = json_object_get(last_out(), "result");
-	assert_string_equal(str_at(r, "resultType"), "complete");
-	assert_int_equal(int_at(r, "ttlMs"), 0);
+	assert_string_equal(sst_str_at(r, "resultType"), "complete");
+	assert_int_equal(sst_int_at(r, "ttlMs"), 0);
 }
 
 static void test_state_instance(void **state)
@@ -404,23 +292,23 @@ static char state_text[512];
 static void call_asks_input(void)
 {
 	assert_false(send_c("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"t\"}}"));
-	assert_int_equal(n_be(), 1);
+	assert_int_equal(sst_n_be(), 1);
 	size_t before = n_out();
-	send_b("{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"elicitation/create\",\"params\":{\"message\":\"name?\"}}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"elicitation/create\",\"params\":{\"message\":\"name?\"}}");
 	assert_int_equal(n_out(), before);    /* gathered: asked once the turn is over */
-	run_once();
+	sst_run_once();
 	assert_int_equal(n_out(), before + 1);
 	json_t *r = json_object_get(last_out(), "result");
-	assert_int_equal(int_at(last_out(), "id"), 7);
-	assert_string_equal(str_at(r, "resultType"), "input_required");
+	assert_int_equal(sst_int_at(last_out(), "id"), 7);
+	assert_string_equal(sst_str_at(r, "resultType"), "input_required");
 	json_t *reqs = json_object_get(r, "inputRequests");
 	assert_int_equal(json_object_size(reqs), 1);
 	const char *key = json_object_iter_key(json_object_iter(reqs));
 	snprintf(input_key, sizeof input_key, "%s", key);
 	json_t *one = json_object_get(reqs, key);
-	assert_string_equal(str_at(one, "method"), "elicitation/create");
-	assert_string_equal(str_at(json_object_get(one, "params"), "message"), "name?");
-	const char *st = str_at(r, "requestState");
+	assert_string_equal(sst_str_at(one, "method"), "elicitation/create");
+	assert_string_equal(sst_str_at(json_object_get(one, "params"), "message"), "name?");
+	const char *st = sst_str_at(r, "requestState");
 	assert_non_null(st);
 	assert_true(strlen(st) < sizeof state_text);
 	snprintf(state_text, sizeof state_text, "%s", st);
@@ -452,23 +340,23 @@ static void test_round_trip(void **state)
 {
 	(void)state;
 	call_asks_input();
-	size_t before = n_be();
+	size_t before = sst_n_be();
 	assert_true(retry_with(8, state_text));
-	assert_int_equal(n_be(), before + 1);
-	assert_int_equal(int_at(be_at(before), "id"), 100);
-	assert_string_equal(str_at(json_object_get(be_at(before), "result"), "action"), "decline");
+	assert_int_equal(sst_n_be(), before + 1);
+	assert_int_equal(sst_int_at(sst_be_at(before), "id"), 100);
+	assert_string_equal(sst_str_at(json_object_get(sst_be_at(before), "result"), "action"), "decline");
 	size_t outs = n_out();
-	be_respond(0, "{\"content\":[]}");
+	sst_be_respond(0, "{\"content\":[]}");
 	assert_int_equal(n_out(), outs + 1);
-	assert_int_equal(int_at(last_out(), "id"), 8);
-	assert_string_equal(str_at(json_object_get(last_out(), "result"), "resultType"), "complete");
+	assert_int_equal(sst_int_at(last_out(), "id"), 8);
+	assert_string_equal(sst_str_at(json_object_get(last_out(), "result"), "resultType"), "complete");
 	/* replayed: refused, nothing reaches the backend */
-	before = n_be();
+	before = sst_n_be();
 	assert_true(retry_with(9, state_text));
-	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
-	assert_int_equal(int_at(last_out(), "id"), 9);
-	assert_non_null(strstr(err_message(last_out()), "requestState refused"));
-	assert_int_equal(n_be(), before);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_int_equal(sst_int_at(last_out(), "id"), 9);
+	assert_non_null(strstr(sst_err_message(last_out()), "requestState refused"));
+	assert_int_equal(sst_n_be(), before);
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
@@ -482,69 +370,69 @@ static void test_retry_missing_answer(void **state)
 	assert_true(retry_with(8, state_text));
 	json_t *a = be_answer(100);
 	assert_non_null(a);
-	assert_int_equal(err_code(a), RPC_INVALID_REQUEST);
-	assert_non_null(strstr(err_message(a), "did not answer"));
+	assert_int_equal(sst_err_code(a), RPC_INVALID_REQUEST);
+	assert_non_null(strstr(sst_err_message(a), "did not answer"));
 }
 
 static void test_forged_state(void **state)
 {
 	(void)state;
 	call_asks_input();
-	size_t before = n_be();
+	size_t before = sst_n_be();
 	char forged[sizeof state_text];
 	snprintf(forged, sizeof forged, "%s", state_text);
 	char *last = forged + strlen(forged) - 1;
 	*last = *last == '0' ? '1' : '0';   /* one bit of the signature */
 	assert_true(retry_with(8, forged));
-	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
-	assert_non_null(strstr(err_message(last_out()), "forged"));
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_non_null(strstr(sst_err_message(last_out()), "forged"));
 	/* the call it names changed, with the old signature */
 	snprintf(forged, sizeof forged, "%s", state_text);
 	char *dot = strchr(forged + 3, '.');
 	dot[1] = dot[1] == 'f' ? 'e' : 'f';
 	assert_true(retry_with(8, forged));
-	assert_non_null(strstr(err_message(last_out()), "forged"));
+	assert_non_null(strstr(sst_err_message(last_out()), "forged"));
 	/* not one of ours at all */
 	assert_true(retry_with(8, "not a state"));
-	assert_non_null(strstr(err_message(last_out()), "not a requestState"));
+	assert_non_null(strstr(sst_err_message(last_out()), "not a requestState"));
 	/* a signature that is not hex */
 	snprintf(forged, sizeof forged, "%s", state_text);
 	forged[strlen(forged) - 1] = 'g';
 	assert_true(retry_with(8, forged));
-	assert_non_null(strstr(err_message(last_out()), "not a requestState"));
-	assert_int_equal(n_be(), before);
+	assert_non_null(strstr(sst_err_message(last_out()), "not a requestState"));
+	assert_int_equal(sst_n_be(), before);
 	/* the genuine one still works */
 	assert_true(retry_with(10, state_text));
-	assert_int_equal(n_be(), before + 1);
+	assert_int_equal(sst_n_be(), before + 1);
 }
 
 static void test_state_refusals(void **state)
 {
 	(void)state;
 	call_asks_input();
-	size_t before = n_be();
+	size_t before = sst_n_be();
 	/* inputResponses without the state */
 	assert_true(retry_with(8, NULL));
-	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
-	assert_non_null(strstr(err_message(last_out()), "without the requestState"));
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_non_null(strstr(sst_err_message(last_out()), "without the requestState"));
 	/* the state of a tools/call, for another method */
 	assert_true(retry_as(&cl, 8, "prompts/get", state_text));
-	assert_non_null(strstr(err_message(last_out()), "another method"));
+	assert_non_null(strstr(sst_err_message(last_out()), "another method"));
 	/* another session's layer */
 	struct client other;
 	client_open(&other, "other", 300.);
 	assert_true(retry_as(&other, 2, "tools/call", state_text));
 	json_t *e = json_array_get(other.out, json_array_size(other.out) - 1);
-	assert_int_equal(err_code(e), RPC_INVALID_PARAMS);
-	assert_non_null(strstr(err_message(e), "another session"));
+	assert_int_equal(sst_err_code(e), RPC_INVALID_PARAMS);
+	assert_non_null(strstr(sst_err_message(e), "another session"));
 	client_close(&other);
-	assert_int_equal(n_be(), before);
+	assert_int_equal(sst_n_be(), before);
 	/* a requestState alone (no inputResponses) is a retry too */
 	json_t *m = json_pack("{s:s,s:i,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", 11, "method",
 			      "tools/call", "params", "requestState", "v1.x");
 	assert_true(send_cm(&cl, m));
-	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
-	assert_int_equal(n_be(), before);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_int_equal(sst_n_be(), before);
 }
 
 /* The call waits too long: its state expires, and the loop ends the call
@@ -555,23 +443,23 @@ static void test_expired_state(void **state)
 	client_close(&cl);
 	client_open(&cl, "client", 0.05);
 	call_asks_input();
-	size_t before = n_be();
-	run_for(0.2);
+	size_t before = sst_n_be();
+	sst_run_for(0.2);
 	bool cancelled = false, refused = false;
-	for (size_t i = before; i < n_be(); i++) {
-		const char *method = str_at(be_at(i), "method");
+	for (size_t i = before; i < sst_n_be(); i++) {
+		const char *method = sst_str_at(sst_be_at(i), "method");
 		cancelled |= method && strcmp(method, "notifications/cancelled") == 0;
-		refused |= json_integer_value(json_object_get(be_at(i), "id")) == 100 &&
-			   json_object_get(be_at(i), "error");
+		refused |= json_integer_value(json_object_get(sst_be_at(i), "id")) == 100 &&
+			   json_object_get(sst_be_at(i), "error");
 	}
 	assert_true(cancelled);
 	assert_true(refused);
 	assert_int_equal(chain_open_exchanges(C), 0);
-	before = n_be();
+	before = sst_n_be();
 	assert_true(retry_with(8, state_text));
-	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
-	assert_non_null(strstr(err_message(last_out()), "expired"));
-	assert_int_equal(n_be(), before);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_non_null(strstr(sst_err_message(last_out()), "expired"));
+	assert_int_equal(sst_n_be(), before);
 }
 
 /* The call ends (the backend answers it) while the client is being asked:
@@ -582,22 +470,22 @@ static void test_call_ends_while_waiting(void **state)
 	(void)state;
 	call_asks_input();
 	size_t outs = n_out();
-	be_respond(0, "{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}");
+	sst_be_respond(0, "{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}");
 	assert_int_equal(n_out(), outs);   /* held for the retry */
 	json_t *a = be_answer(100);
 	assert_non_null(a);
-	assert_non_null(strstr(err_message(a), "ended before the client answered"));
-	size_t before = n_be();
+	assert_non_null(strstr(sst_err_message(a), "ended before the client answered"));
+	size_t before = sst_n_be();
 	assert_true(retry_with(8, state_text));
-	assert_int_equal(n_be(), before);   /* nothing more to answer there */
+	assert_int_equal(sst_n_be(), before);   /* nothing more to answer there */
 	assert_int_equal(n_out(), outs + 1);
-	assert_int_equal(int_at(last_out(), "id"), 8);
+	assert_int_equal(sst_int_at(last_out(), "id"), 8);
 	json_t *r = json_object_get(last_out(), "result");
-	assert_string_equal(str_at(r, "resultType"), "complete");
-	assert_string_equal(str_at(json_array_get(json_object_get(r, "content"), 0), "text"), "done");
+	assert_string_equal(sst_str_at(r, "resultType"), "complete");
+	assert_string_equal(sst_str_at(json_array_get(json_object_get(r, "content"), 0), "text"), "done");
 	/* the round is over: the same state again names an ended call */
 	assert_true(retry_with(9, state_text));
-	assert_non_null(strstr(err_message(last_out()), "has ended"));
+	assert_non_null(strstr(sst_err_message(last_out()), "has ended"));
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
@@ -607,8 +495,8 @@ static void test_second_round(void **state)
 {
 	(void)state;
 	call_asks_input();
-	send_b("{\"jsonrpc\":\"2.0\",\"id\":101,\"method\":\"roots/list\",\"params\":{}}");
-	run_once();
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"id\":101,\"method\":\"roots/list\",\"params\":{}}");
+	sst_run_once();
 	size_t outs = n_out();
 	char first[sizeof state_text];
 	snprintf(first, sizeof first, "%s", state_text);
@@ -616,26 +504,26 @@ static void test_second_round(void **state)
 	assert_non_null(be_answer(100));
 	assert_null(be_answer(101));
 	assert_int_equal(n_out(), outs + 1);
-	assert_int_equal(int_at(last_out(), "id"), 8);
+	assert_int_equal(sst_int_at(last_out(), "id"), 8);
 	json_t *r = json_object_get(last_out(), "result");
-	assert_string_equal(str_at(r, "resultType"), "input_required");
+	assert_string_equal(sst_str_at(r, "resultType"), "input_required");
 	json_t *reqs = json_object_get(r, "inputRequests");
 	assert_int_equal(json_object_size(reqs), 1);
 	const char *key = json_object_iter_key(json_object_iter(reqs));
-	assert_string_equal(str_at(json_object_get(reqs, key), "method"), "roots/list");
-	const char *second = str_at(r, "requestState");
+	assert_string_equal(sst_str_at(json_object_get(reqs, key), "method"), "roots/list");
+	const char *second = sst_str_at(r, "requestState");
 	assert_non_null(second);
 	assert_string_not_equal(second, first);
 	snprintf(state_text, sizeof state_text, "%s", second);
 	snprintf(input_key, sizeof input_key, "%s", key);
 	/* the first state is spent */
 	assert_true(retry_with(9, first));
-	assert_non_null(strstr(err_message(last_out()), "already used"));
+	assert_non_null(strstr(sst_err_message(last_out()), "already used"));
 	/* the second answers the roots request; the call's result then goes to 10 */
 	assert_true(retry_with(10, state_text));
 	assert_non_null(json_object_get(be_answer(101), "result"));
-	be_respond(0, "{\"content\":[]}");
-	assert_int_equal(int_at(last_out(), "id"), 10);
+	sst_be_respond(0, "{\"content\":[]}");
+	assert_int_equal(sst_int_at(last_out(), "id"), 10);
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
@@ -647,19 +535,19 @@ static void test_client_cancels_waiting_call(void **state)
 	call_asks_input();
 	assert_false(send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":99}}"));
 	assert_false(send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}"));
-	size_t before = n_be();
+	size_t before = sst_n_be();
 	assert_true(send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":7}}"));
 	json_t *a = be_answer(100);
 	assert_non_null(a);
-	assert_non_null(strstr(err_message(a), "cancelled by the client"));
+	assert_non_null(strstr(sst_err_message(a), "cancelled by the client"));
 	long c = be_find("notifications/cancelled");
 	assert_true(c >= (long)before);
-	json_t *params = json_object_get(be_at((size_t)c), "params");
-	assert_int_equal(int_at(params, "requestId"), int_at(be_at(0), "id"));
+	json_t *params = json_object_get(sst_be_at((size_t)c), "params");
+	assert_int_equal(sst_int_at(params, "requestId"), sst_int_at(sst_be_at(0), "id"));
 	assert_int_equal(chain_open_exchanges(C), 0);
 	/* the state names an ended call */
 	assert_true(retry_with(8, state_text));
-	assert_non_null(strstr(err_message(last_out()), "has ended"));
+	assert_non_null(strstr(sst_err_message(last_out()), "has ended"));
 }
 
 /* The backend withdraws its request: the client never hears of it, and its
@@ -669,14 +557,14 @@ static void test_backend_withdraws_request(void **state)
 	(void)state;
 	call_asks_input();
 	size_t outs = n_out();
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":100}}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":100}}");
 	assert_int_equal(n_out(), outs);
-	size_t before = n_be();
+	size_t before = sst_n_be();
 	assert_true(retry_with(8, state_text));
 	assert_null(be_answer(100));
-	assert_int_equal(n_be(), before);
-	be_respond(0, "{\"content\":[]}");
-	assert_int_equal(int_at(last_out(), "id"), 8);
+	assert_int_equal(sst_n_be(), before);
+	sst_be_respond(0, "{\"content\":[]}");
+	assert_int_equal(sst_int_at(last_out(), "id"), 8);
 }
 
 /* Requests a backend sends together reach the client as one input_required,
@@ -687,25 +575,25 @@ static void test_gathered_and_keyed(void **state)
 	(void)state;
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"t\"}}");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":\"u\"}}");
-	json_int_t call7 = int_at(be_at(0), "id");   /* two calls open: only the link tells */
+	json_int_t call7 = sst_int_at(sst_be_at(0), "id");   /* two calls open: only the link tells */
 	char buf[512];
 	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"elicitation/create\",\"params\":"
 		 "{\"message\":\"a\",\"_meta\":{\"io.mcp-chain/inputKey\":\"user_name\","
 		 "\"io.mcp-chain/relatedRequest\":%" JSON_INTEGER_FORMAT ",\"other\":1}}}", call7);
-	send_b(buf);
+	sst_send_b(buf);
 	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":101,\"method\":\"roots/list\",\"params\":"
 		 "{\"_meta\":{\"io.mcp-chain/inputKey\":\"roots\",\"io.mcp-chain/relatedRequest\":%"
 		 JSON_INTEGER_FORMAT "}}}", call7);
-	send_b(buf);
+	sst_send_b(buf);
 	/* a key already taken: the request's own id is its key */
 	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":102,\"method\":\"roots/list\",\"params\":"
 		 "{\"_meta\":{\"io.mcp-chain/inputKey\":\"roots\",\"io.mcp-chain/relatedRequest\":%"
 		 JSON_INTEGER_FORMAT "}}}", call7);
-	send_b(buf);
+	sst_send_b(buf);
 	size_t outs = n_out();
-	run_once();
+	sst_run_once();
 	assert_int_equal(n_out(), outs + 1);
-	assert_int_equal(int_at(last_out(), "id"), 7);
+	assert_int_equal(sst_int_at(last_out(), "id"), 7);
 	json_t *reqs = json_object_get(json_object_get(last_out(), "result"), "inputRequests");
 	assert_int_equal(json_object_size(reqs), 3);
 	json_t *e = json_object_get(reqs, "user_name");
@@ -713,8 +601,8 @@ static void test_gathered_and_keyed(void **state)
 	json_t *meta = json_object_get(json_object_get(e, "params"), "_meta");
 	assert_null(json_object_get(meta, "io.mcp-chain/inputKey"));
 	assert_null(json_object_get(meta, "io.mcp-chain/relatedRequest"));
-	assert_int_equal(int_at(meta, "other"), 1);   /* the rest stays */
-	assert_string_equal(str_at(json_object_get(e, "params"), "message"), "a");
+	assert_int_equal(sst_int_at(meta, "other"), 1);   /* the rest stays */
+	assert_string_equal(sst_str_at(json_object_get(e, "params"), "message"), "a");
 	json_t *roots = json_object_get(reqs, "roots");
 	assert_non_null(roots);
 	assert_null(json_object_get(json_object_get(roots, "params"), "_meta"));
@@ -725,7 +613,7 @@ static void test_gathered_and_keyed(void **state)
 	json_object_foreach(reqs, k, v) {
 		if (strcmp(k, "user_name") != 0 && strcmp(k, "roots") != 0) {
 			others++;
-			assert_string_equal(str_at(v, "method"), "roots/list");
+			assert_string_equal(sst_str_at(v, "method"), "roots/list");
 			assert_true(strtol(k, NULL, 10) > 0);
 		}
 	}
@@ -738,19 +626,19 @@ static void test_unplaceable_requests(void **state)
 {
 	(void)state;
 	size_t outs = n_out();
-	send_b("{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"sampling/createMessage\",\"params\":{}}");
-	assert_non_null(strstr(err_message(be_answer(99)), "no call of this client is open"));
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"sampling/createMessage\",\"params\":{}}");
+	assert_non_null(strstr(sst_err_message(be_answer(99)), "no call of this client is open"));
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"a\"}}");
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"b\"}}");
-	send_b("{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"sampling/createMessage\",\"params\":{}}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"sampling/createMessage\",\"params\":{}}");
 	json_t *a = be_answer(100);
 	assert_non_null(a);
-	assert_int_equal(err_code(a), RPC_INVALID_REQUEST);
-	assert_non_null(strstr(err_message(a), "several calls are open"));
+	assert_int_equal(sst_err_code(a), RPC_INVALID_REQUEST);
+	assert_non_null(strstr(sst_err_message(a), "several calls are open"));
 	/* no ping in this era: the layer answers it, the client sees nothing */
-	send_b("{\"jsonrpc\":\"2.0\",\"id\":101,\"method\":\"ping\"}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"id\":101,\"method\":\"ping\"}");
 	assert_true(json_is_object(json_object_get(be_answer(101), "result")));
-	run_once();
+	sst_run_once();
 	assert_int_equal(n_out(), outs);
 }
 
@@ -761,7 +649,7 @@ static void log_note(const char *level)
 	char buf[256];
 	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
 		 "\"params\":{\"level\":\"%s\",\"data\":\"x\"}}", level);
-	send_b(buf);
+	sst_send_b(buf);
 }
 
 /* None unless a request's _meta asks; then from that level on, and the
@@ -774,18 +662,18 @@ static void test_log_level(void **state)
 	/* an unknown level changes nothing */
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
 	       "\"io.modelcontextprotocol/logLevel\":\"loud\"}}}");
-	assert_int_equal(n_be(), 1);
-	be_respond(0, "{\"tools\":[]}");
+	assert_int_equal(sst_n_be(), 1);
+	sst_be_respond(0, "{\"tools\":[]}");
 	size_t outs = n_out();
 	log_note("emergency");
 	assert_int_equal(n_out(), outs);
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
 	       "\"io.modelcontextprotocol/logLevel\":\"warning\"}}}");
-	size_t i = n_be() - 2;   /* logging/setLevel, then the request */
-	assert_string_equal(str_at(be_at(i), "method"), "logging/setLevel");
-	assert_string_equal(str_at(json_object_get(be_at(i), "params"), "level"), "warning");
+	size_t i = sst_n_be() - 2;   /* logging/setLevel, then the request */
+	assert_string_equal(sst_str_at(sst_be_at(i), "method"), "logging/setLevel");
+	assert_string_equal(sst_str_at(json_object_get(sst_be_at(i), "params"), "level"), "warning");
 	outs = n_out();
-	be_respond(i, "{}");
+	sst_be_respond(i, "{}");
 	assert_int_equal(n_out(), outs);   /* the answer to setLevel is the layer's own */
 	log_note("info");
 	assert_int_equal(n_out(), outs);
@@ -793,22 +681,22 @@ static void test_log_level(void **state)
 	assert_int_equal(n_out(), outs + 1);
 	log_note("error");
 	assert_int_equal(n_out(), outs + 2);
-	assert_string_equal(str_at(json_object_get(last_out(), "params"), "level"), "error");
+	assert_string_equal(sst_str_at(json_object_get(last_out(), "params"), "level"), "error");
 	/* the same level again: nothing more to the backend */
-	size_t before = n_be();
+	size_t before = sst_n_be();
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
 	       "\"io.modelcontextprotocol/logLevel\":\"warning\"}}}");
-	assert_int_equal(n_be(), before + 1);
+	assert_int_equal(sst_n_be(), before + 1);
 	/* down to debug: told again, and info now passes */
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\",\"params\":{\"_meta\":{"
 	       "\"io.modelcontextprotocol/logLevel\":\"debug\"}}}");
-	assert_int_equal(n_be(), before + 3);
-	assert_string_equal(str_at(json_object_get(be_at(before + 1), "params"), "level"), "debug");
+	assert_int_equal(sst_n_be(), before + 3);
+	assert_string_equal(sst_str_at(json_object_get(sst_be_at(before + 1), "params"), "level"), "debug");
 	outs = n_out();
 	log_note("info");
 	assert_int_equal(n_out(), outs + 1);
 	/* a message without a level is not wanted */
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"x\"}}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"data\":\"x\"}}");
 	assert_int_equal(n_out(), outs + 1);
 }
 
@@ -816,7 +704,7 @@ static void test_log_level(void **state)
 
 static const char *sub_id(json_t *m)
 {
-	return str_at(json_object_get(json_object_get(m, "params"), "_meta"),
+	return sst_str_at(json_object_get(json_object_get(m, "params"), "_meta"),
 		      "io.modelcontextprotocol/subscriptionId");
 }
 
@@ -824,13 +712,13 @@ static const char *sub_id(json_t *m)
 static void test_listen(void **state)
 {
 	(void)state;
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
 	assert_int_equal(n_out(), 0);   /* nobody listens yet */
 	assert_true(send_c("{\"jsonrpc\":\"2.0\",\"id\":\"L\",\"method\":\"subscriptions/listen\",\"params\":{"
 			   "\"notifications\":{\"toolsListChanged\":true,\"promptsListChanged\":false,"
 			   "\"resourceSubscriptions\":[\"file:///a\",3]}}}"));
 	json_t *ack = last_out();
-	assert_string_equal(str_at(ack, "method"), "notifications/subscriptions/acknowledged");
+	assert_string_equal(sst_str_at(ack, "method"), "notifications/subscriptions/acknowledged");
 	assert_string_equal(sub_id(ack), "L");
 	json_t *agreed = json_object_get(json_object_get(ack, "params"), "notifications");
 	assert_true(json_is_true(json_object_get(agreed, "toolsListChanged")));
@@ -840,29 +728,29 @@ static void test_listen(void **state)
 	assert_int_equal(json_array_size(subs), 1);   /* the number is not a URI */
 	assert_string_equal(json_string_value(json_array_get(subs, 0)), "file:///a");
 	/* the URI is subscribed at the backend */
-	assert_string_equal(str_at(be_at(n_be() - 1), "method"), "resources/subscribe");
-	assert_string_equal(str_at(json_object_get(be_at(n_be() - 1), "params"), "uri"), "file:///a");
+	assert_string_equal(sst_str_at(sst_be_at(sst_n_be() - 1), "method"), "resources/subscribe");
+	assert_string_equal(sst_str_at(json_object_get(sst_be_at(sst_n_be() - 1), "params"), "uri"), "file:///a");
 	size_t outs = n_out();
-	be_respond(n_be() - 1, "{}");
+	sst_be_respond(sst_n_be() - 1, "{}");
 	assert_int_equal(n_out(), outs);   /* the subscription's answer is the layer's own */
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
 	assert_int_equal(n_out(), outs + 1);
 	assert_string_equal(sub_id(last_out()), "L");
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/prompts/list_changed\"}");
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/list_changed\"}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/prompts/list_changed\"}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/list_changed\"}");
 	assert_int_equal(n_out(), outs + 1);   /* not asked for */
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"file:///b\"}}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"file:///b\"}}");
 	assert_int_equal(n_out(), outs + 1);
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"file:///a\","
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"file:///a\","
 	       "\"_meta\":{\"k\":1}}}");
 	assert_int_equal(n_out(), outs + 2);
 	assert_string_equal(sub_id(last_out()), "L");
-	assert_int_equal(int_at(json_object_get(json_object_get(last_out(), "params"), "_meta"), "k"), 1);
+	assert_int_equal(sst_int_at(json_object_get(json_object_get(last_out(), "params"), "_meta"), "k"), 1);
 	/* the client ends the stream: unsubscribed, nothing more */
 	assert_true(send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":\"L\"}}"));
-	assert_string_equal(str_at(be_at(n_be() - 1), "method"), "resources/unsubscribe");
-	be_respond(n_be() - 1, "{}");
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+	assert_string_equal(sst_str_at(sst_be_at(sst_n_be() - 1), "method"), "resources/unsubscribe");
+	sst_be_respond(sst_n_be() - 1, "{}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
 	assert_int_equal(n_out(), outs + 2);
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
@@ -874,32 +762,32 @@ static void test_listens_share_uri(void **state)
 	(void)state;
 	assert_true(send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"subscriptions/listen\",\"params\":{"
 			   "\"notifications\":{\"resourceSubscriptions\":[\"u:x\"]}}}"));
-	assert_int_equal(n_be(), 1);
-	be_respond(0, "{}");
+	assert_int_equal(sst_n_be(), 1);
+	sst_be_respond(0, "{}");
 	assert_true(send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"subscriptions/listen\",\"params\":{"
 			   "\"notifications\":{\"resourceSubscriptions\":[\"u:x\"],\"resourcesListChanged\":true}}}"));
-	assert_int_equal(n_be(), 1);   /* already subscribed */
+	assert_int_equal(sst_n_be(), 1);   /* already subscribed */
 	size_t outs = n_out();
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"u:x\"}}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\"params\":{\"uri\":\"u:x\"}}");
 	assert_int_equal(n_out(), outs + 2);
 	json_t *a = json_object_get(json_object_get(json_array_get(cl.out, outs), "params"), "_meta");
 	json_t *b = json_object_get(json_object_get(json_array_get(cl.out, outs + 1), "params"), "_meta");
 	json_int_t ids = json_integer_value(json_object_get(a, "io.modelcontextprotocol/subscriptionId")) +
 			 json_integer_value(json_object_get(b, "io.modelcontextprotocol/subscriptionId"));
 	assert_int_equal(ids, 3);
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/list_changed\"}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/list_changed\"}");
 	assert_int_equal(n_out(), outs + 3);
 	assert_true(send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}"));
-	assert_int_equal(n_be(), 1);   /* stream 2 still wants it */
+	assert_int_equal(sst_n_be(), 1);   /* stream 2 still wants it */
 	assert_true(send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":2}}"));
-	assert_int_equal(n_be(), 2);
-	assert_string_equal(str_at(be_at(1), "method"), "resources/unsubscribe");
+	assert_int_equal(sst_n_be(), 2);
+	assert_string_equal(sst_str_at(sst_be_at(1), "method"), "resources/unsubscribe");
 	/* the subscription failing is only logged */
 	size_t before_out = n_out();
 	char buf[256];
 	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
-		 ",\"error\":{\"code\":-32601,\"message\":\"no\"}}", int_at(be_at(1), "id"));
-	send_b(buf);
+		 ",\"error\":{\"code\":-32601,\"message\":\"no\"}}", sst_int_at(sst_be_at(1), "id"));
+	sst_send_b(buf);
 	assert_int_equal(n_out(), before_out);
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
@@ -908,17 +796,17 @@ static void test_listen_needs_filter(void **state)
 {
 	(void)state;
 	assert_true(send_c("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"subscriptions/listen\",\"params\":{}}"));
-	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
-	assert_int_equal(int_at(last_out(), "id"), 5);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_int_equal(sst_int_at(last_out(), "id"), 5);
 	assert_true(send_c("{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"subscriptions/listen\","
 			   "\"params\":{\"notifications\":[]}}"));
-	assert_int_equal(err_code(last_out()), RPC_INVALID_PARAMS);
+	assert_int_equal(sst_err_code(last_out()), RPC_INVALID_PARAMS);
 	/* nothing was opened: notifications are dropped, cancelling names nothing */
 	size_t outs = n_out();
-	send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
 	assert_int_equal(n_out(), outs);
 	assert_false(send_c("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":5}}"));
-	assert_int_equal(n_be(), 0);
+	assert_int_equal(sst_n_be(), 0);
 }
 
 int main(void)

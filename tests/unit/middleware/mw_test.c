@@ -99,6 +99,14 @@ void mwt_expect_error(const char *text, const char *want)
 	cfg_errors_release(&errs);
 }
 
+/* Asserts the one-module pipeline USE with OPTS fails to build with WANT. */
+void mwt_expect_module_error(const char *use, const char *opts, const char *want)
+{
+	char text[1024];
+	snprintf(text, sizeof text, "[{\"use\":\"%s\",%s}]", use, opts);
+	mwt_expect_error(text, want);
+}
+
 /* ---- messages ---- */
 
 /* TEXT parsed (a new reference for the caller), failing the test on bad JSON. */
@@ -289,6 +297,27 @@ json_t *mwt_respond(struct mwt_run *r, const struct mwt_msg *m)
 	mwt_back(r, m);
 	assert_int_equal(r->done, 2);
 	return r->got;
+}
+
+/* Walks the client request METHOD/PARAMS (stolen) through PL; a call is about its tool. */
+json_t *mwt_request(struct mwt_run *r, struct pipeline *pl, const char *method, json_t *params)
+{
+	const char *name = strcmp(method, "tools/call") == 0 ?
+		json_string_value(json_object_get(params, "name")) : NULL;
+	return mwt_walk(r, pl, &(struct mwt_msg){ .kind = RPC_REQUEST, .method = method,
+		.name = name, .msg = rpc_request(9, method, params) });
+}
+
+/* Walks the response MSG (stolen) back; WIRE is its size as received. */
+json_t *mwt_respond_msg(struct mwt_run *r, json_t *msg, size_t wire)
+{
+	return mwt_respond(r, &(struct mwt_msg){ .msg = msg, .bytes = wire });
+}
+
+/* Walks a response with RESULT (stolen) back. */
+json_t *mwt_respond_result(struct mwt_run *r, json_t *result)
+{
+	return mwt_respond_msg(r, rpc_result(json_object_get(r->got, "id"), result), 0);
 }
 
 /* Frees what R owns (not its pipeline's state) and zeroes R. */

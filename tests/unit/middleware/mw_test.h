@@ -49,6 +49,12 @@ struct pipeline *mwt_start_okf(const char *fmt, ...) __attribute__((format(print
 /* Asserts that TEXT does not build and that an error line contains WANT. */
 void mwt_expect_error(const char *text, const char *want);
 
+/*
+ * Asserts that the one-module pipeline [{"use":USE,OPTS}] (OPTS: an
+ * object's members as text) does not build, with an error containing WANT.
+ */
+void mwt_expect_module_error(const char *use, const char *opts, const char *want);
+
 /* ---- messages ---- */
 
 /*
@@ -146,6 +152,25 @@ json_t *mwt_back(struct mwt_run *r, const struct mwt_msg *m);
  * that done() came back at once. Returns what it got (borrowed from R).
  */
 json_t *mwt_respond(struct mwt_run *r, const struct mwt_msg *m);
+
+/*
+ * Walks the client request METHOD with PARAMS (stolen; id 9) through PL
+ * with mwt_walk; a tools/call is about the tool PARAMS name (ctx.name).
+ * Returns what done() got (borrowed from R).
+ */
+json_t *mwt_request(struct mwt_run *r, struct pipeline *pl, const char *method, json_t *params);
+
+/*
+ * mwt_respond with the response MSG (stolen); WIRE is its size as
+ * received. Returns what done() got (borrowed from R).
+ */
+json_t *mwt_respond_msg(struct mwt_run *r, json_t *msg, size_t wire);
+
+/*
+ * mwt_respond_msg with a response carrying RESULT (stolen) to the id R's
+ * request went on with. Returns what done() got (borrowed from R).
+ */
+json_t *mwt_respond_result(struct mwt_run *r, json_t *result);
 
 /*
  * Frees what R owns (GOT, ID, TEXT, CTX.SCRATCH) and zeroes R; tells the

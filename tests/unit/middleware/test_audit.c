@@ -5,7 +5,6 @@
  * (audit_tail), and audit_verify on intact, damaged, missing and empty
  * files. Chained files are written here with audit_seal alone.
  */
-#include <dirent.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,62 +18,12 @@
 
 #include <cmocka.h>
 
+#include "log_test.h"
 #include "mw_log.h"
+#include "tmpdir_test.h"
 #include "src/middleware/log_int.h"
 
-static char dir[64];   /* a temporary directory for the whole run */
-
 /* ---- helpers ---- */
-
-/* Writes the path of NAME inside the temporary directory into OUT. */
-static void tpath(char *out, size_t n, const char *name)
-{
-	snprintf(out, n, "%s/%s", dir, name);
-}
-
-/* Reads a whole file (caller frees). */
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	assert_non_null(f);
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *s = calloc(1, (size_t)n + 1);
-	assert_non_null(s);
-	assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	return s;
-}
-
-/* Writes TEXT as the whole content of PATH. */
-static void spit(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "wb");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-}
-
-/* Number of newline-terminated lines in S. */
-static size_t count_lines(const char *s)
-{
-	size_t n = 0;
-	for (; s && *s; s++)
-		n += *s == '\n';
-	return n;
-}
-
-/* Start of line I (0-based) of S. */
-static const char *line_ptr(const char *s, size_t i)
-{
-	while (i-- > 0) {
-		s = strchr(s, '\n');
-		assert_non_null(s);
-		s++;
-	}
-	return s;
-}
 
 /*
  * Appends to OUT (room: 8192 bytes) the sealed line for BODY (members,
@@ -105,20 +54,10 @@ static void write_chain(const char *path, int n, const char *first_prev, char *l
 		snprintf(body, sizeof body, "\"n\":%d,\"name\":\"echo\",\"outcome\":\"ok\"", i);
 		seal_line(out, body, prev);
 	}
-	spit(path, out);
+	tmpd_spit(path, out);
 	free(out);
 	if (last)
 		memcpy(last, prev, AUDIT_HEX);
-}
-
-/* audit_verify on PATH; the report goes to REPORT (BUFLEN bytes). */
-static int verify(const char *path, char *report, size_t buflen)
-{
-	FILE *f = fmemopen(report, buflen, "w");
-	assert_non_null(f);
-	int rc = audit_verify(path, f);
-	fclose(f);
-	return rc;
 }
 
 /* audit_tail on the file PATH. */
@@ -194,8 +133,8 @@ static void test_tail(void **state)
 {
 	(void)state;
 	char p[128], hash[AUDIT_HEX], want[AUDIT_HEX], why[256];
-	tpath(p, sizeof p, "tail.jsonl");
-	spit(p, "");
+	tmpd_path(p, sizeof p, "tail.jsonl");
+	tmpd_spit(p, "");
 	memcpy(hash, "untouched", 10);
 	assert_int_equal(tail(p, hash, why, sizeof why), 1);
 	assert_string_equal(hash, "untouched");
@@ -222,13 +161,13 @@ static void test_tail(void **state)
 	size_t len = strlen(out);
 	memcpy(out + len, t, (size_t)n - 1);
 	strcpy(out + len + (size_t)n - 1, seal);
-	spit(p, out);
+	tmpd_spit(p, out);
 	assert_int_equal(tail(p, hash, why, sizeof why), 0);
 	assert_string_equal(hash, want);
 
 	/* cut short: no newline at the end */
 	out[strlen(out) - 1] = '\0';
-	spit(p, out);
+	tmpd_spit(p, out);
 	assert_int_equal(tail(p, hash, why, sizeof why), -1);
 	assert_non_null(strstr(why, "incomplete"));
 	free(big);
@@ -236,7 +175,7 @@ static void test_tail(void **state)
 	free(t);
 
 	/* a last line that is not a record */
-	spit(p, "{\"time\":\"not chained\"}\n");
+	tmpd_spit(p, "{\"time\":\"not chained\"}\n");
 	assert_int_equal(tail(p, hash, why, sizeof why), -1);
 	assert_non_null(strstr(why, "its last line is broken: not a chained audit record"));
 }
@@ -247,12 +186,13 @@ static void test_tail(void **state)
  * (NULL: removed) or swapped with line I + 1 (SWAP). */
 static void doctor(const char *src, const char *dst, size_t i, const char *with, bool swap)
 {
-	char *s = slurp(src);
+	char *s = tmpd_slurp(src);
+	assert_non_null(s);
 	FILE *f = fopen(dst, "wb");
-	size_t n = count_lines(s);
+	size_t n = lgt_count_lines(s);
 	for (size_t k = 0; k < n; k++) {
 		size_t src_k = swap && k == i ? i + 1 : swap && k == i + 1 ? i : k;
-		const char *p = line_ptr(s, src_k);
+		const char *p = lgt_line_ptr(s, src_k);
 		size_t len = (size_t)(strchr(p, '\n') - p);
 		if (!swap && k == i) {
 			if (with)
@@ -270,9 +210,9 @@ static void test_verify_intact(void **state)
 {
 	(void)state;
 	char p[128], rep[1024], want[1024], last[AUDIT_HEX];
-	tpath(p, sizeof p, "intact.jsonl");
+	tmpd_path(p, sizeof p, "intact.jsonl");
 	write_chain(p, 3, NULL, last);
-	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	assert_int_equal(lgt_verify(p, rep, sizeof rep), 0);
 	snprintf(want, sizeof want, "%s: 3 lines, hash chain intact; last hash %s\n", p, last);
 	assert_string_equal(rep, want);
 
@@ -281,7 +221,7 @@ static void test_verify_intact(void **state)
 	memset(first, 'a', 64);
 	first[64] = '\0';
 	write_chain(p, 1, first, last);
-	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	assert_int_equal(lgt_verify(p, rep, sizeof rep), 0);
 	snprintf(want, sizeof want, "%s: 1 line, hash chain intact; last hash %s\n"
 		 "%s: line 1 continues a chain from an earlier file (its \"prev\" is %s)\n",
 		 p, last, p, first);
@@ -293,52 +233,55 @@ static void test_verify_detects_damage(void **state)
 {
 	(void)state;
 	char p[128], q[128], rep[1024];
-	tpath(p, sizeof p, "chain-verify.jsonl");
-	tpath(q, sizeof q, "chain-damaged.jsonl");
+	tmpd_path(p, sizeof p, "chain-verify.jsonl");
+	tmpd_path(q, sizeof q, "chain-damaged.jsonl");
 	write_chain(p, 4, NULL, NULL);
-	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	assert_int_equal(lgt_verify(p, rep, sizeof rep), 0);
 
 	/* edited: one character of line 2 changed */
-	char *s = slurp(p);
-	char *l2 = (char *)line_ptr(s, 1);
+	char *s = tmpd_slurp(p);
+	assert_non_null(s);
+	char *l2 = (char *)lgt_line_ptr(s, 1);
 	char *at = strstr(l2, "\"echo\"");
 	at[1] = 'E';
-	spit(q, s);
-	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	tmpd_spit(q, s);
+	assert_int_equal(lgt_verify(q, rep, sizeof rep), 1);
 	assert_non_null(strstr(rep, "chain-damaged.jsonl:2: "));
 	assert_non_null(strstr(rep, "changed"));
 
 	/* the last line edited is caught too */
 	free(s);
-	s = slurp(p);
-	at = strstr((char *)line_ptr(s, 3), "\"ok\"");
+	s = tmpd_slurp(p);
+	assert_non_null(s);
+	at = strstr((char *)lgt_line_ptr(s, 3), "\"ok\"");
 	memcpy(at, "\"no\"", 4);
-	spit(q, s);
-	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	tmpd_spit(q, s);
+	assert_int_equal(lgt_verify(q, rep, sizeof rep), 1);
 	assert_non_null(strstr(rep, ":4: "));
 	free(s);
 
 	/* removed: line 2 gone, line 3 (now 2) no longer follows line 1 */
 	doctor(p, q, 1, NULL, false);
-	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	assert_int_equal(lgt_verify(q, rep, sizeof rep), 1);
 	assert_non_null(strstr(rep, ":2: \"prev\" is not the hash of line 1"));
 
 	/* reordered: lines 2 and 3 swapped */
 	doctor(p, q, 1, NULL, true);
-	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	assert_int_equal(lgt_verify(q, rep, sizeof rep), 1);
 	assert_non_null(strstr(rep, ":2: "));
 
 	/* truncated in the middle of the last line */
-	s = slurp(p);
+	s = tmpd_slurp(p);
+	assert_non_null(s);
 	s[strlen(s) - 20] = '\0';
-	spit(q, s);
+	tmpd_spit(q, s);
 	free(s);
-	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	assert_int_equal(lgt_verify(q, rep, sizeof rep), 1);
 	assert_non_null(strstr(rep, ":4: incomplete"));
 
 	/* a line that is not a chained record */
 	doctor(p, q, 2, "{\"time\":\"x\"}", false);
-	assert_int_equal(verify(q, rep, sizeof rep), 1);
+	assert_int_equal(lgt_verify(q, rep, sizeof rep), 1);
 	assert_non_null(strstr(rep, ":3: not a chained audit record"));
 }
 
@@ -347,42 +290,15 @@ static void test_verify_unreadable_and_empty(void **state)
 {
 	(void)state;
 	char p[128], rep[512];
-	tpath(p, sizeof p, "does-not-exist.jsonl");
-	assert_int_equal(verify(p, rep, sizeof rep), -1);
+	tmpd_path(p, sizeof p, "does-not-exist.jsonl");
+	assert_int_equal(lgt_verify(p, rep, sizeof rep), -1);
 	assert_non_null(strstr(rep, "cannot read"));
-	tpath(p, sizeof p, "empty.jsonl");
-	spit(p, "");
-	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	tmpd_path(p, sizeof p, "empty.jsonl");
+	tmpd_spit(p, "");
+	assert_int_equal(lgt_verify(p, rep, sizeof rep), 0);
 	assert_non_null(strstr(rep, "empty"));
-	assert_int_equal(verify(dir, rep, sizeof rep), -1);   /* EISDIR on read */
+	assert_int_equal(lgt_verify(tmpd_dir, rep, sizeof rep), -1);   /* EISDIR on read */
 	assert_non_null(strstr(rep, "read error after line 0"));
-}
-
-/* Creates the temporary directory. */
-static int setup(void **state)
-{
-	(void)state;
-	snprintf(dir, sizeof dir, "/tmp/test_audit.XXXXXX");
-	return mkdtemp(dir) ? 0 : -1;
-}
-
-/* Removes the temporary directory and its files. */
-static int teardown(void **state)
-{
-	(void)state;
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[512];
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
-	return 0;
 }
 
 int main(void)
@@ -395,5 +311,5 @@ int main(void)
 		cmocka_unit_test(test_verify_detects_damage),
 		cmocka_unit_test(test_verify_unreadable_and_empty),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, tmpd_setup, tmpd_teardown);
 }

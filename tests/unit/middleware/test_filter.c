@@ -30,8 +30,8 @@
 #include "config.h"
 #include "middleware.h"
 #include "mw_filter.h"
+#include "tmpdir_test.h"
 
-static char tmpdir_[64];        /* a temporary directory for the whole run */
 static char script[128];    /* the filter program */
 static char linelog[128];   /* where the program appends each line it reads */
 
@@ -391,28 +391,16 @@ static void test_cancel_pending(void **state)
 /* Writes the filter script into a fresh temporary directory. */
 static int setup(void **state)
 {
-	(void)state;
-	snprintf(tmpdir_, sizeof tmpdir_, "/tmp/mcpc-filter-XXXXXX");
-	if (!mkdtemp(tmpdir_))
+	if (tmpd_setup(state) < 0)
 		return -1;
-	snprintf(script, sizeof script, "%s/filter.sh", tmpdir_);
-	snprintf(linelog, sizeof linelog, "%s/lines.jsonl", tmpdir_);
+	tmpd_path(script, sizeof script, "filter.sh");
+	tmpd_path(linelog, sizeof linelog, "lines.jsonl");
 	FILE *f = fopen(script, "w");
 	if (!f)
 		return -1;
 	fputs(SCRIPT, f);
 	fclose(f);
 	signal(SIGPIPE, SIG_IGN);
-	return 0;
-}
-
-/* Removes the temporary directory. */
-static int teardown(void **state)
-{
-	(void)state;
-	unlink(script);
-	unlink(linelog);
-	rmdir(tmpdir_);
 	return 0;
 }
 
@@ -433,5 +421,5 @@ int main(void)
 		cmocka_unit_test(test_destroy_pending),
 		cmocka_unit_test(test_cancel_pending),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, setup, tmpd_teardown);
 }

@@ -12,9 +12,8 @@
  * messages walked through them by the driver in mw_test.c, as the chain
  * would walk them.
  * Lines are written before the loop waits: the helpers run one loop
- * iteration (loop_once) where the chain's loop would.
+ * iteration (lgt_loop_once) where the chain's loop would.
  */
-#include <dirent.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,72 +34,12 @@
 #include "buf.h"
 #include "config.h"
 #include "middleware.h"
+#include "log_test.h"
 #include "mw_log.h"
+#include "tmpdir_test.h"
 #include "src/middleware/log_int.h"
 
-static char dir[64];   /* a temporary directory for the whole run */
-
 /* ---- helpers ---- */
-
-/* Writes the path of NAME inside the temporary directory into OUT. */
-static void tpath(char *out, size_t n, const char *name)
-{
-	snprintf(out, n, "%s/%s", dir, name);
-}
-
-/* Reads a whole file (caller frees), or NULL if it does not exist. */
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *s = calloc(1, (size_t)n + 1);
-	assert_non_null(s);
-	assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	return s;
-}
-
-/* Number of newline-terminated lines in S. */
-static size_t count_lines(const char *s)
-{
-	size_t n = 0;
-	for (; s && *s; s++)
-		n += *s == '\n';
-	return n;
-}
-
-/* Start of line I (0-based) of S. */
-static const char *line_ptr(const char *s, size_t i)
-{
-	while (i-- > 0) {
-		s = strchr(s, '\n');
-		assert_non_null(s);
-		s++;
-	}
-	return s;
-}
-
-/* Line I of S parsed as JSON (new reference). */
-static json_t *line_at(const char *s, size_t i)
-{
-	const char *p = line_ptr(s, i);
-	const char *e = strchr(p, '\n');
-	json_error_t je;
-	json_t *o = json_loadb(p, e ? (size_t)(e - p) : strlen(p), 0, &je);
-	if (!o)
-		fail_msg("line %zu is not JSON: %s", i, je.text);
-	return o;
-}
-
-/* Runs one loop iteration, whose prepare watchers write queued lines. */
-static void loop_once(void)
-{
-	ev_run(EV_DEFAULT, EVRUN_NOWAIT);
-}
 
 /* Walks REQ (text; RAW: unparsed) forward through PL as a client request
  * about NAME, the context filled in as the chain does. */
@@ -140,7 +79,7 @@ static void exchange(struct pipeline *pl, const char *req, const char *resp, con
 	send_request(&x, pl, req, name);
 	send_response(&x, resp);
 	mwt_run_end(&x);
-	loop_once();
+	lgt_loop_once();
 }
 
 /* Walks the notification NOTE (text; RAW: unparsed) through PL from the
@@ -152,45 +91,13 @@ static void walk_notification(struct pipeline *pl, const char *note, bool raw)
 		.backend = "fx", .start = ev_time(), .text = note, .raw = raw, .unscanned = true });
 	assert_null(x.ctx.scratch);
 	mwt_run_release(&x);
-	loop_once();
+	lgt_loop_once();
 }
 
 /* Walks the notification NOTE (text) through PL from the client. */
 static void send_notification(struct pipeline *pl, const char *note)
 {
 	walk_notification(pl, note, false);
-}
-
-static int saved_stderr = -1;
-
-/* Sends fd 2 to the file PATH until capture_end. */
-static void capture_begin(const char *path)
-{
-	fflush(stderr);
-	saved_stderr = dup(2);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	assert_true(fd >= 0 && saved_stderr >= 0);
-	dup2(fd, 2);
-	close(fd);
-}
-
-/* Gives fd 2 back. */
-static void capture_end(void)
-{
-	fflush(stderr);
-	dup2(saved_stderr, 2);
-	close(saved_stderr);
-	saved_stderr = -1;
-}
-
-/* audit_verify on PATH; the report goes to REPORT (BUFLEN bytes). */
-static int verify(const char *path, char *report, size_t buflen)
-{
-	FILE *f = fmemopen(report, buflen, "w");
-	assert_non_null(f);
-	int rc = audit_verify(path, f);
-	fclose(f);
-	return rc;
 }
 
 static const char REQ_ECHO[] =
@@ -206,7 +113,7 @@ static void test_options_valid(void **state)
 {
 	(void)state;
 	char p[128];
-	tpath(p, sizeof p, "valid.jsonl");
+	tmpd_path(p, sizeof p, "valid.jsonl");
 	struct cfg_errors e = { 0 };
 	char text[1024];
 	snprintf(text, sizeof text,
@@ -276,16 +183,16 @@ static void test_start_fails_on_bad_path(void **state)
 	(void)state;
 	struct cfg_errors e = { 0 };
 	char text[512];
-	snprintf(text, sizeof text, "[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s/no/such/dir/a.jsonl\"}]", dir);
+	snprintf(text, sizeof text, "[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s/no/such/dir/a.jsonl\"}]", tmpd_dir);
 	struct pipeline *pl = mwt_build(text, &e);
 	assert_non_null(pl);
 	char cap[128];
-	tpath(cap, sizeof cap, "stderr-badpath.txt");
-	capture_begin(cap);
+	tmpd_path(cap, sizeof cap, "stderr-badpath.txt");
+	lgt_capture_begin(cap);
 	int rc = pipeline_start(pl);
-	capture_end();
+	lgt_capture_end();
 	assert_int_equal(rc, -1);
-	char *err = slurp(cap);
+	char *err = tmpd_slurp(cap);
 	assert_non_null(strstr(err, "cannot open audit file"));
 	free(err);
 	pipeline_unref(pl);
@@ -298,15 +205,15 @@ static void test_line_fields(void **state)
 {
 	(void)state;
 	char p[128];
-	tpath(p, sizeof p, "fields.jsonl");
+	tmpd_path(p, sizeof p, "fields.jsonl");
 	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
 	struct stat st;
 	assert_int_equal(stat(p, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 	exchange(pl, REQ_ECHO, RESP_OK, "echo");
-	char *s = slurp(p);
-	assert_int_equal(count_lines(s), 1);
-	json_t *l = line_at(s, 0);
+	char *s = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(s), 1);
+	json_t *l = lgt_line_at(s, 0);
 	const char *t = json_string_value(json_object_get(l, "time"));
 	assert_non_null(t);
 	assert_int_equal(strlen(t), 24);   /* 2025-01-31T12:34:56.789Z */
@@ -338,7 +245,7 @@ static void test_outcomes(void **state)
 {
 	(void)state;
 	char p[128], resp[1024], longmsg[600];
-	tpath(p, sizeof p, "outcomes.jsonl");
+	tmpd_path(p, sizeof p, "outcomes.jsonl");
 	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
 	exchange(pl, REQ_ECHO, "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32602,\"message\":\"Unknown tool: x\"}}", "x");
 	exchange(pl, REQ_ECHO, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[],\"isError\":true}}", "echo");
@@ -346,9 +253,9 @@ static void test_outcomes(void **state)
 	longmsg[sizeof longmsg - 1] = '\0';
 	snprintf(resp, sizeof resp, "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32000,\"message\":\"%s\"}}", longmsg);
 	exchange(pl, REQ_ECHO, resp, "echo");
-	char *s = slurp(p);
-	assert_int_equal(count_lines(s), 3);
-	json_t *a = line_at(s, 0), *b = line_at(s, 1), *c = line_at(s, 2);
+	char *s = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(s), 3);
+	json_t *a = lgt_line_at(s, 0), *b = lgt_line_at(s, 1), *c = lgt_line_at(s, 2);
 	assert_string_equal(json_string_value(json_object_get(a, "outcome")), "error");
 	assert_int_equal(json_integer_value(json_object_get(a, "code")), -32602);
 	assert_string_equal(json_string_value(json_object_get(a, "message")), "Unknown tool: x");
@@ -368,7 +275,7 @@ static void test_params_and_result(void **state)
 {
 	(void)state;
 	char p[128];
-	tpath(p, sizeof p, "bodies.jsonl");
+	tmpd_path(p, sizeof p, "bodies.jsonl");
 	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
 					    "\"params\":true,\"result\":true}]", p);
 	struct mwt_run x;
@@ -379,8 +286,8 @@ static void test_params_and_result(void **state)
 	send_response(&x, RESP_OK);
 	mwt_run_end(&x);
 	exchange(pl, REQ_ECHO, "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-1,\"message\":\"m\",\"data\":{\"d\":1}}}", "echo");
-	char *s = slurp(p);
-	json_t *a = line_at(s, 0), *b = line_at(s, 1);
+	char *s = tmpd_slurp(p);
+	json_t *a = lgt_line_at(s, 0), *b = lgt_line_at(s, 1);
 	json_t *want = json_pack("{s:s,s:{s:i}}", "name", "echo", "arguments", "x", 1);
 	assert_true(json_equal(json_object_get(a, "params"), want));
 	assert_string_equal(json_string_value(json_object_get(json_array_get(
@@ -399,14 +306,14 @@ static void test_methods_filter(void **state)
 {
 	(void)state;
 	char p[128];
-	tpath(p, sizeof p, "methods.jsonl");
+	tmpd_path(p, sizeof p, "methods.jsonl");
 	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
 					    "\"methods\":[\"tools/*\"]}]", p);
 	exchange(pl, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}", "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", NULL);
 	exchange(pl, REQ_ECHO, RESP_OK, "echo");
 	exchange(pl, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}", "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"tools\":[]}}", NULL);
-	char *s = slurp(p);
-	assert_int_equal(count_lines(s), 2);
+	char *s = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(s), 2);
 	assert_null(strstr(s, "\"ping\""));
 	free(s);
 	pipeline_unref(pl);
@@ -417,16 +324,16 @@ static void test_notifications(void **state)
 {
 	(void)state;
 	char p1[128], p2[128];
-	tpath(p1, sizeof p1, "notes-off.jsonl");
-	tpath(p2, sizeof p2, "notes-on.jsonl");
+	tmpd_path(p1, sizeof p1, "notes-off.jsonl");
+	tmpd_path(p2, sizeof p2, "notes-on.jsonl");
 	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"},"
 					    "{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
 					    "\"notifications\":true,\"params\":true}]", p1, p2);
 	send_notification(pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/roots/list_changed\",\"params\":{\"a\":1}}");
-	char *s1 = slurp(p1), *s2 = slurp(p2);
-	assert_int_equal(count_lines(s1), 0);
-	assert_int_equal(count_lines(s2), 1);
-	json_t *l = line_at(s2, 0);
+	char *s1 = tmpd_slurp(p1), *s2 = tmpd_slurp(p2);
+	assert_int_equal(lgt_count_lines(s1), 0);
+	assert_int_equal(lgt_count_lines(s2), 1);
+	json_t *l = lgt_line_at(s2, 0);
 	assert_string_equal(json_string_value(json_object_get(l, "kind")), "notification");
 	assert_string_equal(json_string_value(json_object_get(l, "method")), "notifications/roots/list_changed");
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(l, "params"), "a")), 1);
@@ -441,7 +348,7 @@ static void test_cancelled(void **state)
 {
 	(void)state;
 	char p[128];
-	tpath(p, sizeof p, "cancelled.jsonl");
+	tmpd_path(p, sizeof p, "cancelled.jsonl");
 	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
 	struct mwt_run x, y;
 	send_request(&x, pl, REQ_ECHO, "slow");
@@ -449,10 +356,10 @@ static void test_cancelled(void **state)
 	/* the client cancels x: the notification passes, the chain frees x */
 	send_notification(pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":3}}");
 	mwt_run_end(&x);
-	loop_once();
-	char *s = slurp(p);
-	assert_int_equal(count_lines(s), 1);
-	json_t *l = line_at(s, 0);
+	lgt_loop_once();
+	char *s = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(s), 1);
+	json_t *l = lgt_line_at(s, 0);
 	assert_string_equal(json_string_value(json_object_get(l, "outcome")), "cancelled");
 	assert_string_equal(json_string_value(json_object_get(l, "name")), "slow");
 	assert_int_equal(json_integer_value(json_object_get(l, "bytes_out")), 0);
@@ -461,9 +368,9 @@ static void test_cancelled(void **state)
 	/* y still open: finishes normally */
 	send_response(&y, RESP_OK);
 	mwt_run_end(&y);
-	loop_once();
-	s = slurp(p);
-	assert_int_equal(count_lines(s), 2);
+	lgt_loop_once();
+	s = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(s), 2);
 	free(s);
 	pipeline_unref(pl);
 }
@@ -473,14 +380,14 @@ static void test_abandoned_written_at_destroy(void **state)
 {
 	(void)state;
 	char p[128];
-	tpath(p, sizeof p, "abandoned.jsonl");
+	tmpd_path(p, sizeof p, "abandoned.jsonl");
 	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\"}]", p);
 	struct mwt_run x;
 	send_request(&x, pl, REQ_ECHO, "gone");
 	mwt_run_end(&x);
 	pipeline_unref(pl);
-	char *s = slurp(p);
-	assert_int_equal(count_lines(s), 1);
+	char *s = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(s), 1);
 	assert_non_null(strstr(s, "\"outcome\":\"cancelled\""));
 	free(s);
 }
@@ -490,14 +397,14 @@ static void test_stderr_sink(void **state)
 {
 	(void)state;
 	char cap[128];
-	tpath(cap, sizeof cap, "stderr-sink.txt");
+	tmpd_path(cap, sizeof cap, "stderr-sink.txt");
 	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\"}]");
-	capture_begin(cap);
+	lgt_capture_begin(cap);
 	exchange(pl, REQ_ECHO, RESP_OK, "echo");
-	capture_end();
-	char *s = slurp(cap);
-	assert_int_equal(count_lines(s), 1);
-	json_t *l = line_at(s, 0);
+	lgt_capture_end();
+	char *s = tmpd_slurp(cap);
+	assert_int_equal(lgt_count_lines(s), 1);
+	json_t *l = lgt_line_at(s, 0);
 	assert_string_equal(json_string_value(json_object_get(l, "outcome")), "ok");
 	json_decref(l);
 	free(s);
@@ -542,30 +449,30 @@ static void test_redaction_every_sink(void **state)
 {
 	(void)state;
 	char p1[128], p2[128], cap[128], rep[512];
-	tpath(p1, sizeof p1, "redact-plain.jsonl");
-	tpath(p2, sizeof p2, "redact-chain.jsonl");
-	tpath(cap, sizeof cap, "redact-stderr.txt");
+	tmpd_path(p1, sizeof p1, "redact-plain.jsonl");
+	tmpd_path(p2, sizeof p2, "redact-chain.jsonl");
+	tmpd_path(cap, sizeof cap, "redact-stderr.txt");
 	struct pipeline *pl = mwt_start_okf(
 		"[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"params\":true,\"result\":true," REDACT "},"
 		"{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"chain\":true,\"params\":true,\"result\":true," REDACT "},"
 		"{\"use\":\"log\",\"params\":true,\"result\":true,\"notifications\":true," REDACT "}]", p1, p2);
-	capture_begin(cap);
+	lgt_capture_begin(cap);
 	exchange(pl, REQ_SECRET, RESP_SECRET, "login " SECRET_KEY);
 	exchange(pl, REQ_ECHO, "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-1,"
 		 "\"message\":\"bad key " SECRET_KEY "\",\"data\":{\"password\":\"hunter2-pw\"}}}", "echo");
 	send_notification(pl, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
 			  "\"params\":{\"data\":{\"token\":\"tok-value-1\"}}}");
-	capture_end();
-	char *a = slurp(p1), *b = slurp(p2), *c = slurp(cap);
+	lgt_capture_end();
+	char *a = tmpd_slurp(p1), *b = tmpd_slurp(p2), *c = tmpd_slurp(cap);
 	assert_clean(a, "[REDACTED]");
 	assert_clean(b, "[REDACTED]");
 	assert_clean(c, "[REDACTED]");
-	assert_int_equal(count_lines(a), 2);
-	assert_int_equal(count_lines(c), 3);
+	assert_int_equal(lgt_count_lines(a), 2);
+	assert_int_equal(lgt_count_lines(c), 3);
 	/* the redacted text is what the chain hashes: it verifies */
-	assert_int_equal(verify(p2, rep, sizeof rep), 0);
+	assert_int_equal(lgt_verify(p2, rep, sizeof rep), 0);
 	/* keys match whatever the case; the text document was rewritten */
-	json_t *l = line_at(a, 0);
+	json_t *l = lgt_line_at(a, 0);
 	json_t *args = json_object_get(json_object_get(l, "params"), "arguments");
 	assert_string_equal(json_string_value(json_object_get(args, "Password")), "[REDACTED]");
 	assert_string_equal(json_string_value(json_object_get(args, "note")), "use [REDACTED] please");
@@ -584,12 +491,12 @@ static void test_redaction_replacement(void **state)
 {
 	(void)state;
 	char p[128];
-	tpath(p, sizeof p, "redact-repl.jsonl");
+	tmpd_path(p, sizeof p, "redact-repl.jsonl");
 	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\",\"params\":true,"
 					    "\"redact\":{\"keys\":[\"password\",\"token\"],\"patterns\":[\"sk-[A-Za-z0-9]{20,}\"],"
 					    "\"replacement\":\"<hidden>\"}}]", p);
 	exchange(pl, REQ_SECRET, RESP_SECRET, "login");
-	char *s = slurp(p);
+	char *s = tmpd_slurp(p);
 	assert_clean(s, "<hidden>");
 	assert_null(strstr(s, "\"result\""));
 	free(s);
@@ -671,7 +578,7 @@ static void test_reads(void **state)
  * taken out: the one member that differs between two runs. */
 static char *line_masked(const char *s, size_t i)
 {
-	const char *p = line_ptr(s, i);
+	const char *p = lgt_line_ptr(s, i);
 	char *l = strndup(p, (size_t)(strchr(p, '\n') - p));
 	char *d = strstr(l, "\"duration_us\":");
 	assert_non_null(l);
@@ -697,14 +604,14 @@ static void exchange_as(struct pipeline *pl, const char *resp, bool raw, double 
 	if (expect_unread)
 		assert_null(x.got);
 	mwt_run_end(&x);
-	loop_once();
+	lgt_loop_once();
 }
 
 /* Asserts that lines I and I + 1 of the file PATH are the same line. */
 static void assert_same_lines(const char *path, size_t i)
 {
-	char *s = slurp(path);
-	assert_true(count_lines(s) >= i + 2);
+	char *s = tmpd_slurp(path);
+	assert_true(lgt_count_lines(s) >= i + 2);
 	char *a = line_masked(s, i), *b = line_masked(s, i + 1);
 	assert_string_equal(a, b);
 	free(a);
@@ -726,7 +633,7 @@ static void test_unread_same_line(void **state)
 	double start = ev_time() - 0.5;
 	for (size_t o = 0; o < 3; o++) {
 		char p[128];
-		snprintf(p, sizeof p, "%s/unread-%zu.jsonl", dir, o);
+		snprintf(p, sizeof p, "%s/unread-%zu.jsonl", tmpd_dir, o);
 		struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\""
 						    "%s}]", p, opts[o]);
 		for (size_t r = 0; r < 3; r++) {
@@ -738,15 +645,15 @@ static void test_unread_same_line(void **state)
 	}
 	/* a notification logged without params is not read either */
 	char p[128];
-	tpath(p, sizeof p, "unread-notes.jsonl");
+	tmpd_path(p, sizeof p, "unread-notes.jsonl");
 	struct pipeline *pl = mwt_start_okf("[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"%s\","
 					    "\"notifications\":true}]", p);
 	static const char note[] = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
 				   "\"params\":{\"progress\":1}}";
 	walk_notification(pl, note, false);
 	walk_notification(pl, note, true);
-	char *s = slurp(p);
-	assert_int_equal(count_lines(s), 2);
+	char *s = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(s), 2);
 	char *a = line_masked(s, 0), *b = line_masked(s, 1);
 	assert_non_null(strstr(a, "\"kind\""));
 	assert_string_equal(strstr(a, "\"kind\""), strstr(b, "\"kind\""));   /* all but the time */
@@ -754,33 +661,6 @@ static void test_unread_same_line(void **state)
 	free(b);
 	free(s);
 	pipeline_unref(pl);
-}
-
-/* Creates the temporary directory. */
-static int setup(void **state)
-{
-	(void)state;
-	snprintf(dir, sizeof dir, "/tmp/test_mw_log.XXXXXX");
-	return mkdtemp(dir) ? 0 : -1;
-}
-
-/* Removes the temporary directory and its files. */
-static int teardown(void **state)
-{
-	(void)state;
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[512];
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
-	return 0;
 }
 
 int main(void)
@@ -803,5 +683,5 @@ int main(void)
 		cmocka_unit_test(test_reads),
 		cmocka_unit_test(test_unread_same_line),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, tmpd_setup, tmpd_teardown);
 }

@@ -8,9 +8,8 @@
  * from the last line written; stderr lines never cut in two.
  *
  * The sink is driven directly; lines are written by its ev_prepare
- * watcher, which one loop iteration (loop_once) runs.
+ * watcher, which one loop iteration (lgt_loop_once) runs.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -31,91 +30,22 @@
 #include <ev.h>
 
 #include "log.h"
+#include "log_test.h"
 #include "mw_log.h"
+#include "tmpdir_test.h"
 #include "src/middleware/log_int.h"
 
-static char dir[64];   /* a temporary directory for the whole run */
-
 /* ---- helpers ---- */
-
-/* Writes the path of NAME inside the temporary directory into OUT. */
-static void tpath(char *out, size_t n, const char *name)
-{
-	snprintf(out, n, "%s/%s", dir, name);
-}
-
-/* Reads a whole file (caller frees), or NULL if it does not exist. */
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	char *s = calloc(1, (size_t)n + 1);
-	assert_non_null(s);
-	assert_int_equal(fread(s, 1, (size_t)n, f), (size_t)n);
-	fclose(f);
-	return s;
-}
-
-/* Writes TEXT as the whole content of PATH. */
-static void spit(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "wb");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-}
-
-/* Number of newline-terminated lines in S. */
-static size_t count_lines(const char *s)
-{
-	size_t n = 0;
-	for (; s && *s; s++)
-		n += *s == '\n';
-	return n;
-}
-
-/* Start of line I (0-based) of S. */
-static const char *line_ptr(const char *s, size_t i)
-{
-	while (i-- > 0) {
-		s = strchr(s, '\n');
-		assert_non_null(s);
-		s++;
-	}
-	return s;
-}
-
-/* Line I of S parsed as JSON (new reference). */
-static json_t *line_at(const char *s, size_t i)
-{
-	const char *p = line_ptr(s, i);
-	const char *e = strchr(p, '\n');
-	json_error_t je;
-	json_t *o = json_loadb(p, e ? (size_t)(e - p) : strlen(p), 0, &je);
-	if (!o)
-		fail_msg("line %zu is not JSON: %s", i, je.text);
-	return o;
-}
 
 /* The string member KEY of line I of S, copied into OUT (65 bytes). */
 static void member_at(const char *s, size_t i, const char *key, char out[AUDIT_HEX])
 {
-	json_t *l = line_at(s, i);
+	json_t *l = lgt_line_at(s, i);
 	const char *v = json_string_value(json_object_get(l, key));
 	assert_non_null(v);
 	assert_int_equal(strlen(v), 64);
 	memcpy(out, v, AUDIT_HEX);
 	json_decref(l);
-}
-
-/* Runs one loop iteration, whose prepare watcher writes queued lines. */
-static void loop_once(void)
-{
-	ev_run(EV_DEFAULT, EVRUN_NOWAIT);
 }
 
 /* Queues the line {"n":N} to S. */
@@ -124,28 +54,6 @@ static void put(struct log_sink *s, int n)
 	char text[64];
 	int len = snprintf(text, sizeof text, "{\"n\":%d}", n);
 	assert_int_equal(log_sink_write_text(s, text, (size_t)len), 0);
-}
-
-static int saved_stderr = -1;
-
-/* Sends fd 2 to the file PATH until capture_end. */
-static void capture_begin(const char *path)
-{
-	fflush(stderr);
-	saved_stderr = dup(2);
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	assert_true(fd >= 0 && saved_stderr >= 0);
-	dup2(fd, 2);
-	close(fd);
-}
-
-/* Gives fd 2 back. */
-static void capture_end(void)
-{
-	fflush(stderr);
-	dup2(saved_stderr, 2);
-	close(saved_stderr);
-	saved_stderr = -1;
 }
 
 /* Number of times NEEDLE occurs in S. */
@@ -157,16 +65,6 @@ static int occurrences(const char *s, const char *needle)
 	return n;
 }
 
-/* audit_verify on PATH; the report goes to REPORT (BUFLEN bytes). */
-static int verify(const char *path, char *report, size_t buflen)
-{
-	FILE *f = fmemopen(report, buflen, "w");
-	assert_non_null(f);
-	int rc = audit_verify(path, f);
-	fclose(f);
-	return rc;
-}
-
 /* ---- queueing ---- */
 
 /* Lines wait for the end of the loop iteration, then all go, in order;
@@ -175,7 +73,7 @@ static void test_batched_per_iteration(void **state)
 {
 	(void)state;
 	char p[128];
-	tpath(p, sizeof p, "batch.jsonl");
+	tmpd_path(p, sizeof p, "batch.jsonl");
 	struct log_sink *s = log_sink_open(p, false);
 	assert_non_null(s);
 	struct stat st;
@@ -183,17 +81,17 @@ static void test_batched_per_iteration(void **state)
 	assert_int_equal(st.st_mode & 0777, 0600);
 	for (int i = 0; i < 5; i++)
 		put(s, i);
-	char *t = slurp(p);
+	char *t = tmpd_slurp(p);
 	assert_string_equal(t, "");
 	free(t);
-	loop_once();
-	t = slurp(p);
+	lgt_loop_once();
+	t = tmpd_slurp(p);
 	assert_string_equal(t, "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n{\"n\":4}\n");
 	free(t);
 	put(s, 5);
 	log_sink_flush_all();   /* as at exit */
-	t = slurp(p);
-	assert_int_equal(count_lines(t), 6);
+	t = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(t), 6);
 	free(t);
 	log_sink_release(s);
 }
@@ -203,7 +101,7 @@ static void test_flushed_when_large(void **state)
 {
 	(void)state;
 	char p[128];
-	tpath(p, sizeof p, "large.jsonl");
+	tmpd_path(p, sizeof p, "large.jsonl");
 	struct log_sink *s = log_sink_open(p, false);
 	assert_non_null(s);
 	size_t n = LOG_SINK_FLUSH_AT / 2 - 100;
@@ -213,13 +111,13 @@ static void test_flushed_when_large(void **state)
 	line[n - 1] = '}';
 	assert_int_equal(log_sink_write_text(s, line, n), 0);
 	assert_int_equal(log_sink_write_text(s, line, n), 0);
-	char *t = slurp(p);
+	char *t = tmpd_slurp(p);
 	assert_int_equal(strlen(t), 0);   /* just under the mark: still queued */
 	free(t);
 	assert_int_equal(log_sink_write_text(s, line, n), 0);
-	t = slurp(p);
+	t = tmpd_slurp(p);
 	assert_int_equal(strlen(t), 3 * (n + 1));
-	assert_int_equal(count_lines(t), 3);
+	assert_int_equal(lgt_count_lines(t), 3);
 	free(t);
 	free(line);
 	log_sink_release(s);
@@ -231,32 +129,32 @@ static void test_shared_and_released(void **state)
 {
 	(void)state;
 	char p[128], alias[160], cap[128];
-	tpath(p, sizeof p, "shared.jsonl");
-	snprintf(alias, sizeof alias, "%s/./shared.jsonl", dir);
-	tpath(cap, sizeof cap, "stderr-shared.txt");
+	tmpd_path(p, sizeof p, "shared.jsonl");
+	snprintf(alias, sizeof alias, "%s/./shared.jsonl", tmpd_dir);
+	tmpd_path(cap, sizeof cap, "stderr-shared.txt");
 	struct log_sink *a = log_sink_open(p, true);
 	struct log_sink *b = log_sink_open(alias, true);
 	assert_non_null(a);
 	assert_ptr_equal(a, b);
-	capture_begin(cap);
+	lgt_capture_begin(cap);
 	struct log_sink *c = log_sink_open(p, false);
-	capture_end();
+	lgt_capture_end();
 	assert_null(c);
-	char *err = slurp(cap);
+	char *err = tmpd_slurp(cap);
 	assert_non_null(strstr(err, "is already written with a hash chain"));
 	free(err);
 	put(a, 1);
 	put(b, 2);
 	log_sink_release(a);   /* b still holds it: nothing written yet */
-	char *t = slurp(p);
-	assert_int_equal(count_lines(t), 0);
+	char *t = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(t), 0);
 	free(t);
 	log_sink_release(b);
-	t = slurp(p);
-	assert_int_equal(count_lines(t), 2);
+	t = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(t), 2);
 	free(t);
 	char rep[512];
-	assert_int_equal(verify(p, rep, sizeof rep), 0);   /* one chain, not two */
+	assert_int_equal(lgt_verify(p, rep, sizeof rep), 0);   /* one chain, not two */
 	assert_non_null(strstr(rep, "2 lines, hash chain intact"));
 }
 
@@ -265,13 +163,13 @@ static void test_open_fails(void **state)
 {
 	(void)state;
 	char p[128], cap[128];
-	tpath(p, sizeof p, "no/such/dir/a.jsonl");
-	tpath(cap, sizeof cap, "stderr-open.txt");
-	capture_begin(cap);
+	tmpd_path(p, sizeof p, "no/such/dir/a.jsonl");
+	tmpd_path(cap, sizeof cap, "stderr-open.txt");
+	lgt_capture_begin(cap);
 	struct log_sink *s = log_sink_open(p, false);
-	capture_end();
+	lgt_capture_end();
 	assert_null(s);
-	char *err = slurp(cap);
+	char *err = tmpd_slurp(cap);
 	assert_non_null(strstr(err, "cannot open audit file"));
 	assert_non_null(strstr(err, "No such file or directory"));
 	free(err);
@@ -284,7 +182,7 @@ static void test_chain_survives_restart(void **state)
 {
 	(void)state;
 	char p[128], rep[512], h[AUDIT_HEX], pv[AUDIT_HEX];
-	tpath(p, sizeof p, "chain-restart.jsonl");
+	tmpd_path(p, sizeof p, "chain-restart.jsonl");
 	for (int run = 0; run < 2; run++) {
 		struct log_sink *s = log_sink_open(p, true);
 		assert_non_null(s);
@@ -292,8 +190,8 @@ static void test_chain_survives_restart(void **state)
 		put(s, 2 * run + 1);
 		log_sink_release(s);
 	}
-	char *t = slurp(p);
-	assert_int_equal(count_lines(t), 4);
+	char *t = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(t), 4);
 	assert_memory_equal(t, "{\"n\":0,\"prev\":\"" AUDIT_GENESIS "\",\"hash\":\"",
 			    strlen("{\"n\":0,\"prev\":\"" AUDIT_GENESIS "\",\"hash\":\""));
 	for (size_t i = 1; i < 4; i++) {
@@ -302,7 +200,7 @@ static void test_chain_survives_restart(void **state)
 		assert_string_equal(pv, h);
 	}
 	free(t);
-	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	assert_int_equal(lgt_verify(p, rep, sizeof rep), 0);
 	assert_non_null(strstr(rep, "4 lines, hash chain intact"));
 }
 
@@ -311,20 +209,20 @@ static void test_chain_refuses_bad_text(void **state)
 {
 	(void)state;
 	char p[128], cap[128];
-	tpath(p, sizeof p, "chain-bad-text.jsonl");
-	tpath(cap, sizeof cap, "stderr-bad-text.txt");
+	tmpd_path(p, sizeof p, "chain-bad-text.jsonl");
+	tmpd_path(cap, sizeof cap, "stderr-bad-text.txt");
 	struct log_sink *s = log_sink_open(p, true);
 	assert_non_null(s);
-	capture_begin(cap);
+	lgt_capture_begin(cap);
 	assert_int_equal(log_sink_write_text(s, "[1]", 3), -1);
 	assert_int_equal(log_sink_write_text(s, "}", 1), -1);
 	put(s, 1);
 	assert_int_equal(log_sink_write_text(s, "nope", 4), -1);
-	capture_end();
+	lgt_capture_end();
 	log_sink_release(s);
-	char *err = slurp(cap), *t = slurp(p);
+	char *err = tmpd_slurp(cap), *t = tmpd_slurp(p);
 	assert_int_equal(occurrences(err, "an audit line for"), 2);
-	assert_int_equal(count_lines(t), 1);
+	assert_int_equal(lgt_count_lines(t), 1);
 	free(err);
 	free(t);
 }
@@ -334,14 +232,14 @@ static void test_chain_refuses_broken_tail(void **state)
 {
 	(void)state;
 	char p[128], cap[128];
-	tpath(p, sizeof p, "chain-broken-tail.jsonl");
-	tpath(cap, sizeof cap, "stderr-broken-tail.txt");
-	spit(p, "{\"time\":\"not chained\"}\n");
-	capture_begin(cap);
+	tmpd_path(p, sizeof p, "chain-broken-tail.jsonl");
+	tmpd_path(cap, sizeof cap, "stderr-broken-tail.txt");
+	tmpd_spit(p, "{\"time\":\"not chained\"}\n");
+	lgt_capture_begin(cap);
 	struct log_sink *s = log_sink_open(p, true);
-	capture_end();
+	lgt_capture_end();
 	assert_null(s);
-	char *err = slurp(cap);
+	char *err = tmpd_slurp(cap);
 	assert_non_null(strstr(err, "cannot continue the hash chain"));
 	free(err);
 	/* unchained, the same file is fine */
@@ -358,21 +256,21 @@ static void test_reopen_after_rotation(void **state)
 {
 	(void)state;
 	char p[128], old[128], rep[1024], h[AUDIT_HEX], pv[AUDIT_HEX];
-	tpath(p, sizeof p, "rotate.jsonl");
-	tpath(old, sizeof old, "rotate.jsonl.1");
+	tmpd_path(p, sizeof p, "rotate.jsonl");
+	tmpd_path(old, sizeof old, "rotate.jsonl.1");
 	struct log_sink *s = log_sink_open(p, true);
 	assert_non_null(s);
 	put(s, 0);
-	loop_once();
+	lgt_loop_once();
 	assert_int_equal(mw_log_reopen_all(), 0);   /* nothing moved: same file */
 	put(s, 1);
 	assert_int_equal(rename(p, old), 0);
 	assert_int_equal(mw_log_reopen_all(), 0);
 	put(s, 2);
-	loop_once();
-	char *a = slurp(old), *b = slurp(p);
-	assert_int_equal(count_lines(a), 2);
-	assert_int_equal(count_lines(b), 1);
+	lgt_loop_once();
+	char *a = tmpd_slurp(old), *b = tmpd_slurp(p);
+	assert_int_equal(lgt_count_lines(a), 2);
+	assert_int_equal(lgt_count_lines(b), 1);
 	assert_non_null(strstr(b, "{\"n\":2,"));
 	struct stat st;
 	assert_int_equal(stat(p, &st), 0);
@@ -382,8 +280,8 @@ static void test_reopen_after_rotation(void **state)
 	assert_string_equal(pv, h);
 	free(a);
 	free(b);
-	assert_int_equal(verify(old, rep, sizeof rep), 0);
-	assert_int_equal(verify(p, rep, sizeof rep), 0);
+	assert_int_equal(lgt_verify(old, rep, sizeof rep), 0);
+	assert_int_equal(lgt_verify(p, rep, sizeof rep), 0);
 	assert_non_null(strstr(rep, "continues a chain"));
 	log_sink_release(s);
 }
@@ -394,44 +292,44 @@ static void test_reopen_fails_keeps_old(void **state)
 {
 	(void)state;
 	char sub[128], moved[128], p[160], q[192], cap[128];
-	tpath(sub, sizeof sub, "sub");
-	tpath(moved, sizeof moved, "sub-moved");
-	tpath(cap, sizeof cap, "stderr-reopen.txt");
+	tmpd_path(sub, sizeof sub, "sub");
+	tmpd_path(moved, sizeof moved, "sub-moved");
+	tmpd_path(cap, sizeof cap, "stderr-reopen.txt");
 	assert_int_equal(mkdir(sub, 0700), 0);
 	snprintf(p, sizeof p, "%s/a.jsonl", sub);
 	struct log_sink *s = log_sink_open(p, true);
 	assert_non_null(s);
 	put(s, 0);
 	assert_int_equal(rename(sub, moved), 0);
-	capture_begin(cap);
+	lgt_capture_begin(cap);
 	assert_int_equal(mw_log_reopen_all(), -1);
-	capture_end();
-	char *err = slurp(cap);
+	lgt_capture_end();
+	char *err = tmpd_slurp(cap);
 	assert_non_null(strstr(err, "cannot reopen"));
 	free(err);
 	put(s, 1);
-	loop_once();
+	lgt_loop_once();
 	snprintf(q, sizeof q, "%s/a.jsonl", moved);
-	char *t = slurp(q);
-	assert_int_equal(count_lines(t), 2);   /* both in the old file */
+	char *t = tmpd_slurp(q);
+	assert_int_equal(lgt_count_lines(t), 2);   /* both in the old file */
 	free(t);
 
 	/* back in place, but what is there now is not a chained file */
 	assert_int_equal(mkdir(sub, 0700), 0);
-	spit(p, "garbage\n");
-	capture_begin(cap);
+	tmpd_spit(p, "garbage\n");
+	lgt_capture_begin(cap);
 	assert_int_equal(mw_log_reopen_all(), -1);
-	capture_end();
-	err = slurp(cap);
+	lgt_capture_end();
+	err = tmpd_slurp(cap);
 	assert_non_null(strstr(err, "cannot continue the hash chain in the new"));
 	free(err);
 	put(s, 2);
 	log_sink_release(s);
-	t = slurp(q);
-	assert_int_equal(count_lines(t), 3);
+	t = tmpd_slurp(q);
+	assert_int_equal(lgt_count_lines(t), 3);
 	free(t);
 	char rep[512];
-	assert_int_equal(verify(q, rep, sizeof rep), 0);
+	assert_int_equal(lgt_verify(q, rep, sizeof rep), 0);
 	unlink(p);
 	unlink(q);
 	rmdir(sub);
@@ -447,16 +345,16 @@ static void test_write_failure_reported_once(void **state)
 	char cap[128];
 	if (access("/dev/full", W_OK) != 0)
 		skip();
-	tpath(cap, sizeof cap, "stderr-full.txt");
+	tmpd_path(cap, sizeof cap, "stderr-full.txt");
 	struct log_sink *s = log_sink_open("/dev/full", false);
 	assert_non_null(s);
-	capture_begin(cap);
+	lgt_capture_begin(cap);
 	for (int i = 0; i < 3; i++) {
 		put(s, i);
-		loop_once();
+		lgt_loop_once();
 	}
-	capture_end();
-	char *err = slurp(cap);
+	lgt_capture_end();
+	char *err = tmpd_slurp(cap);
 	assert_int_equal(occurrences(err, "cannot write to audit file /dev/full"), 1);
 	free(err);
 	log_sink_release(s);
@@ -471,14 +369,14 @@ static void test_short_write_chain(void **state)
 {
 	(void)state;
 	char p[128], cap[128], h[AUDIT_HEX], hash[AUDIT_HEX], prev[AUDIT_HEX];
-	tpath(p, sizeof p, "short.jsonl");
-	tpath(cap, sizeof cap, "stderr-short.txt");
+	tmpd_path(p, sizeof p, "short.jsonl");
+	tmpd_path(cap, sizeof cap, "stderr-short.txt");
 	struct log_sink *s = log_sink_open(p, true);
 	assert_non_null(s);
 	put(s, 0);
 	put(s, 1);
-	loop_once();
-	char *t = slurp(p);
+	lgt_loop_once();
+	char *t = tmpd_slurp(p);
 	size_t two = strlen(t);
 	member_at(t, 1, "hash", h);
 	free(t);
@@ -493,23 +391,23 @@ static void test_short_write_chain(void **state)
 	put(s, 3);
 	enum log_level level = log_get_level();
 	log_set_level(LOG_INFO);
-	capture_begin(cap);
-	loop_once();
+	lgt_capture_begin(cap);
+	lgt_loop_once();
 	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
 	signal(SIGXFSZ, was);
 	put(s, 4);
-	loop_once();
+	lgt_loop_once();
 	put(s, 5);
-	loop_once();
-	capture_end();
+	lgt_loop_once();
+	lgt_capture_end();
 	log_set_level(level);
-	char *err = slurp(cap);
+	char *err = tmpd_slurp(cap);
 	assert_int_equal(occurrences(err, "cannot write to audit file"), 1);
 	assert_int_equal(occurrences(err, "writing to audit file"), 1);
 	free(err);
 
 	/* lines 0, 1, 40 bytes of line 2, then line 4 following line 1 */
-	t = slurp(p);
+	t = tmpd_slurp(p);
 	const char *four = t + two + 40;
 	assert_memory_equal(four, "{\"n\":4,", 7);
 	size_t len = (size_t)(strchr(four, '\n') - four);
@@ -528,16 +426,16 @@ static void test_stderr(void **state)
 {
 	(void)state;
 	char cap[128];
-	tpath(cap, sizeof cap, "stderr-sink.txt");
+	tmpd_path(cap, sizeof cap, "stderr-sink.txt");
 	struct log_sink *a = log_sink_stderr(), *b = log_sink_stderr();
 	assert_non_null(a);
 	assert_ptr_equal(a, b);
-	capture_begin(cap);
+	lgt_capture_begin(cap);
 	put(a, 1);
 	put(b, 2);
-	loop_once();
-	capture_end();
-	char *t = slurp(cap);
+	lgt_loop_once();
+	lgt_capture_end();
+	char *t = tmpd_slurp(cap);
 	assert_string_equal(t, "{\"n\":1}\n{\"n\":2}\n");
 	free(t);
 
@@ -565,11 +463,11 @@ static void test_stderr(void **state)
 		line[n - 2] = '}';
 		assert_int_equal(log_sink_write_text(a, line, n - 1), 0);
 	}
-	loop_once();
+	lgt_loop_once();
 	char *got = calloc(1, 4 * n + 1);
 	ssize_t r1 = read(fds[0], got, 4 * n);
 	assert_int_equal(r1, 4096);
-	loop_once();   /* the rest of the third line */
+	lgt_loop_once();   /* the rest of the third line */
 	ssize_t r2 = read(fds[0], got + r1, 4 * n);
 	dup2(saved, 2);
 	close(saved);
@@ -584,33 +482,6 @@ static void test_stderr(void **state)
 	free(line);
 	log_sink_release(a);
 	log_sink_release(b);
-}
-
-/* Creates the temporary directory. */
-static int setup(void **state)
-{
-	(void)state;
-	snprintf(dir, sizeof dir, "/tmp/test_log_sink.XXXXXX");
-	return mkdtemp(dir) ? 0 : -1;
-}
-
-/* Removes the temporary directory and its files. */
-static int teardown(void **state)
-{
-	(void)state;
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	char p[512];
-	while (d && (de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue;
-		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-		unlink(p);
-	}
-	if (d)
-		closedir(d);
-	rmdir(dir);
-	return 0;
 }
 
 int main(void)
@@ -629,5 +500,5 @@ int main(void)
 		cmocka_unit_test(test_short_write_chain),
 		cmocka_unit_test(test_stderr),
 	};
-	return cmocka_run_group_tests(tests, setup, teardown);
+	return cmocka_run_group_tests(tests, tmpd_setup, tmpd_teardown);
 }

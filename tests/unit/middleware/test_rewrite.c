@@ -23,37 +23,6 @@
 #include "middleware.h"
 #include "rpc.h"
 
-/* ---- helpers ---- */
-
-/* Wraps module options OPTS (text of an object's members) as a rewrite pipeline. */
-static void expect_rewrite_error(const char *opts, const char *want)
-{
-	char text[1024];
-	snprintf(text, sizeof text, "[{\"use\":\"rewrite\",%s}]", opts);
-	mwt_expect_error(text, want);
-}
-
-/* Walks the client request METHOD/PARAMS (stolen) through PL; a call is about its tool. */
-static json_t *request(struct mwt_run *r, struct pipeline *pl, const char *method, json_t *params)
-{
-	const char *name = strcmp(method, "tools/call") == 0 ?
-		json_string_value(json_object_get(params, "name")) : NULL;
-	return mwt_walk(r, pl, &(struct mwt_msg){ .kind = RPC_REQUEST, .method = method,
-		.name = name, .msg = rpc_request(9, method, params) });
-}
-
-/* Walks the response MSG (stolen) back; WIRE is its size as received. */
-static json_t *respond_msg(struct mwt_run *r, json_t *msg, size_t wire)
-{
-	return mwt_respond(r, &(struct mwt_msg){ .msg = msg, .bytes = wire });
-}
-
-/* Walks a response with RESULT (stolen) back. */
-static json_t *respond(struct mwt_run *r, json_t *result)
-{
-	return respond_msg(r, rpc_result(json_object_get(r->got, "id"), result), 0);
-}
-
 /* ---- options ---- */
 
 /* Every bad option is reported at its path; good ones build. */
@@ -61,23 +30,23 @@ static void test_option_errors(void **state)
 {
 	(void)state;
 	mwt_expect_error("[{\"use\":\"rewrite\",\"tool\":{}}]", "t.json: /middleware/0/tool: unknown option");
-	expect_rewrite_error("\"tools\":[]", "/middleware/0/tools: must be an object");
-	expect_rewrite_error("\"tools\":{\"a\":1}", "/middleware/0/tools/a: must be an object");
-	expect_rewrite_error("\"tools\":{\"a\":{\"renam\":\"b\"}}", "/middleware/0/tools/a/renam: unknown option");
-	expect_rewrite_error("\"tools\":{\"a/b~c\":{\"x\":1}}", "/tools/a~1b~0c/x: unknown option");
-	expect_rewrite_error("\"tools\":{\"a\":{\"rename\":\"\"}}", "/tools/a/rename: must be a non-empty string");
-	expect_rewrite_error("\"tools\":{\"a\":{\"rename\":3}}", "/tools/a/rename: must be");
-	expect_rewrite_error("\"tools\":{\"a\":{\"title\":\"\"}}", "/tools/a/title: must be a non-empty string");
-	expect_rewrite_error("\"tools\":{\"a\":{\"description\":null}}", "/tools/a/description: must be a string");
-	expect_rewrite_error("\"tools\":{\"a\":{\"hide\":1}}", "/tools/a/hide: must be true or false");
-	expect_rewrite_error("\"tools\":{\"a\":{\"fixed\":[1]}}", "/tools/a/fixed: must be an object");
-	expect_rewrite_error("\"tools\":{\"a\":{\"defaults\":\"x\"}}", "/tools/a/defaults: must be an object");
-	expect_rewrite_error("\"tools\":{\"a\":{\"fixed\":{\"k\":1},\"defaults\":{\"k\":2}}}",
+	mwt_expect_module_error("rewrite", "\"tools\":[]", "/middleware/0/tools: must be an object");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":1}", "/middleware/0/tools/a: must be an object");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"renam\":\"b\"}}", "/middleware/0/tools/a/renam: unknown option");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a/b~c\":{\"x\":1}}", "/tools/a~1b~0c/x: unknown option");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"rename\":\"\"}}", "/tools/a/rename: must be a non-empty string");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"rename\":3}}", "/tools/a/rename: must be");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"title\":\"\"}}", "/tools/a/title: must be a non-empty string");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"description\":null}}", "/tools/a/description: must be a string");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"hide\":1}}", "/tools/a/hide: must be true or false");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"fixed\":[1]}}", "/tools/a/fixed: must be an object");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"defaults\":\"x\"}}", "/tools/a/defaults: must be an object");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"fixed\":{\"k\":1},\"defaults\":{\"k\":2}}}",
 			     "/tools/a/defaults/k: is also a fixed argument");
-	expect_rewrite_error("\"tools\":{\"a\":{\"rename\":\"a\"}}", "/tools/a/rename: is the tool's own name");
-	expect_rewrite_error("\"tools\":{\"a\":{\"rename\":\"b\"},\"b\":{\"title\":\"B\"}}",
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"rename\":\"a\"}}", "/tools/a/rename: is the tool's own name");
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"rename\":\"b\"},\"b\":{\"title\":\"B\"}}",
 			     "/tools/a/rename: \"b\" is another tool's name");
-	expect_rewrite_error("\"tools\":{\"a\":{\"rename\":\"c\"},\"b\":{\"rename\":\"c\"}}",
+	mwt_expect_module_error("rewrite", "\"tools\":{\"a\":{\"rename\":\"c\"},\"b\":{\"rename\":\"c\"}}",
 			     "/tools/b/rename: \"c\" is also the new name of another tool");
 
 	/* every problem is reported */
@@ -125,8 +94,8 @@ static void test_list_rewritten(void **state)
 	(void)state;
 	struct pipeline *pl = mwt_start_ok(tools_module);
 	struct mwt_run r;
-	request(&r, pl, "tools/list", NULL);
-	json_t *out = respond(&r, mwt_json(list_result));
+	mwt_request(&r, pl, "tools/list", NULL);
+	json_t *out = mwt_respond_result(&r, mwt_json(list_result));
 	json_t *tools = mwt_at(out, "result.tools");
 	/* hidden, and shadowed by the rename: left out */
 	assert_int_equal(json_array_size(tools), 3);
@@ -153,20 +122,20 @@ static void test_call_renamed(void **state)
 	struct pipeline *pl = mwt_start_ok(tools_module);
 	struct mwt_run r;
 	/* the new name goes to the backend under the real one */
-	json_t *out = request(&r, pl, "tools/call", json_pack("{s:s,s:{s:s}}", "name", "fs_read",
+	json_t *out = mwt_request(&r, pl, "tools/call", json_pack("{s:s,s:{s:s}}", "name", "fs_read",
 							      "arguments", "path", "/x"));
 	assert_int_equal(r.verdict, MW_PASS);
 	assert_string_equal(mwt_str_at(out, "params.name"), "read_file");
 	assert_string_equal(r.ctx.name, "read_file");   /* modules behind see the real name */
 	mwt_expect_json(out, "params.arguments", "{\"path\":\"/x\",\"encoding\":\"utf8\",\"limit\":100}");
-	respond(&r, mwt_json("{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}"));
+	mwt_respond_result(&r, mwt_json("{\"content\":[{\"type\":\"text\",\"text\":\"ok\"}]}"));
 	assert_string_equal(r.ctx.name, "fs_read");      /* and those before, the client's */
 	mwt_run_release(&r);
 
 	/* the old name, and a hidden tool, are unknown */
 	const char *unknown[] = { "read_file", "debug" };
 	for (int i = 0; i < 2; i++) {
-		out = request(&r, pl, "tools/call", json_pack("{s:s}", "name", unknown[i]));
+		out = mwt_request(&r, pl, "tools/call", json_pack("{s:s}", "name", unknown[i]));
 		assert_int_equal(r.verdict, MW_REPLY);
 		assert_int_equal(json_integer_value(mwt_at(out, "error.code")), RPC_INVALID_PARAMS);
 		assert_non_null(strstr(mwt_str_at(out, "error.message"), "Unknown tool"));
@@ -175,7 +144,7 @@ static void test_call_renamed(void **state)
 		mwt_run_release(&r);
 	}
 	/* tools without an entry pass untouched */
-	out = request(&r, pl, "tools/call", json_pack("{s:s,s:{s:i}}", "name", "other", "arguments", "a", 1));
+	out = mwt_request(&r, pl, "tools/call", json_pack("{s:s,s:{s:i}}", "name", "other", "arguments", "a", 1));
 	assert_int_equal(r.verdict, MW_PASS);
 	mwt_expect_json(out, "params", "{\"name\":\"other\",\"arguments\":{\"a\":1}}");
 	mwt_run_release(&r);
@@ -189,20 +158,20 @@ static void test_fixed_and_defaults(void **state)
 	struct pipeline *pl = mwt_start_ok(tools_module);
 	struct mwt_run r;
 	/* fixed overrides, defaults only fill gaps */
-	json_t *out = request(&r, pl, "tools/call", mwt_json("{\"name\":\"fs_read\",\"arguments\":"
+	json_t *out = mwt_request(&r, pl, "tools/call", mwt_json("{\"name\":\"fs_read\",\"arguments\":"
 		"{\"path\":\"p\",\"encoding\":\"latin1\",\"limit\":5}}"));
 	mwt_expect_json(out, "params.arguments", "{\"path\":\"p\",\"encoding\":\"utf8\",\"limit\":5}");
 	mwt_run_release(&r);
 	/* no arguments, or arguments that are not an object */
-	out = request(&r, pl, "tools/call", mwt_json("{\"name\":\"fs_read\"}"));
+	out = mwt_request(&r, pl, "tools/call", mwt_json("{\"name\":\"fs_read\"}"));
 	mwt_expect_json(out, "params.arguments", "{\"encoding\":\"utf8\",\"limit\":100}");
 	mwt_run_release(&r);
-	out = request(&r, pl, "tools/call", mwt_json("{\"name\":\"write_file\",\"arguments\":[1],\"_meta\":{\"k\":1}}"));
+	out = mwt_request(&r, pl, "tools/call", mwt_json("{\"name\":\"write_file\",\"arguments\":[1],\"_meta\":{\"k\":1}}"));
 	mwt_expect_json(out, "params", "{\"name\":\"write_file\",\"arguments\":{\"mode\":\"0600\"},\"_meta\":{\"k\":1}}");
 	/* what reaches the backend is a copy: the module's options stay as they were */
 	json_object_set_new(mwt_at(out, "params.arguments"), "mode", json_string("0777"));
 	mwt_run_release(&r);
-	out = request(&r, pl, "tools/call", mwt_json("{\"name\":\"write_file\"}"));
+	out = mwt_request(&r, pl, "tools/call", mwt_json("{\"name\":\"write_file\"}"));
 	mwt_expect_json(out, "params.arguments", "{\"mode\":\"0600\"}");
 	mwt_run_release(&r);
 	pipeline_unref(pl);
@@ -215,11 +184,11 @@ static void test_swap(void **state)
 	struct pipeline *pl = mwt_start_ok("[{\"use\":\"rewrite\",\"tools\":{\"a\":{\"rename\":\"b\"},"
 					   "\"b\":{\"rename\":\"a\"}}}]");
 	struct mwt_run r;
-	json_t *out = request(&r, pl, "tools/call", mwt_json("{\"name\":\"a\"}"));
+	json_t *out = mwt_request(&r, pl, "tools/call", mwt_json("{\"name\":\"a\"}"));
 	assert_string_equal(mwt_str_at(out, "params.name"), "b");
 	mwt_run_release(&r);
-	request(&r, pl, "tools/list", NULL);
-	out = respond(&r, mwt_json("{\"tools\":[{\"name\":\"a\"},{\"name\":\"b\"}]}"));
+	mwt_request(&r, pl, "tools/list", NULL);
+	out = mwt_respond_result(&r, mwt_json("{\"tools\":[{\"name\":\"a\"},{\"name\":\"b\"}]}"));
 	mwt_expect_json(out, "result.tools", "[{\"name\":\"b\"},{\"name\":\"a\"}]");
 	mwt_run_release(&r);
 	pipeline_unref(pl);
@@ -237,14 +206,14 @@ static void test_untouched(void **state)
 		.msg = rpc_request(1, "tools/call", json_pack("{s:s}", "name", "fs_read")) });
 	assert_int_equal(r.verdict, MW_PASS);
 	assert_string_equal(mwt_str_at(r.got, "params.name"), "fs_read");
-	json_t *out = respond(&r, mwt_json("{\"tools\":[{\"name\":\"debug\"}]}"));
+	json_t *out = mwt_respond_result(&r, mwt_json("{\"tools\":[{\"name\":\"debug\"}]}"));
 	assert_int_equal(json_array_size(mwt_at(out, "result.tools")), 1);
 	mwt_run_release(&r);
-	out = request(&r, pl, "prompts/get", json_pack("{s:s}", "name", "fs_read"));
+	out = mwt_request(&r, pl, "prompts/get", json_pack("{s:s}", "name", "fs_read"));
 	assert_string_equal(mwt_str_at(out, "params.name"), "fs_read");
 	mwt_run_release(&r);
-	request(&r, pl, "tools/list", NULL);
-	out = respond_msg(&r, rpc_error(json_object_get(r.got, "id"), -1, "x", NULL), 0);
+	mwt_request(&r, pl, "tools/list", NULL);
+	out = mwt_respond_msg(&r, rpc_error(json_object_get(r.got, "id"), -1, "x", NULL), 0);
 	assert_non_null(json_object_get(out, "error"));
 	mwt_run_release(&r);
 	pipeline_unref(pl);
@@ -288,7 +257,7 @@ static void expect_same_list(struct pipeline *pl, const char *text)
 				"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}"));
 	json_t *a = respond_raw(&raw, text);  /* read only when the bytes are unusual */
 	a = a ? json_incref(a) : raw.went_on ? mwt_went_on(&raw) : mwt_json(text);
-	request(&parsed, pl, "tools/list", NULL);
+	mwt_request(&parsed, pl, "tools/list", NULL);
 	json_t *b = mwt_respond(&parsed, &(struct mwt_msg){ .text = text });
 	mwt_expect_same_list(&raw, a, b, "9");
 	json_decref(a);

@@ -27,35 +27,6 @@
 
 /* ---- helpers ---- */
 
-/* Wraps module options OPTS (text of an object's members) as a rewrite pipeline. */
-static void expect_rewrite_error(const char *opts, const char *want)
-{
-	char text[1024];
-	snprintf(text, sizeof text, "[{\"use\":\"rewrite\",%s}]", opts);
-	mwt_expect_error(text, want);
-}
-
-/* Walks the client request METHOD/PARAMS (stolen) through PL; a call is about its tool. */
-static json_t *request(struct mwt_run *r, struct pipeline *pl, const char *method, json_t *params)
-{
-	const char *name = strcmp(method, "tools/call") == 0 ?
-		json_string_value(json_object_get(params, "name")) : NULL;
-	return mwt_walk(r, pl, &(struct mwt_msg){ .kind = RPC_REQUEST, .method = method,
-		.name = name, .msg = rpc_request(9, method, params) });
-}
-
-/* Walks the response MSG (stolen) back; WIRE is its size as received. */
-static json_t *respond_msg(struct mwt_run *r, json_t *msg, size_t wire)
-{
-	return mwt_respond(r, &(struct mwt_msg){ .msg = msg, .bytes = wire });
-}
-
-/* Walks a response with RESULT (stolen) back. */
-static json_t *respond(struct mwt_run *r, json_t *result)
-{
-	return respond_msg(r, rpc_result(json_object_get(r->got, "id"), result), 0);
-}
-
 /* Parses the options OPTS (JSON object text) into RS; returns the number of errors. */
 static int parse(const char *opts, struct rw_results *rs, struct cfg_errors *errs)
 {
@@ -73,26 +44,26 @@ static int parse(const char *opts, struct rw_results *rs, struct cfg_errors *err
 static void test_option_errors(void **state)
 {
 	(void)state;
-	expect_rewrite_error("\"results\":{}", "/middleware/0/results: must be an array");
-	expect_rewrite_error("\"results\":[1]", "/results/0: must be an object");
-	expect_rewrite_error("\"results\":[{\"replace\":\"x\"}]", "/results/0/pattern: must be a non-empty string");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"(a\"}]", "/results/0/pattern: does not compile at offset 2");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"with\":\"b\"}]", "/results/0/with: unknown option");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"x*\"}]", "/results/0/pattern: matches the empty string");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"replace\":7}]", "/results/0/replace: must be a string");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"(a)\",\"replace\":\"$2\"}]",
+	mwt_expect_module_error("rewrite", "\"results\":{}", "/middleware/0/results: must be an array");
+	mwt_expect_module_error("rewrite", "\"results\":[1]", "/results/0: must be an object");
+	mwt_expect_module_error("rewrite", "\"results\":[{\"replace\":\"x\"}]", "/results/0/pattern: must be a non-empty string");
+	mwt_expect_module_error("rewrite", "\"results\":[{\"pattern\":\"(a\"}]", "/results/0/pattern: does not compile at offset 2");
+	mwt_expect_module_error("rewrite", "\"results\":[{\"pattern\":\"a\",\"with\":\"b\"}]", "/results/0/with: unknown option");
+	mwt_expect_module_error("rewrite", "\"results\":[{\"pattern\":\"x*\"}]", "/results/0/pattern: matches the empty string");
+	mwt_expect_module_error("rewrite", "\"results\":[{\"pattern\":\"a\",\"replace\":7}]", "/results/0/replace: must be a string");
+	mwt_expect_module_error("rewrite", "\"results\":[{\"pattern\":\"(a)\",\"replace\":\"$2\"}]",
 			     "/results/0/replace: \"$2\" names no group of the pattern");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"(?<n>a)\",\"replace\":\"${m}\"}]",
+	mwt_expect_module_error("rewrite", "\"results\":[{\"pattern\":\"(?<n>a)\",\"replace\":\"${m}\"}]",
 			     "/results/0/replace: \"$m\" names no group");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"replace\":\"US$ 5\"}]",
+	mwt_expect_module_error("rewrite", "\"results\":[{\"pattern\":\"a\",\"replace\":\"US$ 5\"}]",
 			     "/results/0/replace: a lone \"$\"");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"(a)\",\"replace\":\"${1\"}]",
+	mwt_expect_module_error("rewrite", "\"results\":[{\"pattern\":\"(a)\",\"replace\":\"${1\"}]",
 			     "/results/0/replace: \"${\" without its \"}\"");
-	expect_rewrite_error("\"results\":[{\"pattern\":\"a\",\"tools\":[\"[\"]}]",
+	mwt_expect_module_error("rewrite", "\"results\":[{\"pattern\":\"a\",\"tools\":[\"[\"]}]",
 			     "/results/0/tools/0: unterminated");
-	expect_rewrite_error("\"maxResultBytes\":0", "/middleware/0/maxResultBytes: must be a positive integer");
-	expect_rewrite_error("\"maxResultBytes\":\"10\"", "/maxResultBytes: must be a positive integer");
-	expect_rewrite_error("\"maxResultBytes\":1.5", "/maxResultBytes: must be a positive integer");
+	mwt_expect_module_error("rewrite", "\"maxResultBytes\":0", "/middleware/0/maxResultBytes: must be a positive integer");
+	mwt_expect_module_error("rewrite", "\"maxResultBytes\":\"10\"", "/maxResultBytes: must be a positive integer");
+	mwt_expect_module_error("rewrite", "\"maxResultBytes\":1.5", "/maxResultBytes: must be a positive integer");
 
 	/* every problem at once, each at its own path; nothing kept */
 	struct cfg_errors errs = { 0 };
@@ -214,8 +185,8 @@ static const char redact_module[] =
 static json_t *call_with_result(struct mwt_run *r, struct pipeline *pl, const char *tool,
 				const char *result, size_t wire)
 {
-	request(r, pl, "tools/call", json_pack("{s:s}", "name", tool));
-	return respond_msg(r, rpc_result(json_object_get(r->got, "id"), mwt_json(result)), wire);
+	mwt_request(r, pl, "tools/call", json_pack("{s:s}", "name", tool));
+	return mwt_respond_msg(r, rpc_result(json_object_get(r->got, "id"), mwt_json(result)), wire);
 }
 
 /* Patterns replace in text, resource text, structured content and errors. */
@@ -241,23 +212,23 @@ static void test_patterns(void **state)
 	mwt_run_release(&r);
 
 	/* a rule limited to some tools; untouched strings stay the same objects */
-	request(&r, pl, "tools/call", json_pack("{s:s}", "name", "other"));
+	mwt_request(&r, pl, "tools/call", json_pack("{s:s}", "name", "other"));
 	json_t *res = mwt_json("{\"content\":[{\"type\":\"text\",\"text\":\"internal only\"}]}");
 	json_t *text = mwt_at(res, "content.0.text");
-	out = respond(&r, res);
+	out = mwt_respond_result(&r, res);
 	assert_ptr_equal(mwt_at(out, "result.content.0.text"), text);
 	assert_string_equal(json_string_value(text), "internal only");
 	mwt_run_release(&r);
 
 	/* error messages are redacted too */
-	request(&r, pl, "tools/call", json_pack("{s:s}", "name", "x"));
-	out = respond_msg(&r, rpc_error(json_object_get(r.got, "id"), -32000, "no access for z@z.zz", NULL), 0);
+	mwt_request(&r, pl, "tools/call", json_pack("{s:s}", "name", "x"));
+	out = mwt_respond_msg(&r, rpc_error(json_object_get(r.got, "id"), -32000, "no access for z@z.zz", NULL), 0);
 	assert_string_equal(mwt_str_at(out, "error.message"), "no access for [email]");
 	mwt_run_release(&r);
 
 	/* other methods are not touched */
-	request(&r, pl, "resources/read", json_pack("{s:s}", "uri", "x"));
-	out = respond(&r, mwt_json("{\"contents\":[{\"uri\":\"x\",\"text\":\"a@b.cd\"}]}"));
+	mwt_request(&r, pl, "resources/read", json_pack("{s:s}", "uri", "x"));
+	out = mwt_respond_result(&r, mwt_json("{\"contents\":[{\"uri\":\"x\",\"text\":\"a@b.cd\"}]}"));
 	assert_string_equal(mwt_str_at(out, "result.contents.0.text"), "a@b.cd");
 	mwt_run_release(&r);
 	pipeline_unref(pl);

@@ -769,6 +769,79 @@ static void test_slow_reader(void **state)
 	json_decref(mb);
 }
 
+/*
+ * A POST stream whose connection breaks waits resumeGraceMs for a GET with
+ * Last-Event-ID of one of its events: that GET gets the events after it
+ * (none twice), what came meanwhile, then the answer, and ends as the POST
+ * would have; nothing is cancelled. Not resumed in time, its request is
+ * cancelled and the stream is no longer kept.
+ */
+static void test_post_resume(void **state)
+{
+	(void)state;
+	htt_stop();
+	struct cfg_listen l = { .address = "127.0.0.1", .resume_grace = 0.3 };
+	htt_start(&l, 4096, NULL);
+	char sid[64], hdrs[256];
+	struct hconn c;
+	htt_initialize("2025-11-25", NULL, sid);
+	htt_be.hold = true;
+	json_t *call = json_incref(open_call(sid, &c));
+	json_t *tok = json_object_get(json_object_get(json_object_get(call, "params"), "_meta"),
+				      "progressToken");
+	progress(tok, 1, 4);
+	assert_true(htt_wait(&c, "\"progress\":1", 2.));
+	/* the retry hint (a third of the grace) and the priming event come first */
+	struct hres r;
+	htt_parse(&c, &r);
+	assert_true(strncmp(r.body, "retry: 100\nid: 2-0\ndata: \n\nid: 2-1\nevent: message\n", 50) == 0);
+	hres_release(&r);
+	close_get(&c);   /* cut: parked */
+	progress(tok, 2, 4);
+	assert_int_equal(http_front_busy(htt_front), 1);
+	snprintf(hdrs, sizeof hdrs, "Mcp-Session-Id: %s\r\nAccept: text/event-stream\r\n"
+		 "Last-Event-ID: 2-1\r\n", sid);
+	htt_open("GET", "/mcp", hdrs, NULL, &c);
+	assert_true(htt_wait(&c, "\"progress\":2", 2.));
+	chain_receive(&htt_be.peer, rpc_result(json_object_get(call, "id"), json_pack("{s:b}", "ok", 1)));
+	if (!htt_wait(&c, "\r\n0\r\n\r\n", 2.))
+		fail_msg("the resumed stream did not end: %s", c.data);
+	htt_parse(&c, &r);
+	assert_int_equal(r.status, 200);
+	assert_null(strstr(r.body, "\"progress\":1"));
+	const char *p2 = strstr(r.body, "id: 2-2\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":"
+				"\"notifications/progress\"");
+	const char *res = strstr(r.body, "id: 2-3\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,"
+				 "\"result\":{\"ok\":true}}");
+	assert_non_null(p2);
+	assert_non_null(res);
+	assert_true(p2 < res);
+	assert_null(strstr(res + 1, "id: 2-3"));
+	hres_release(&r);
+	htt_close(&c);
+	assert_int_equal(http_front_busy(htt_front), 0);
+	assert_null(be_got("notifications/cancelled"));
+	json_decref(call);
+	/* not resumed within the grace: cancelled, and no longer kept */
+	json_array_clear(htt_be.got);
+	call = json_incref(open_call(sid, &c));
+	tok = json_object_get(json_object_get(json_object_get(call, "params"), "_meta"), "progressToken");
+	progress(tok, 1, 4);
+	assert_true(htt_wait(&c, "id: 3-1\n", 2.));
+	close_get(&c);
+	assert_null(be_got("notifications/cancelled"));   /* still waiting */
+	htt_run_for(0.4);
+	json_t *cancel = be_got("notifications/cancelled");
+	assert_non_null(cancel);
+	assert_true(json_equal(json_object_get(json_object_get(cancel, "params"), "requestId"),
+			       json_object_get(call, "id")));
+	assert_int_equal(http_front_busy(htt_front), 0);
+	snprintf(hdrs, sizeof hdrs, "Mcp-Session-Id: %s\r\nAccept: text/event-stream\r\n"
+		 "Last-Event-ID: 3-1\r\n", sid);
+	expect_error("GET", "/mcp", hdrs, NULL, 400, "names a stream this session does not keep");
+	json_decref(call);
+}
+
 /* ---- 2026-07-28: no session, one call per POST ---- */
 
 #define META26 "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"," \
@@ -1086,6 +1159,7 @@ int main(void)
 		T(test_get_resume_after_trim),
 		T(test_held_backlog),
 		T(test_slow_reader),
+		T(test_post_resume),
 		T(test_stateless_post),
 		T(test_idle_expiry),
 		T(test_connection_limit),

@@ -245,7 +245,7 @@ void htt_close(struct hconn *c)
 }
 
 /* Splits what C read into R: status, head, body (de-chunked). */
-static void parse(struct hconn *c, struct hres *r)
+void htt_parse(struct hconn *c, struct hres *r)
 {
 	memset(r, 0, sizeof *r);
 	if (!c->data)
@@ -287,7 +287,7 @@ void htt_do(const char *raw, struct hres *out)
 	open_raw(raw, strlen(raw), &c);
 	if (!htt_wait(&c, NULL, 5.))
 		fail_msg("the server did not close the connection; got: %s", c.data ? c.data : "");
-	parse(&c, out);
+	htt_parse(&c, out);
 	htt_close(&c);
 }
 

@@ -74,6 +74,9 @@ void htt_open(const char *method, const char *path, const char *headers, const c
 /* Reads C until its bytes contain WANT (true) or it closes or SECONDS pass (false). */
 bool htt_wait(struct hconn *c, const char *want, double seconds);
 void htt_close(struct hconn *c);
+/* Splits what C has read so far into OUT: status, head, body (de-chunked;
+ * whole chunks only). */
+void htt_parse(struct hconn *c, struct hres *out);
 
 /* Runs the loop for SECONDS. */
 void htt_run_for(double seconds);

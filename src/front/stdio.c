@@ -242,26 +242,22 @@ static void on_stdin(struct ev_loop *loop, ev_io *w, int revents)
 	for (;;) {
 		if (!input_wanted(f))
 			return;  /* flow control: input_resume calls again */
-		size_t avail;
-		char *dst = framer_reserve(&f->fr, &avail);
-		if (!dst) {
-			log_error("client: out of memory reading stdin");
-			break;
-		}
-		ssize_t n = read(f->in_fd, dst, avail);
+		bool full;
+		ssize_t n = framer_read(&f->fr, f->in_fd, &full);
 		if (n > 0) {
-			framer_commit(&f->fr, (size_t)n);
-			if (!drain_lines(f) || (size_t)n < avail)
+			if (!drain_lines(f) || !full)
 				return;  /* drained; the loop says when more comes (saves a read) */
 			continue;
 		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (n < 0 && errno == EAGAIN)
 			return;
+		if (n < 0 && errno == ENOMEM) {
+			log_error("client: out of memory reading stdin");
+			break;
+		}
 		log_info("client: end of input (%s)", n == 0 ? "EOF" : strerror(errno));
-		if (framer_pending(&f->fr) > 0)  /* a last line without "\n" */
-			framer_push(&f->fr, "\n", 1);
+		if (n < 0 && framer_pending(&f->fr) > 0)  /* a last line without "\n" */
+			framer_push(&f->fr, "\n", 1);   /* (framer_read did so at EOF) */
 		f->eof = true;
 		input_update(f);
 		if (!drain_lines(f))

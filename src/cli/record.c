@@ -9,8 +9,10 @@
  * and the chain ("dir": "in" from the client, "out" to it) the backend a
  * message is about is told from its names (a tool or prompt's prefix; the
  * only backend when there is one) and from the request a response or
- * progress answers; between the chain and a backend ("to-backend",
- * "from-backend") it is the backend itself, handshakes included.
+ * progress answers, and is null when it is about no one backend (the
+ * handshake, ping, a merged list); between the chain and a backend
+ * ("to-backend", "from-backend") it is the backend itself, handshakes
+ * included.
  */
 #include "cli_int.h"
 

@@ -54,7 +54,7 @@ static int port;
 static struct {
 	int sessions;                /* sessions started */
 	char session[32];            /* the current one */
-	bool expire_once;            /* "expire": 404 to the first call */
+	int expire_left;             /* "expire": 404 to this many calls */
 	bool get_stream;             /* answer GET with an open event stream */
 	bool delete_hangs;           /* never answer DELETE */
 	struct stub_conn *get_conn;  /* the open GET stream */
@@ -180,8 +180,8 @@ static void handler(struct stub_conn *c, const struct stub_req *r, void *arg)
 	} else if (strcmp(method, "tools/call") == 0) {
 		const char *name = json_string_value(json_object_get(json_object_get(m, "params"),
 								     "name"));
-		if (strcmp(name, "expire") == 0 && SV.expire_once) {
-			SV.expire_once = false;
+		if (strcmp(name, "expire") == 0 && SV.expire_left > 0) {
+			SV.expire_left--;
 			SV.session[0] = '\0';
 			stub_reply(c, 404, "text/plain", NULL, "session not found");
 		} else {
@@ -270,8 +270,8 @@ static void assert_error_has(json_t *err, int code, const char *text)
 		fail_msg("error message \"%s\" lacks \"%s\"", m ? m : "(none)", text);
 }
 
-/* The last request the stub got that is a POST of METHOD. */
-static const struct stub_req *last_post(const char *method)
+/* The last POST of METHOD the stub got, or NULL. */
+static const struct stub_req *find_post(const char *method)
 {
 	for (size_t i = stub_count(); i-- > 0;) {
 		const struct stub_req *r = stub_get(i);
@@ -284,8 +284,20 @@ static const struct stub_req *last_post(const char *method)
 		if (hit)
 			return r;
 	}
-	fail_msg("no POST of %s", method);
 	return NULL;
+}
+
+static bool has_post(const void *method)
+{
+	return find_post(method) != NULL;
+}
+
+/* The last POST of METHOD the stub got, waiting a little for it. */
+static const struct stub_req *last_post(const char *method)
+{
+	if (!ext_run_until(has_post, method, 5.0))
+		fail_msg("no POST of %s", method);
+	return find_post(method);
 }
 
 static bool got_get(const void *arg)
@@ -442,7 +454,7 @@ static void test_session_expired(void **state)
 	(void)state;
 	make(port, NULL);
 	initialize();
-	SV.expire_once = true;
+	SV.expire_left = 1;
 	call(9, "expire");
 	ext_wait_got(&CL, 1, 5.0);
 	assert_null(answer(0, 9));
@@ -521,6 +533,89 @@ static void test_get_stream(void **state)
 	assert_string_equal(stub_header(g, "Mcp-Session-Id"), "sess-1");
 }
 
+/* A session that is lost again right after renewal: the request is sent
+ * again only once, then answered with an error (HTTP 404 as data); the
+ * backend itself stays usable on a third session. */
+static void test_session_expired_again(void **state)
+{
+	(void)state;
+	make(port, NULL);
+	initialize();
+	SV.expire_left = 2;
+	call(9, "expire");
+	ext_wait_got(&CL, 1, 5.0);
+	json_t *err = answer(0, 9);
+	assert_error_has(err, RPC_BACKEND_GONE, "the session expired again (HTTP 404)");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(err, "data"),
+							     "httpStatus")), 404);
+	call(10, "json");
+	ext_wait_got(&CL, 2, 5.0);
+	assert_null(answer(1, 10));
+	assert_int_equal(SV.sessions, 3);
+	assert_string_equal(stub_header(last_post("tools/call"), "Mcp-Session-Id"), "sess-3");
+}
+
+/* notifications/cancelled for an open request: its POST is aborted (the
+ * server sees the connection close) and the notification goes out with
+ * the id the backend knows the request by. */
+static void test_cancel_aborts_post(void **state)
+{
+	(void)state;
+	make(port, NULL);
+	initialize();
+	call(4, "hang");
+	for (int i = 0; i < 500 && !SV.hung; i++)
+		ext_spin(1);
+	assert_non_null(SV.hung);
+	json_t *hung = ext_json(last_post("tools/call")->body);
+	chain_receive(&CL.peer, ext_json("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+					 "\"params\":{\"requestId\":4,\"reason\":\"no\"}}"));
+	for (int i = 0; i < 500 && stub_open(SV.hung); i++)
+		ext_spin(1);
+	assert_false(stub_open(SV.hung));
+	json_t *c = ext_json(last_post("notifications/cancelled")->body);
+	assert_true(json_equal(json_object_get(json_object_get(c, "params"), "requestId"),
+			       json_object_get(hung, "id")));
+	json_decref(c);
+	json_decref(hung);
+}
+
+/* Flow control: while paused, a reply waits in libcurl and nothing reaches
+ * the client; resumed, it arrives. */
+static void test_pause(void **state)
+{
+	(void)state;
+	make(port, NULL);
+	initialize();
+	be_http_ops.pause(BE, true);
+	call(21, "json");
+	ext_run_for(0.1);
+	assert_int_equal(json_array_size(CL.got), 0);
+	assert_int_equal(chain_open_exchanges(CH), 1);
+	be_http_ops.pause(BE, false);
+	ext_wait_got(&CL, 1, 5.0);
+	assert_null(answer(0, 21));
+}
+
+/* A batch from the chain goes out as one POST per member, in order. */
+static void test_batch_split(void **state)
+{
+	(void)state;
+	make(port, NULL);
+	initialize();
+	size_t before = stub_count_method("POST");
+	json_t *batch = ext_json("[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/a\"},"
+				 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/b\"}]");
+	assert_int_equal(be_http_ops.send(BE, batch), 0);
+	json_decref(batch);
+	for (int i = 0; i < 500 && stub_count_method("POST") < before + 2; i++)
+		ext_spin(1);
+	assert_int_equal(stub_count_method("POST"), before + 2);
+	last_post("notifications/a");
+	last_post("notifications/b");
+	assert_string_equal(stub_header(last_post("notifications/b"), "Mcp-Session-Id"), "sess-1");
+}
+
 /* Nothing listens: the initialize fails, the transport is down with the
  * reason, the backend failed (restart off) and the client is answered. */
 static void test_refused(void **state)
@@ -582,6 +677,10 @@ int main(void)
 		T(test_sse_reply),
 		T(test_failed_replies),
 		T(test_session_expired),
+		T(test_session_expired_again),
+		T(test_cancel_aborts_post),
+		T(test_pause),
+		T(test_batch_split),
 		T(test_stream_resumed),
 		T(test_get_stream),
 		T(test_refused),

@@ -48,7 +48,7 @@ static struct {
 	int get_status;              /* answer to the stream's GET: 200 unless set */
 	const char *get_type;        /* its Content-Type, text/event-stream unless set */
 	struct stub_conn *stream;    /* the open event stream */
-	int post_status;             /* answer to POSTs: 202 unless set */
+	int post_status;             /* answer to POSTs: 202 unless set; -1: hang up */
 	bool answer;                 /* answer requests on the stream */
 } SV;
 
@@ -75,6 +75,10 @@ static void handler(struct stub_conn *c, const struct stub_req *r, void *arg)
 		return;
 	}
 	int st = SV.post_status ? SV.post_status : 202;
+	if (st < 0) {  /* hang up without a reply */
+		stub_close(c);
+		return;
+	}
 	stub_reply(c, st, "text/plain", NULL, st == 202 ? "Accepted" : "refused here");
 	if (st != 202 || !SV.answer)
 		return;
@@ -263,7 +267,8 @@ static void test_endpoint_then_posts(void **state)
 }
 
 /* A server's own message on the stream reaches the client; a POST refused
- * with an error status answers its request with an error naming it. */
+ * with an error status, or hung up on, answers its request with an error
+ * naming the endpoint. */
 static void test_push_and_post_error(void **state)
 {
 	(void)state;
@@ -279,6 +284,14 @@ static void test_push_and_post_error(void **state)
 	const char *msg = error_message(1, 8);
 	assert_has(msg, "HTTP 500 from http://127.0.0.1:");
 	assert_has(msg, "/messages?sessionId=abc: refused here");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(
+		ext_client_msg(&CL, 1), "error"), "data"), "httpStatus")), 500);
+	SV.post_status = -1;
+	call(9, "t");
+	ext_wait_got(&CL, 3, 5.0);
+	msg = error_message(2, 9);
+	assert_has(msg, "HTTP request to http://127.0.0.1:");
+	assert_has(msg, "/messages?sessionId=abc failed: ");
 	assert_int_equal(backend_state(BE), BACKEND_READY);  /* the stream still stands */
 }
 

@@ -31,6 +31,7 @@
 #include "backend.h"
 #include "chain.h"
 #include "config.h"
+#include "ext_test.h"
 #include "log.h"
 #include "peer.h"
 #include "rpc.h"
@@ -137,14 +138,7 @@ static struct backend *BE;
 /* Loads TEXT and makes the backend of its first entry (not started). */
 static struct backend *make(const char *text)
 {
-	struct cfg_errors errs = { 0 };
-	C = cfg_load_string(text, "test.json", &errs);
-	if (!C) {
-		for (size_t i = 0; i < errs.count; i++)
-			print_message("%s\n", errs.lines[i]);
-		cfg_errors_release(&errs);
-		fail_msg("bad test configuration");
-	}
+	C = ext_cfg(text);
 	BE = backend_new(CH, C, &C->servers[0], on_event, events);
 	assert_non_null(BE);
 	return BE;
@@ -192,40 +186,6 @@ static int teardown(void **state)
 
 /* ---- running the loop, bounded ---- */
 
-static void on_guard(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)w;
-	(void)revents;
-}
-
-/*
- * Runs the loop until DONE(ARG) or CAP seconds of wall time. A short timer
- * is armed for every iteration: one guard timer for the whole CAP, set
- * from the loop's cached time, can fire before the wall-clock bound is
- * reached and leave the next ev_run waiting for libev's longest block
- * (about 60 s) -- which made this suite hang now and then under load.
- */
-static bool run_until(bool (*done)(const void *arg), const void *arg, double cap)
-{
-	double end = ev_time() + cap;
-	while (!(done && done(arg)) && ev_time() < end) {
-		ev_timer tick;
-		ev_now_update(EV_DEFAULT);
-		ev_timer_init(&tick, on_guard, 0.005, 0.);
-		ev_timer_start(EV_DEFAULT, &tick);
-		ev_run(EV_DEFAULT, EVRUN_ONCE);
-		ev_timer_stop(EV_DEFAULT, &tick);
-	}
-	return done && done(arg);
-}
-
-/* Runs the loop for SECONDS (to see that nothing happens). */
-static void run_for(double seconds)
-{
-	run_until(NULL, NULL, seconds);
-}
-
 static int want_starts;
 static bool starts_reached(const void *arg)
 {
@@ -237,22 +197,10 @@ static bool starts_reached(const void *arg)
 static double wait_start(int n, double cap)
 {
 	want_starts = n;
-	if (!run_until(starts_reached, NULL, cap))
+	if (!ext_run_until(starts_reached, NULL, cap))
 		fail_msg("start #%d did not happen within %g s (state %s)", n, cap,
 			 backend_state_name(backend_state(BE)));
 	return FT.start_at[n - 1];
-}
-
-static bool in_state(const void *arg)
-{
-	return backend_state(BE) == *(const enum backend_state *)arg;
-}
-
-static void wait_state(enum backend_state s, double cap)
-{
-	if (!run_until(in_state, &s, cap))
-		fail_msg("state %s not reached within %g s (state %s)", backend_state_name(s), cap,
-			 backend_state_name(backend_state(BE)));
 }
 
 /* The transport goes down unexpectedly now; returns the wall time. */
@@ -348,7 +296,7 @@ static void test_backoff_reset_after_good_run(void **state)
 	wait_start(3, 0.5);  /* after 10 ms */
 	down("exited with status 1");
 	wait_start(4, 0.5);  /* after 20 ms; next would be 40 ms */
-	run_for(0.045);      /* up longer than windowMs */
+	ext_run_for(0.045);      /* up longer than windowMs */
 	assert_int_equal(backend_state(BE), BACKEND_STARTED);
 	double t = down("exited with status 1");
 	double s = wait_start(5, 0.5);
@@ -367,7 +315,7 @@ static void test_window_resets_crash_count(void **state)
 	down("exited with status 1");              /* 2 */
 	wait_start(3, 0.5);
 	while (ev_time() - t0 < 0.050)             /* the window passes */
-		run_for(0.050 - (ev_time() - t0));
+		ext_run_for(0.050 - (ev_time() - t0));
 	down("exited with status 1");              /* 1 in a new window */
 	assert_int_equal(backend_state(BE), BACKEND_RESTARTING);
 	wait_start(4, 0.5);
@@ -401,7 +349,7 @@ static void test_crash_loop_fails(void **state)
 	assert_non_null(strstr(why(), "killed by signal 9"));
 	assert_int_equal(backend_stats(BE)->restarts, 2);
 	assert_false(backend_peer(BE)->ready);
-	run_for(0.030);
+	ext_run_for(0.030);
 	assert_int_equal(FT.starts, 3);  /* no more restarts */
 	assert_int_equal(backend_state(BE), BACKEND_FAILED);
 	/* a client's initialize is refused now */
@@ -418,7 +366,7 @@ static void test_start_failure_crash_loop(void **state)
 	assert_int_equal(backend_state(BE), BACKEND_RESTARTING);
 	assert_string_equal(why(), "connection refused");
 	assert_int_equal(count_ev(BACKEND_EV_DOWN), 1);
-	wait_state(BACKEND_FAILED, 0.5);
+	ext_wait_state(BE, BACKEND_FAILED, 0.5);
 	assert_int_equal(FT.starts, 3);
 	assert_int_equal(backend_stats(BE)->restarts, 2);
 	assert_non_null(strstr(why(), "crash loop"));
@@ -439,7 +387,7 @@ static void test_start_failure_crash_loop_reason(void **state)
 	make_fake("{\"initialDelayMs\":1,\"maxDelayMs\":2,\"maxRestarts\":2,\"windowMs\":60000}");
 	FT.fail_start = true;
 	assert_int_equal(backend_start(BE), -1);
-	wait_state(BACKEND_FAILED, 0.5);
+	ext_wait_state(BE, BACKEND_FAILED, 0.5);
 	print_message("why_down: %s\n", why());
 	assert_non_null(strstr(why(), "(last: connection refused)"));
 }
@@ -456,7 +404,7 @@ static void test_no_restart(void **state)
 	assert_int_equal(events[0], BACKEND_EV_DOWN);
 	assert_int_equal(events[1], BACKEND_EV_FAILED);
 	assert_string_equal(why(), "exited with status 3");  /* not a crash loop */
-	run_for(0.030);
+	ext_run_for(0.030);
 	assert_int_equal(FT.starts, 1);
 	assert_int_equal(backend_stats(BE)->restarts, 0);
 }
@@ -469,7 +417,7 @@ static void test_no_restart_object(void **state)
 	assert_int_equal(backend_start(BE), 0);
 	down("exited with status 1");
 	assert_int_equal(backend_state(BE), BACKEND_FAILED);
-	run_for(0.020);
+	ext_run_for(0.020);
 	assert_int_equal(FT.starts, 1);
 }
 
@@ -491,7 +439,7 @@ static void test_stop_no_restart(void **state)
 	assert_string_equal(backend_state_name(BACKEND_GONE), "gone");
 	assert_int_equal(nevents, 1);
 	assert_int_equal(events[0], BACKEND_EV_GONE);
-	run_for(0.020);
+	ext_run_for(0.020);
 	assert_int_equal(FT.starts, 1);
 	assert_int_equal(backend_stats(BE)->restarts, 0);
 }
@@ -508,27 +456,12 @@ static void test_stop_while_restarting(void **state)
 	assert_int_equal(FT.stops, 0);  /* nothing running to stop */
 	assert_int_equal(backend_state(BE), BACKEND_GONE);
 	assert_int_equal(events[nevents - 1], BACKEND_EV_GONE);
-	run_for(0.030);
+	ext_run_for(0.030);
 	assert_int_equal(FT.starts, 1);
 	assert_int_equal(backend_state(BE), BACKEND_GONE);
 }
 
 /* ---- handshake and pending requests ---- */
-
-struct fake_client {
-	struct peer peer;
-	json_t *got;
-};
-
-static int fc_send(struct peer *p, json_t *msg, struct exchange *ex)
-{
-	struct fake_client *c = (struct fake_client *)p;
-	(void)ex;
-	json_array_append_new(c->got, json_deep_copy(msg));
-	return 0;
-}
-
-static const struct peer_ops fc_ops = { .send = fc_send };
 
 static json_t *init_answers;  /* what the initialize callback got */
 
@@ -562,12 +495,8 @@ static void reply(json_t *req, const char *result)
 static void test_handshake_down_and_reinit(void **state)
 {
 	(void)state;
-	struct fake_client cl;
-	memset(&cl, 0, sizeof cl);
-	peer_init(&cl.peer, &fc_ops, PEER_CLIENT, "client");
-	cl.got = json_array();
-	cl.peer.ready = true;
-	chain_add_peer(CH, &cl.peer);
+	struct ext_client cl;
+	ext_client_init(&cl, CH);
 	init_answers = json_array();
 
 	make_fake("{\"initialDelayMs\":5,\"maxDelayMs\":5,\"maxRestarts\":10,\"windowMs\":60000}");
@@ -622,9 +551,7 @@ static void test_handshake_down_and_reinit(void **state)
 	json_decref(params);
 	json_decref(init_answers);
 	init_answers = NULL;
-	chain_remove_peer(&cl.peer);
-	peer_release(&cl.peer);
-	json_decref(cl.got);
+	ext_client_release(&cl);
 }
 
 /* ---- the real stdio transport ---- */
@@ -639,7 +566,7 @@ static void test_stdio_false_crash_loop(void **state)
 	     "{\"initialDelayMs\":10,\"maxDelayMs\":20,\"maxRestarts\":2,\"windowMs\":60000}}}}");
 	double t0 = ev_time();
 	assert_int_equal(backend_start(BE), 0);
-	wait_state(BACKEND_FAILED, 1.0);
+	ext_wait_state(BE, BACKEND_FAILED, 1.0);
 	double took = ev_time() - t0;
 	print_message("failed after %.1f ms: %s\n", took * 1000, why());
 	assert_true(took >= 0.029);  /* 10 + 20 ms of backoff */
@@ -649,7 +576,7 @@ static void test_stdio_false_crash_loop(void **state)
 	assert_non_null(strstr(why(), "crash loop"));
 	assert_non_null(strstr(why(), "1"));
 	assert_false(backend_running(BE));
-	run_for(0.030);
+	ext_run_for(0.030);
 	assert_int_equal(backend_stats(BE)->restarts, 2);
 }
 
@@ -661,10 +588,10 @@ static void test_stdio_false_no_restart(void **state)
 		skip();
 	make("{\"mcpServers\":{\"f\":{\"command\":\"/bin/false\",\"restart\":false}}}");
 	assert_int_equal(backend_start(BE), 0);
-	wait_state(BACKEND_FAILED, 1.0);
+	ext_wait_state(BE, BACKEND_FAILED, 1.0);
 	assert_int_equal(backend_stats(BE)->restarts, 0);
 	assert_null(strstr(why(), "crash loop"));
-	run_for(0.020);
+	ext_run_for(0.020);
 	assert_int_equal(backend_stats(BE)->restarts, 0);
 }
 
@@ -679,10 +606,10 @@ static void test_start_failures_outlast_window(void **state)
 	make_fake("{\"initialDelayMs\":10,\"maxDelayMs\":20,\"maxRestarts\":2,\"windowMs\":5}");
 	FT.fail_start = true;
 	assert_int_equal(backend_start(BE), -1);
-	wait_state(BACKEND_FAILED, 0.5);
+	ext_wait_state(BE, BACKEND_FAILED, 0.5);
 	assert_int_equal(FT.starts, 3);
 	assert_non_null(strstr(why(), "(last: connection refused)"));
-	run_for(0.050);
+	ext_run_for(0.050);
 	assert_int_equal(FT.starts, 3);
 }
 
@@ -700,7 +627,7 @@ static void test_ended_not_restarted(void **state)
 	assert_int_equal(count_ev(BACKEND_EV_ENDED), 1);
 	assert_int_equal(count_ev(BACKEND_EV_DOWN), 0);
 	assert_false(backend_peer(BE)->ready);
-	run_for(0.020);
+	ext_run_for(0.020);
 	assert_int_equal(FT.starts, 1);
 	assert_int_equal(backend_peer(BE)->ops->initialize(backend_peer(BE), NULL, NULL, NULL), -1);
 	backend_stop(BE, 1.0);

@@ -35,6 +35,7 @@
 #include "backend.h"
 #include "chain.h"
 #include "config.h"
+#include "ext_test.h"
 #include "log.h"
 #include "peer.h"
 #include "rpc.h"
@@ -46,22 +47,7 @@ static struct backend *BE;
 static char dir[64];
 static char log_path[96];
 
-/* ---- a fake client: what the backend sends ---- */
-
-static struct {
-	struct peer peer;
-	json_t *got;
-} CL;
-
-static int cl_send(struct peer *p, json_t *msg, struct exchange *ex)
-{
-	(void)p;
-	(void)ex;
-	json_array_append_new(CL.got, json_deep_copy(msg));
-	return 0;
-}
-
-static const struct peer_ops cl_ops = { .send = cl_send };
+static struct ext_client CL;  /* what the backend sends */
 
 /* ---- backend events ---- */
 
@@ -75,59 +61,6 @@ static void on_event(struct backend *b, enum backend_event ev, void *arg)
 	if (nevents < 16)
 		events[nevents] = ev;
 	nevents++;
-}
-
-/* ---- the loop, bounded ---- */
-
-static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)w;
-	(void)revents;
-}
-
-/* Runs the loop until DONE(ARG) or CAP seconds (a short timer bounds each ev_run). */
-static bool run_until(bool (*done)(const void *arg), const void *arg, double cap)
-{
-	double end = ev_time() + cap;
-	while (!(done && done(arg)) && ev_time() < end) {
-		ev_timer tick;
-		ev_now_update(EV_DEFAULT);
-		ev_timer_init(&tick, on_tick, 0.005, 0.);
-		ev_timer_start(EV_DEFAULT, &tick);
-		ev_run(EV_DEFAULT, EVRUN_ONCE);
-		ev_timer_stop(EV_DEFAULT, &tick);
-	}
-	return done && done(arg);
-}
-
-static bool got_at_least(const void *arg)
-{
-	return json_array_size(CL.got) >= *(const size_t *)arg;
-}
-
-/* Waits until the client got N messages. */
-static void wait_got(size_t n, double cap)
-{
-	if (!run_until(got_at_least, &n, cap)) {
-		char *t = json_dumps(CL.got, JSON_COMPACT);
-		print_message("got: %s\n", t);
-		free(t);
-		fail_msg("the client got %zu messages, not %zu, within %g s",
-			 json_array_size(CL.got), n, cap);
-	}
-}
-
-static bool in_state(const void *arg)
-{
-	return backend_state(BE) == *(const enum backend_state *)arg;
-}
-
-static void wait_state(enum backend_state s, double cap)
-{
-	if (!run_until(in_state, &s, cap))
-		fail_msg("state %s not reached within %g s (state %s)", backend_state_name(s), cap,
-			 backend_state_name(backend_state(BE)));
 }
 
 static bool not_running(const void *arg)
@@ -161,15 +94,8 @@ static struct backend *make_sh(const char *script, const char *extra)
 		"command", "/bin/sh", "args", path, "restart", 0));
 	char *text = json_dumps(top, 0);
 	json_decref(top);
-	struct cfg_errors errs = { 0 };
-	C = cfg_load_string(text, "test.json", &errs);
+	C = ext_cfg(text);
 	free(text);
-	if (!C) {
-		for (size_t i = 0; i < errs.count; i++)
-			print_message("%s\n", errs.lines[i]);
-		cfg_errors_release(&errs);
-		fail_msg("bad test configuration");
-	}
 	BE = backend_new(CH, C, &C->servers[0], on_event, NULL);
 	assert_non_null(BE);
 	return BE;
@@ -207,11 +133,7 @@ static int setup(void **state)
 	ev_default_loop(0);
 	ev_now_update(EV_DEFAULT);
 	CH = chain_new();
-	memset(&CL, 0, sizeof CL);
-	peer_init(&CL.peer, &cl_ops, PEER_CLIENT, "client");
-	CL.peer.ready = true;
-	CL.got = json_array();
-	chain_add_peer(CH, &CL.peer);
+	ext_client_init(&CL, CH);
 	nevents = 0;
 	snprintf(dir, sizeof dir, "/tmp/test_be_stdio.XXXXXX");
 	assert_non_null(mkdtemp(dir));
@@ -227,16 +149,14 @@ static int teardown(void **state)
 	if (BE) {
 		if (backend_running(BE)) {  /* reap it: no zombie, no stray child */
 			backend_signal(BE, SIGKILL);
-			run_until(not_running, NULL, 2.0);
+			ext_run_until(not_running, NULL, 2.0);
 		}
 		backend_free(BE);
 		BE = NULL;
 	}
 	cfg_free(C);
 	C = NULL;
-	chain_remove_peer(&CL.peer);
-	peer_release(&CL.peer);
-	json_decref(CL.got);
+	ext_client_release(&CL);
 	chain_free(CH);
 	CH = NULL;
 	if (getenv("DBG"))
@@ -280,10 +200,10 @@ static void test_stdout_lines(void **state)
 		"printf '" NOTE(6) "'", NULL);
 	assert_int_equal(backend_start(BE), 0);
 	assert_true(backend_running(BE));
-	wait_got(6, 2.0);
+	ext_wait_got(&CL, 6, 2.0);
 	for (size_t i = 0; i < 6; i++)
 		assert_int_equal(got_n(i), (json_int_t)i + 1);
-	wait_state(BACKEND_ENDED, 2.0);  /* exit status 0, unasked */
+	ext_wait_state(BE, BACKEND_ENDED, 2.0);  /* exit status 0, unasked */
 	assert_int_equal(json_array_size(CL.got), 6);
 	const char *log = logged();
 	assert_non_null(strstr(log, "s: skipped a line on stdout that is not a JSON-RPC "
@@ -302,7 +222,7 @@ static void test_stdout_garbage_quote_cut(void **state)
 		 "printf '%%s\\n' '" NOTE(1) "'");
 	make_sh(script, NULL);
 	assert_int_equal(backend_start(BE), 0);
-	wait_got(1, 2.0);
+	ext_wait_got(&CL, 1, 2.0);
 	char want[256];
 	memset(want, 'x', 200);
 	strcpy(want + 200, "...\n");
@@ -348,7 +268,7 @@ static void test_stdout_oversize(void **state)
 	json_t *answers = json_array();
 	assert_int_equal(p->ops->initialize(p, params, on_init, answers), 0);
 	json_decref(params);
-	wait_got(1, 2.0);
+	ext_wait_got(&CL, 1, 2.0);
 	assert_int_equal(json_array_size(CL.got), 1);
 	assert_int_equal(got_n(0), 7);
 	assert_int_equal(json_array_size(answers), 1);
@@ -388,7 +308,7 @@ static void test_send_round_trip(void **state)
 	const char *b = "\"params\":{\"n\":2}}";
 	struct iovec iov[2] = { { (void *)a, strlen(a) }, { (void *)b, strlen(b) } };
 	assert_int_equal(be_stdio_ops.send_raw(BE, iov, 2), 0);
-	wait_got(2, 2.0);
+	ext_wait_got(&CL, 2, 2.0);
 	assert_int_equal(got_n(0), 1);
 	assert_int_equal(got_n(1), 2);
 	assert_false(backend_peer(BE)->congested);
@@ -398,7 +318,7 @@ static void test_send_round_trip(void **state)
 	json_t *n3 = note(3);
 	assert_int_equal(backend_send_transport(BE, n3), -1);  /* stdin is closed */
 	json_decref(n3);
-	wait_state(BACKEND_GONE, 2.0);
+	ext_wait_state(BE, BACKEND_GONE, 2.0);
 	assert_int_equal(nevents, 1);
 	assert_int_equal(events[0], BACKEND_EV_GONE);
 	assert_string_equal(backend_peer(BE)->why_down, "exited with status 0");
@@ -427,7 +347,7 @@ static void test_stdin_congestion(void **state)
 	assert_true(backend_peer(BE)->congested);
 	backend_signal(BE, SIGCONT);
 	bool want = false;
-	if (!run_until(congested_is, &want, 5.0))
+	if (!ext_run_until(congested_is, &want, 5.0))
 		fail_msg("still congested");
 	assert_int_equal(backend_state(BE), BACKEND_STARTED);
 }
@@ -441,10 +361,10 @@ static void test_pause_stdout(void **state)
 	make_sh("printf '%s\\n' '" NOTE(1) "' '" NOTE(2) "'; exec cat >/dev/null", NULL);
 	assert_int_equal(backend_start(BE), 0);
 	be_stdio_ops.pause(BE, true);
-	run_until(NULL, NULL, 0.1);
+	ext_run_until(NULL, NULL, 0.1);
 	assert_int_equal(json_array_size(CL.got), 0);
 	be_stdio_ops.pause(BE, false);
-	wait_got(2, 2.0);
+	ext_wait_got(&CL, 2, 2.0);
 	assert_int_equal(got_n(0), 1);
 	assert_int_equal(got_n(1), 2);
 }
@@ -468,12 +388,12 @@ static void test_last_words_at_exit(void **state)
 	make_sh("printf '%s\\n' '" NOTE(1) "'; printf '%s' '" NOTE(2) "'; exit 0", NULL);
 	assert_int_equal(backend_start(BE), 0);
 	be_stdio_ops.pause(BE, true);
-	wait_state(BACKEND_ENDED, 2.0);
+	ext_wait_state(BE, BACKEND_ENDED, 2.0);
 	assert_int_equal(json_array_size(CL.got), 2);
 	assert_int_equal(got_n(0), 1);
 	assert_int_equal(got_n(1), 2);
 	be_stdio_ops.pause(BE, false);  /* stdout is closed: nothing to resume */
-	run_until(NULL, NULL, 0.02);
+	ext_run_until(NULL, NULL, 0.02);
 	assert_int_equal(json_array_size(CL.got), 2);
 }
 
@@ -486,7 +406,7 @@ static void test_exit_status_down(void **state)
 	make_sh("echo first >&2; echo second >&2; printf '%s\\n' '" NOTE(1) "'; exit 3", NULL);
 	log_set_level(LOG_WARN);  /* stderr lines are not relayed as they come */
 	assert_int_equal(backend_start(BE), 0);
-	wait_state(BACKEND_FAILED, 2.0);  /* "restart": false */
+	ext_wait_state(BE, BACKEND_FAILED, 2.0);  /* "restart": false */
 	assert_string_equal(backend_peer(BE)->why_down, "exited with status 3");
 	assert_int_equal(events[0], BACKEND_EV_DOWN);
 	assert_int_equal(json_array_size(CL.got), 1);
@@ -504,7 +424,7 @@ static void test_exit_zero_ended(void **state)
 	make_sh("echo bye >&2; exit 0", NULL);
 	log_set_level(LOG_WARN);
 	assert_int_equal(backend_start(BE), 0);
-	wait_state(BACKEND_ENDED, 2.0);
+	ext_wait_state(BE, BACKEND_ENDED, 2.0);
 	assert_string_equal(backend_peer(BE)->why_down, "exited with status 0");
 	assert_int_equal(nevents, 1);
 	assert_int_equal(events[0], BACKEND_EV_ENDED);
@@ -518,7 +438,7 @@ static void test_signal_down(void **state)
 	make_sh("exec sleep 30", NULL);
 	assert_int_equal(backend_start(BE), 0);
 	backend_signal(BE, SIGTERM);
-	wait_state(BACKEND_FAILED, 2.0);
+	ext_wait_state(BE, BACKEND_FAILED, 2.0);
 	assert_string_equal(backend_peer(BE)->why_down, "killed by signal 15 (Terminated)");
 }
 
@@ -530,12 +450,12 @@ static void test_stdout_closed_child_runs(void **state)
 	make_sh("exec >&-; read x; exit 5", NULL);
 	assert_int_equal(backend_start(BE), 0);
 	double t0 = ev_time();
-	wait_state(BACKEND_FAILED, 3.0);
+	ext_wait_state(BE, BACKEND_FAILED, 3.0);
 	double took = ev_time() - t0;
 	assert_true(took >= 0.9);
 	assert_string_equal(backend_peer(BE)->why_down, "closed its stdout");
 	assert_int_equal(nevents, 2);  /* down, failed: reported once */
-	if (!run_until(not_running, NULL, 2.0))  /* its stdin closed: read ends */
+	if (!ext_run_until(not_running, NULL, 2.0))  /* its stdin closed: read ends */
 		fail_msg("the child still runs");
 	assert_string_equal(backend_peer(BE)->why_down, "closed its stdout");
 	assert_int_equal(nevents, 2);
@@ -548,10 +468,10 @@ static void test_stop_escalates(void **state)
 	(void)state;
 	make_sh("trap '' TERM; printf '%s\\n' '" NOTE(1) "'; while :; do sleep 0.05; done", NULL);
 	assert_int_equal(backend_start(BE), 0);
-	wait_got(1, 2.0);  /* the trap is set */
+	ext_wait_got(&CL, 1, 2.0);  /* the trap is set */
 	double t0 = ev_time();
 	backend_stop(BE, 0.05);
-	wait_state(BACKEND_GONE, 3.0);
+	ext_wait_state(BE, BACKEND_GONE, 3.0);
 	double took = ev_time() - t0;
 	assert_true(took >= 0.09);
 	assert_true(took < 2.0);
@@ -564,11 +484,8 @@ static void test_stop_escalates(void **state)
 static void test_missing_command(void **state)
 {
 	(void)state;
-	struct cfg_errors errs = { 0 };
-	C = cfg_load_string("{\"mcpServers\":{\"m\":{\"command\":\"/nonexistent/mcp-server\","
-			    "\"restart\":{\"initialDelayMs\":1,\"maxRestarts\":5}}}}",
-			    "test.json", &errs);
-	assert_non_null(C);
+	C = ext_cfg("{\"mcpServers\":{\"m\":{\"command\":\"/nonexistent/mcp-server\","
+		    "\"restart\":{\"initialDelayMs\":1,\"maxRestarts\":5}}}}");
 	BE = backend_new(CH, C, &C->servers[0], on_event, NULL);
 	assert_int_equal(be_stdio_ops.start(BE), BE_START_PERMANENT);
 	assert_string_equal(backend_peer(BE)->why_down,
@@ -576,7 +493,7 @@ static void test_missing_command(void **state)
 	assert_false(be_stdio_ops.running(BE));
 	assert_int_equal(backend_start(BE), -1);
 	assert_int_equal(backend_state(BE), BACKEND_FAILED);
-	run_until(NULL, NULL, 0.02);
+	ext_run_until(NULL, NULL, 0.02);
 	assert_int_equal(backend_stats(BE)->restarts, 0);
 }
 

@@ -32,6 +32,7 @@
 #include "chain.h"
 #include "config.h"
 #include "era.h"
+#include "ext_test.h"
 #include "../../../src/external/http_int.h"  /* the folder's internal header */
 #include "log.h"
 #include "peer.h"
@@ -42,71 +43,18 @@ static struct cfg *C;
 static struct backend *BE;
 static struct be_http *S;
 
-static struct {
-	struct peer peer;
-	json_t *got;
-} CL;
-
-static int cl_send(struct peer *p, json_t *msg, struct exchange *ex)
-{
-	(void)p;
-	(void)ex;
-	json_array_append_new(CL.got, json_deep_copy(msg));
-	return 0;
-}
-
-static const struct peer_ops cl_ops = { .send = cl_send };
-
-static void on_tick(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)w;
-	(void)revents;
-}
-
-/* Runs the loop for a few iterations (each bounded by a short timer). */
-static void spin(int turns)
-{
-	for (int i = 0; i < turns; i++) {
-		ev_timer tick;
-		ev_timer_init(&tick, on_tick, 0.001, 0.);
-		ev_timer_start(EV_DEFAULT, &tick);
-		ev_run(EV_DEFAULT, EVRUN_ONCE);
-		ev_timer_stop(EV_DEFAULT, &tick);
-	}
-}
-
-static json_t *parse(const char *text)
-{
-	json_error_t e;
-	json_t *j = json_loads(text, 0, &e);
-	if (!j)
-		fail_msg("bad test JSON: %s", e.text);
-	return j;
-}
+static struct ext_client CL;
 
 static int setup(void **state)
 {
 	(void)state;
 	ev_default_loop(0);
 	CH = chain_new();
-	memset(&CL, 0, sizeof CL);
-	peer_init(&CL.peer, &cl_ops, PEER_CLIENT, "client");
-	CL.peer.ready = true;
-	CL.got = json_array();
-	chain_add_peer(CH, &CL.peer);
-	struct cfg_errors errs = { 0 };
-	C = cfg_load_string("{\"maxMessageBytes\":4096,\"mcpServers\":{\"h\":{\"type\":\"http\","
-			    "\"url\":\"http://127.0.0.1:9/mcp\",\"restart\":false,"
-			    "\"headers\":{\"Authorization\":\"Bearer t\",\"Accept\":\"x/y\","
-			    "\"mcp-session-id\":\"forged\",\"X-Extra\":\"1\"}}}}",
-			    "test.json", &errs);
-	if (!C) {
-		for (size_t i = 0; i < errs.count; i++)
-			print_message("%s\n", errs.lines[i]);
-		cfg_errors_release(&errs);
-		fail_msg("bad test configuration");
-	}
+	ext_client_init(&CL, CH);
+	C = ext_cfg("{\"maxMessageBytes\":4096,\"mcpServers\":{\"h\":{\"type\":\"http\","
+		    "\"url\":\"http://127.0.0.1:9/mcp\",\"restart\":false,"
+		    "\"headers\":{\"Authorization\":\"Bearer t\",\"Accept\":\"x/y\","
+		    "\"mcp-session-id\":\"forged\",\"X-Extra\":\"1\"}}}}");
 	BE = backend_new(CH, C, &C->servers[0], NULL, NULL);
 	assert_non_null(BE);
 	S = http_new(BE);
@@ -123,9 +71,7 @@ static int teardown(void **state)
 	BE = NULL;
 	cfg_free(C);
 	C = NULL;
-	chain_remove_peer(&CL.peer);
-	peer_release(&CL.peer);
-	json_decref(CL.got);
+	ext_client_release(&CL);
 	chain_free(CH);
 	CH = NULL;
 	return 0;
@@ -157,7 +103,7 @@ static int count_headers(const struct hx *x, const char *prefix)
 static void test_out_new_handshake_era(void **state)
 {
 	(void)state;
-	json_t *m = parse("{\"jsonrpc\": \"2.0\", \"id\": 7, \"method\": \"initialize\", "
+	json_t *m = ext_json("{\"jsonrpc\": \"2.0\", \"id\": 7, \"method\": \"initialize\", "
 			  "\"params\": {\"protocolVersion\": \"2025-06-18\"}}");
 	struct out *o = out_new(m, OUT_CHAIN);
 	assert_non_null(o);
@@ -174,7 +120,7 @@ static void test_out_new_handshake_era(void **state)
 	out_free(o);
 	json_decref(m);
 
-	m = parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+	m = ext_json("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
 	o = out_new(m, OUT_REINIT_DONE);
 	assert_null(o->id);
 	assert_false(o->is_init);
@@ -183,14 +129,14 @@ static void test_out_new_handshake_era(void **state)
 	out_free(o);
 	json_decref(m);
 
-	m = parse("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}");  /* a response */
+	m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}");  /* a response */
 	o = out_new(m, OUT_CHAIN);
 	assert_null(o->id);
 	assert_false(o->is_init);
 	out_free(o);
 	json_decref(m);
 
-	m = parse("{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}");
+	m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}");
 	o = out_new(m, OUT_CHAIN);
 	assert_null(o->id);
 	out_free(o);
@@ -203,7 +149,7 @@ static void test_out_new_handshake_era(void **state)
 static void test_out_new_stateless_era(void **state)
 {
 	(void)state;
-	json_t *m = parse("{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"tools/call\",\"params\":"
+	json_t *m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"method\":\"tools/call\",\"params\":"
 			  "{\"name\":\"echo\",\"_meta\":{\"" ERA_META_VERSION "\":\""
 			  ERA_STATELESS_VERSION "\"}}}");
 	struct out *o = out_new(m, OUT_CHAIN);
@@ -214,7 +160,7 @@ static void test_out_new_stateless_era(void **state)
 	out_free(o);
 	json_decref(m);
 
-	m = parse("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":"
+	m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"resources/read\",\"params\":"
 		  "{\"uri\":\"file:///a\",\"_meta\":{\"" ERA_META_VERSION "\":\""
 		  ERA_STATELESS_VERSION "\"}}}");
 	o = out_new(m, OUT_CHAIN);
@@ -223,7 +169,7 @@ static void test_out_new_stateless_era(void **state)
 	json_decref(m);
 
 	/* a version of no era this side knows: no era headers */
-	m = parse("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":"
+	m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":"
 		  "{\"_meta\":{\"" ERA_META_VERSION "\":\"1999-01-01\"}}}");
 	o = out_new(m, OUT_CHAIN);
 	assert_null(o->version);
@@ -240,7 +186,7 @@ static void test_out_new_stateless_era(void **state)
 static void test_headers_configured_and_post(void **state)
 {
 	(void)state;
-	json_t *m = parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+	json_t *m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
 	struct out *o = out_new(m, OUT_CHAIN);
 	json_decref(m);
 	struct hx *x = hx_new_post(S, S->url, o, NULL);
@@ -288,7 +234,7 @@ static void test_headers_session_and_era(void **state)
 	assert_true(has_header(x, "MCP-Protocol-Version: 2025-06-18"));
 	hx_abort(x);
 
-	json_t *m = parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":"
+	json_t *m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"prompts/get\",\"params\":"
 			  "{\"name\":\"p\",\"_meta\":{\"" ERA_META_VERSION "\":\""
 			  ERA_STATELESS_VERSION "\"}}}");
 	struct out *o = out_new(m, OUT_CHAIN);
@@ -301,7 +247,7 @@ static void test_headers_session_and_era(void **state)
 	assert_int_equal(count_headers(x, "Mcp-Session-Id"), 0);
 	hx_abort(x);  /* frees O with it */
 
-	m = parse("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+	m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
 		  "{\"name\":\"a\\r\\nX-Evil: 1\",\"_meta\":{\"" ERA_META_VERSION "\":\""
 		  ERA_STATELESS_VERSION "\"}}}");
 	o = out_new(m, OUT_CHAIN);
@@ -428,7 +374,7 @@ static void test_inbox_order_and_pause(void **state)
 	http_push(S, note(1), 10);
 	http_push(S, note(2), 10);
 	assert_int_equal(json_array_size(CL.got), 0);  /* never from inside the push */
-	spin(2);
+	ext_spin(2);
 	assert_int_equal(json_array_size(CL.got), 2);
 	assert_int_equal(got_n(0), 1);
 	assert_int_equal(got_n(1), 2);
@@ -436,11 +382,11 @@ static void test_inbox_order_and_pause(void **state)
 
 	S->paused = true;
 	http_push(S, note(3), 10);
-	spin(3);
+	ext_spin(3);
 	assert_int_equal(json_array_size(CL.got), 2);
 	S->paused = false;
 	http_wake(S);
-	spin(2);
+	ext_spin(2);
 	assert_int_equal(json_array_size(CL.got), 3);
 	assert_int_equal(got_n(2), 3);
 }
@@ -451,7 +397,7 @@ static void test_inbox_order_and_pause(void **state)
 static void test_http_fail(void **state)
 {
 	(void)state;
-	json_t *m = parse("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}");
+	json_t *m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/list\"}");
 	struct out *o = out_new(m, OUT_CHAIN);
 	struct out *own = out_new(m, OUT_REINIT);
 	json_decref(m);
@@ -470,7 +416,7 @@ static void test_http_fail(void **state)
 	out_free(o);
 	out_free(own);
 
-	m = parse("{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/list\"}");
+	m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/list\"}");
 	o = out_new(m, OUT_CHAIN);
 	json_decref(m);
 	http_fail(S, o, RPC_INTERNAL_ERROR, 0, "no status");
@@ -485,7 +431,7 @@ static void test_down_after_inbox(void **state)
 {
 	(void)state;
 	assert_int_equal(backend_state(BE), BACKEND_STOPPED);  /* S is not its transport */
-	json_t *m = parse("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}");
+	json_t *m = ext_json("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}");
 	http_hold(S, out_new(m, OUT_CHAIN));
 	http_hold(S, out_new(m, OUT_CHAIN));
 	json_decref(m);
@@ -499,7 +445,7 @@ static void test_down_after_inbox(void **state)
 	assert_null(S->session);
 	assert_int_equal(json_array_size(CL.got), 0);
 	assert_int_equal(backend_state(BE), BACKEND_STOPPED);
-	spin(2);
+	ext_spin(2);
 	assert_int_equal(json_array_size(CL.got), 1);
 	assert_int_equal(backend_state(BE), BACKEND_FAILED);  /* "restart": false */
 	assert_string_equal(backend_peer(BE)->why_down, "HTTP 404: session gone");
@@ -512,9 +458,9 @@ int main(void)
 	log_set_level(LOG_ERROR);
 	log_open_file("/dev/null");  /* the down test logs an error on purpose */
 	ev_default_loop(0);
-	if (curl_ev_setup() < 0) {
-		print_message("libcurl cannot be loaded: skipped\n");
-		return 0;
+	if (curl_ev_setup() < 0) {  /* no libcurl: fail, do not skip */
+		fprintf(stderr, "libcurl cannot be loaded\n");
+		return 1;
 	}
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {

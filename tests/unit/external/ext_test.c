@@ -16,6 +16,9 @@
 
 #include <ev.h>
 
+#include "curl_ev.h"
+#include "log.h"
+
 static int cl_send(struct peer *p, json_t *msg, struct exchange *ex)
 {
 	struct ext_client *c = (struct ext_client *)p;
@@ -169,4 +172,19 @@ struct cfg *ext_cfgf(const char *fmt, ...)
 	struct cfg *c = ext_cfg(text);
 	free(text);
 	return c;
+}
+
+int ext_curl_main(const char *name, const struct CMUnitTest *tests, size_t n)
+{
+	log_set_level(getenv("DBG") ? LOG_DEBUG : LOG_ERROR);
+	if (!getenv("DBG"))
+		log_open_file("/dev/null");   /* failures are logged on purpose */
+	ev_default_loop(0);
+	if (curl_ev_setup() < 0) {   /* no libcurl: fail, do not skip */
+		fprintf(stderr, "libcurl cannot be loaded\n");
+		return 1;
+	}
+	int rc = _cmocka_run_group_tests(name, tests, n, NULL, NULL);
+	curl_ev_release();
+	return rc;
 }

@@ -66,4 +66,13 @@ struct cfg *ext_cfg(const char *text);
 /* A printf-formatted ext_cfg. */
 struct cfg *ext_cfgf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+struct CMUnitTest;
+
+/*
+ * The main of a test file that needs libcurl: logs to /dev/null (to stderr
+ * at debug level with DBG set), fails when libcurl cannot be loaded (never
+ * skips), runs TESTS (N of them) as group NAME, releases libcurl.
+ */
+int ext_curl_main(const char *name, const struct CMUnitTest *tests, size_t n);
+
 #endif

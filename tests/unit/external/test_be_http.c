@@ -39,15 +39,11 @@
 #include "curl_ev.h"
 #include "ext_test.h"
 #include "http_stub.h"
+#include "up_test.h"
 #include "log.h"
 #include "peer.h"
 #include "rpc.h"
 
-static struct chain *CH;
-static struct cfg *C;
-static struct backend *BE;
-static struct ext_client CL;
-static int port;
 
 /* ---- the scripted server ---- */
 
@@ -198,55 +194,35 @@ static void handler(struct stub_conn *c, const struct stub_req *r, void *arg)
 
 /* ---- backend and client ---- */
 
-static json_t *init_answers;
-
-static void on_init(void *arg, json_t *resp)
-{
-	(void)arg;
-	json_array_append_new(init_answers, json_deep_copy(resp));
-}
-
 static const char *init_params = "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
 				 "\"clientInfo\":{\"name\":\"c\",\"version\":\"1\"}}";
 
 /* Makes the backend for URL_PORT (the stub's, or another) and starts it. */
 static void make(int url_port, const char *extra_entry)
 {
-	C = ext_cfgf("{\"maxMessageBytes\":4096,\"mcpServers\":{\"h\":{\"type\":\"http\","
-		     "\"url\":\"http://127.0.0.1:%d/mcp\",\"protocol\":\"handshake\","
-		     "\"restart\":false,\"headers\":{\"Authorization\":\"Bearer cfg-token\","
-		     "\"Mcp-Session-Id\":\"forged\"}%s}}}", url_port,
-		     extra_entry ? extra_entry : "");
-	BE = backend_new(CH, C, &C->servers[0], NULL, NULL);
-	assert_non_null(BE);
-	assert_int_equal(backend_start(BE), 0);
-	assert_int_equal(backend_state(BE), BACKEND_STARTED);
-}
-
-static bool init_answered(const void *arg)
-{
-	(void)arg;
-	return json_array_size(init_answers) > 0;
+	up_make(ext_cfgf("{\"maxMessageBytes\":4096,\"mcpServers\":{\"h\":{\"type\":\"http\","
+			 "\"url\":\"http://127.0.0.1:%d/mcp\",\"protocol\":\"handshake\","
+			 "\"restart\":false,\"headers\":{\"Authorization\":\"Bearer cfg-token\","
+			 "\"Mcp-Session-Id\":\"forged\"}%s}}}", url_port,
+			 extra_entry ? extra_entry : ""));
+	assert_int_equal(backend_state(U.be), BACKEND_STARTED);
 }
 
 /* Initializes the backend with the client's parameters and says
  * notifications/initialized, as a front would. */
 static void initialize(void)
 {
-	struct peer *p = backend_peer(BE);
-	json_t *params = ext_json(init_params);
-	assert_int_equal(p->ops->initialize(p, params, on_init, NULL), 0);
-	json_decref(params);
-	assert_true(ext_run_until(init_answered, NULL, 5.0));
-	assert_int_equal(backend_state(BE), BACKEND_READY);
-	chain_receive(&CL.peer, ext_json("{\"jsonrpc\":\"2.0\","
+	up_ask_initialize(init_params);
+	assert_true(ext_run_until(up_init_answered, NULL, 5.0));
+	assert_int_equal(backend_state(U.be), BACKEND_READY);
+	chain_receive(&U.cl.peer, ext_json("{\"jsonrpc\":\"2.0\","
 					 "\"method\":\"notifications/initialized\"}"));
 }
 
 /* The client calls tool NAME with id ID. */
 static void call(int id, const char *name)
 {
-	chain_receive(&CL.peer, json_pack("{s:s, s:i, s:s, s:{s:s, s:{}}}", "jsonrpc", "2.0",
+	chain_receive(&U.cl.peer, json_pack("{s:s, s:i, s:s, s:{s:s, s:{}}}", "jsonrpc", "2.0",
 					  "id", id, "method", "tools/call", "params",
 					  "name", name, "arguments"));
 }
@@ -255,7 +231,7 @@ static void call(int id, const char *name)
  * (NULL for a result). */
 static json_t *answer(size_t i, int id)
 {
-	json_t *m = ext_client_msg(&CL, i);
+	json_t *m = ext_client_msg(&U.cl, i);
 	assert_int_equal(json_integer_value(json_object_get(m, "id")), id);
 	return json_object_get(m, "error");
 }
@@ -306,43 +282,19 @@ static bool got_get(const void *arg)
 	return stub_count_method("GET") > 0;
 }
 
-static bool not_running(const void *arg)
-{
-	(void)arg;
-	return !backend_running(BE);
-}
-
 static int setup(void **state)
 {
 	(void)state;
 	memset(&SV, 0, sizeof SV);
-	CH = chain_new();
-	ext_client_init(&CL, CH);
-	init_answers = json_array();
-	port = stub_start(handler, NULL);
+	up_setup(handler);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	if (BE) {
-		if (backend_state(BE) != BACKEND_FAILED && backend_state(BE) != BACKEND_GONE) {
-			SV.delete_hangs = false;
-			backend_stop(BE, 1.0);
-			ext_run_until(not_running, NULL, 3.0);
-		}
-		backend_free(BE);
-		BE = NULL;
-	}
-	stub_stop();
-	cfg_free(C);
-	C = NULL;
-	json_decref(init_answers);
-	ext_client_release(&CL);
-	chain_free(CH);
-	CH = NULL;
-	assert_int_equal(curl_ev_count(), 0);
+	SV.delete_hangs = false;
+	up_teardown(1.0);
 	return 0;
 }
 
@@ -357,9 +309,9 @@ static int teardown(void **state)
 static void test_session_headers(void **state)
 {
 	(void)state;
-	make(port, NULL);
+	make(U.port, NULL);
 	initialize();
-	json_t *r = json_object_get(json_array_get(init_answers, 0), "result");
+	json_t *r = json_object_get(json_array_get(U.init_answers, 0), "result");
 	assert_string_equal(json_string_value(json_object_get(r, "protocolVersion")), "2025-06-18");
 	const struct stub_req *ini = last_post("initialize");
 	assert_string_equal(ini->path, "/mcp");
@@ -375,7 +327,7 @@ static void test_session_headers(void **state)
 	json_decref(want);
 
 	call(5, "json");
-	ext_wait_got(&CL, 1, 5.0);
+	ext_wait_got(&U.cl, 1, 5.0);
 	assert_null(answer(0, 5));
 	const struct stub_req *rq = last_post("tools/call");
 	assert_string_equal(stub_header(rq, "Mcp-Session-Id"), "sess-1");
@@ -388,8 +340,8 @@ static void test_session_headers(void **state)
 			    "text/event-stream");
 	ext_run_for(0.05);
 	assert_int_equal(stub_count_method("GET"), 1);  /* 405: not tried again */
-	assert_int_equal(json_array_size(CL.got), 1);  /* the 202 brought nothing */
-	assert_int_equal(chain_open_exchanges(CH), 0);
+	assert_int_equal(json_array_size(U.cl.got), 1);  /* the 202 brought nothing */
+	assert_int_equal(chain_open_exchanges(U.ch), 0);
 }
 
 /* An SSE reply: the server's notification first, then the response split
@@ -397,25 +349,25 @@ static void test_session_headers(void **state)
 static void test_sse_reply(void **state)
 {
 	(void)state;
-	make(port, NULL);
+	make(U.port, NULL);
 	initialize();
 	call(77, "sse");
-	ext_wait_got(&CL, 2, 5.0);
-	json_t *note = ext_client_msg(&CL, 0);
+	ext_wait_got(&U.cl, 2, 5.0);
+	json_t *note = ext_client_msg(&U.cl, 0);
 	assert_string_equal(json_string_value(json_object_get(note, "method")),
 			    "notifications/message");
 	assert_null(answer(1, 77));
-	json_t *res = json_object_get(ext_client_msg(&CL, 1), "result");
+	json_t *res = json_object_get(ext_client_msg(&U.cl, 1), "result");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(
 		json_object_get(res, "content"), 0), "text")), "done");
-	assert_int_equal(chain_open_exchanges(CH), 0);
+	assert_int_equal(chain_open_exchanges(U.ch), 0);
 }
 
 /* Every kind of failed reply ends the request with an error, at once. */
 static void test_failed_replies(void **state)
 {
 	(void)state;
-	make(port, NULL);
+	make(U.port, NULL);
 	initialize();
 	static const struct {
 		const char *tool;
@@ -432,15 +384,15 @@ static void test_failed_replies(void **state)
 	};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		call(10 + (int)i, cases[i].tool);
-		ext_wait_got(&CL, i + 1, 5.0);
+		ext_wait_got(&U.cl, i + 1, 5.0);
 		json_t *err = answer(i, 10 + (int)i);
 		assert_error_has(err, cases[i].code, cases[i].text);
 		json_t *st = json_object_get(json_object_get(err, "data"), "httpStatus");
 		assert_int_equal(json_integer_value(st), cases[i].status);
 	}
 	assert_error_has(answer(0, 10), RPC_BACKEND_GONE, "Internal trouble");
-	assert_int_equal(chain_open_exchanges(CH), 0);
-	assert_int_equal(backend_state(BE), BACKEND_READY);  /* the backend stays up */
+	assert_int_equal(chain_open_exchanges(U.ch), 0);
+	assert_int_equal(backend_state(U.be), BACKEND_READY);  /* the backend stays up */
 }
 
 /*
@@ -452,11 +404,11 @@ static void test_failed_replies(void **state)
 static void test_session_expired(void **state)
 {
 	(void)state;
-	make(port, NULL);
+	make(U.port, NULL);
 	initialize();
 	SV.expire_left = 1;
 	call(9, "expire");
-	ext_wait_got(&CL, 1, 5.0);
+	ext_wait_got(&U.cl, 1, 5.0);
 	assert_null(answer(0, 9));
 	assert_int_equal(SV.sessions, 2);
 	assert_int_equal(stub_count_method("POST"), 6);  /* init, initd, call, init, initd, call */
@@ -472,8 +424,8 @@ static void test_session_expired(void **state)
 			    "sess-2");
 	assert_string_equal(stub_header(last_post("tools/call"), "Mcp-Session-Id"), "sess-2");
 	ext_run_for(0.05);
-	assert_int_equal(json_array_size(CL.got), 1);  /* our initialize's answer stayed ours */
-	assert_int_equal(backend_state(BE), BACKEND_READY);
+	assert_int_equal(json_array_size(U.cl.got), 1);  /* our initialize's answer stayed ours */
+	assert_int_equal(backend_state(U.be), BACKEND_READY);
 }
 
 /* A reply stream that ends after an event id but before the response is
@@ -482,16 +434,16 @@ static void test_session_expired(void **state)
 static void test_stream_resumed(void **state)
 {
 	(void)state;
-	make(port, NULL);
+	make(U.port, NULL);
 	initialize();
 	call(3, "resume");
-	ext_wait_got(&CL, 2, 5.0);  /* the notification before the cut, the response */
-	assert_string_equal(json_string_value(json_object_get(ext_client_msg(&CL, 0), "method")),
+	ext_wait_got(&U.cl, 2, 5.0);  /* the notification before the cut, the response */
+	assert_string_equal(json_string_value(json_object_get(ext_client_msg(&U.cl, 0), "method")),
 			    "notifications/message");
 	assert_null(answer(1, 3));
-	assert_true(json_is_true(json_object_get(json_object_get(ext_client_msg(&CL, 1), "result"),
+	assert_true(json_is_true(json_object_get(json_object_get(ext_client_msg(&U.cl, 1), "result"),
 						 "resumed")));
-	assert_int_equal(chain_open_exchanges(CH), 0);
+	assert_int_equal(chain_open_exchanges(U.ch), 0);
 	const struct stub_req *g = NULL;
 	for (size_t i = 0; i < stub_count(); i++)
 		if (strcmp(stub_get(i)->method, "GET") == 0 &&
@@ -509,7 +461,7 @@ static void test_get_stream(void **state)
 {
 	(void)state;
 	SV.get_stream = true;
-	make(port, NULL);
+	make(U.port, NULL);
 	initialize();
 	struct stub_conn **gc = &SV.get_conn;
 	for (int i = 0; i < 500 && !*gc; i++)
@@ -517,8 +469,8 @@ static void test_get_stream(void **state)
 	assert_non_null(*gc);
 	stub_write(*gc, "id: g7\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
 			"\"params\":{\"level\":\"info\",\"data\":\"pushed\"}}\n\n");
-	ext_wait_got(&CL, 1, 5.0);
-	json_t *m = ext_client_msg(&CL, 0);
+	ext_wait_got(&U.cl, 1, 5.0);
+	json_t *m = ext_client_msg(&U.cl, 0);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(m, "params"), "data")),
 			    "pushed");
 	struct stub_conn *first = *gc;
@@ -539,17 +491,17 @@ static void test_get_stream(void **state)
 static void test_session_expired_again(void **state)
 {
 	(void)state;
-	make(port, NULL);
+	make(U.port, NULL);
 	initialize();
 	SV.expire_left = 2;
 	call(9, "expire");
-	ext_wait_got(&CL, 1, 5.0);
+	ext_wait_got(&U.cl, 1, 5.0);
 	json_t *err = answer(0, 9);
 	assert_error_has(err, RPC_BACKEND_GONE, "the session expired again (HTTP 404)");
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(err, "data"),
 							     "httpStatus")), 404);
 	call(10, "json");
-	ext_wait_got(&CL, 2, 5.0);
+	ext_wait_got(&U.cl, 2, 5.0);
 	assert_null(answer(1, 10));
 	assert_int_equal(SV.sessions, 3);
 	assert_string_equal(stub_header(last_post("tools/call"), "Mcp-Session-Id"), "sess-3");
@@ -561,14 +513,14 @@ static void test_session_expired_again(void **state)
 static void test_cancel_aborts_post(void **state)
 {
 	(void)state;
-	make(port, NULL);
+	make(U.port, NULL);
 	initialize();
 	call(4, "hang");
 	for (int i = 0; i < 500 && !SV.hung; i++)
 		ext_spin(1);
 	assert_non_null(SV.hung);
 	json_t *hung = ext_json(last_post("tools/call")->body);
-	chain_receive(&CL.peer, ext_json("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+	chain_receive(&U.cl.peer, ext_json("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
 					 "\"params\":{\"requestId\":4,\"reason\":\"no\"}}"));
 	for (int i = 0; i < 500 && stub_open(SV.hung); i++)
 		ext_spin(1);
@@ -585,15 +537,15 @@ static void test_cancel_aborts_post(void **state)
 static void test_pause(void **state)
 {
 	(void)state;
-	make(port, NULL);
+	make(U.port, NULL);
 	initialize();
-	be_http_ops.pause(BE, true);
+	be_http_ops.pause(U.be, true);
 	call(21, "json");
 	ext_run_for(0.1);
-	assert_int_equal(json_array_size(CL.got), 0);
-	assert_int_equal(chain_open_exchanges(CH), 1);
-	be_http_ops.pause(BE, false);
-	ext_wait_got(&CL, 1, 5.0);
+	assert_int_equal(json_array_size(U.cl.got), 0);
+	assert_int_equal(chain_open_exchanges(U.ch), 1);
+	be_http_ops.pause(U.be, false);
+	ext_wait_got(&U.cl, 1, 5.0);
 	assert_null(answer(0, 21));
 }
 
@@ -601,12 +553,12 @@ static void test_pause(void **state)
 static void test_batch_split(void **state)
 {
 	(void)state;
-	make(port, NULL);
+	make(U.port, NULL);
 	initialize();
 	size_t before = stub_count_method("POST");
 	json_t *batch = ext_json("[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/a\"},"
 				 "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/b\"}]");
-	assert_int_equal(be_http_ops.send(BE, batch), 0);
+	assert_int_equal(be_http_ops.send(U.be, batch), 0);
 	json_decref(batch);
 	for (int i = 0; i < 500 && stub_count_method("POST") < before + 2; i++)
 		ext_spin(1);
@@ -622,14 +574,11 @@ static void test_refused(void **state)
 {
 	(void)state;
 	make(stub_dead_port(), NULL);
-	struct peer *p = backend_peer(BE);
-	json_t *params = ext_json(init_params);
-	assert_int_equal(p->ops->initialize(p, params, on_init, NULL), 0);
-	json_decref(params);
-	assert_true(ext_run_until(init_answered, NULL, 5.0));
-	assert_non_null(json_object_get(json_array_get(init_answers, 0), "error"));
-	ext_wait_state(BE, BACKEND_FAILED, 5.0);
-	assert_non_null(strstr(p->why_down, "cannot reach http://127.0.0.1:"));
+	up_ask_initialize(init_params);
+	assert_true(ext_run_until(up_init_answered, NULL, 5.0));
+	assert_non_null(json_object_get(json_array_get(U.init_answers, 0), "error"));
+	ext_wait_state(U.be, BACKEND_FAILED, 5.0);
+	assert_non_null(strstr(backend_peer(U.be)->why_down, "cannot reach http://127.0.0.1:"));
 	assert_int_equal(stub_count(), 0);
 }
 
@@ -638,7 +587,7 @@ static void test_refused(void **state)
 static void test_stop_deletes(void **state)
 {
 	(void)state;
-	make(port, NULL);
+	make(U.port, NULL);
 	initialize();
 	call(4, "hang");
 	for (int i = 0; i < 500 && !SV.hung; i++)
@@ -646,8 +595,8 @@ static void test_stop_deletes(void **state)
 	assert_non_null(SV.hung);
 	SV.delete_hangs = true;
 	double t0 = ev_time();
-	backend_stop(BE, 0.3);
-	ext_wait_state(BE, BACKEND_GONE, 5.0);
+	backend_stop(U.be, 0.3);
+	ext_wait_state(U.be, BACKEND_GONE, 5.0);
 	double took = ev_time() - t0;
 	assert_true(took >= 0.25);
 	assert_true(took < 2.0);
@@ -655,22 +604,14 @@ static void test_stop_deletes(void **state)
 	assert_string_equal(d->method, "DELETE");
 	assert_string_equal(stub_header(d, "Mcp-Session-Id"), "sess-1");
 	assert_string_equal(stub_header(d, "Authorization"), "Bearer cfg-token");
-	ext_wait_got(&CL, 1, 1.0);
+	ext_wait_got(&U.cl, 1, 1.0);
 	assert_error_has(answer(0, 4), RPC_BACKEND_GONE, "");
-	assert_false(backend_running(BE));
+	assert_false(backend_running(U.be));
 	assert_false(stub_open(SV.hung));  /* the request's connection was dropped */
 }
 
 int main(void)
 {
-	log_set_level(getenv("DBG") ? LOG_DEBUG : LOG_ERROR);
-	if (!getenv("DBG"))
-		log_open_file("/dev/null");
-	ev_default_loop(0);
-	if (curl_ev_setup() < 0) {  /* no libcurl: fail, do not skip */
-		fprintf(stderr, "libcurl cannot be loaded\n");
-		return 1;
-	}
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_session_headers),
@@ -686,7 +627,5 @@ int main(void)
 		T(test_refused),
 		T(test_stop_deletes),
 	};
-	int rc = cmocka_run_group_tests(tests, NULL, NULL);
-	curl_ev_release();
-	return rc;
+	return ext_curl_main("be_http", tests, sizeof tests / sizeof tests[0]);
 }

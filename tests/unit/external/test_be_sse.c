@@ -32,15 +32,11 @@
 #include "curl_ev.h"
 #include "ext_test.h"
 #include "http_stub.h"
+#include "up_test.h"
 #include "log.h"
 #include "peer.h"
 #include "rpc.h"
 
-static struct chain *CH;
-static struct cfg *C;
-static struct backend *BE;
-static struct ext_client CL;
-static int port;
 
 /* ---- the scripted server ---- */
 
@@ -101,20 +97,6 @@ static void handler(struct stub_conn *c, const struct stub_req *r, void *arg)
 
 /* ---- helpers ---- */
 
-static json_t *init_answers;
-
-static void on_init(void *arg, json_t *resp)
-{
-	(void)arg;
-	json_array_append_new(init_answers, json_deep_copy(resp));
-}
-
-static bool init_answered(const void *arg)
-{
-	(void)arg;
-	return json_array_size(init_answers) > 0;
-}
-
 static bool stream_open(const void *arg)
 {
 	(void)arg;
@@ -124,22 +106,16 @@ static bool stream_open(const void *arg)
 /* Makes the "sse" backend and starts it: the stream's GET goes out. */
 static void make(void)
 {
-	C = ext_cfgf("{\"mcpServers\":{\"old\":{\"type\":\"sse\","
-		     "\"url\":\"http://127.0.0.1:%d/sse?k=1\",\"restart\":false,"
-		     "\"headers\":{\"Authorization\":\"Bearer cfg-token\"}}}}", port);
-	BE = backend_new(CH, C, &C->servers[0], NULL, NULL);
-	assert_non_null(BE);
-	assert_int_equal(backend_start(BE), 0);
+	up_make(ext_cfgf("{\"mcpServers\":{\"old\":{\"type\":\"sse\","
+			 "\"url\":\"http://127.0.0.1:%d/sse?k=1\",\"restart\":false,"
+			 "\"headers\":{\"Authorization\":\"Bearer cfg-token\"}}}}", U.port));
 }
 
-/* Asks the backend to initialize (the answer comes to init_answers). */
+/* Asks the backend to initialize (the answer comes to U.init_answers). */
 static void ask_initialize(void)
 {
-	struct peer *p = backend_peer(BE);
-	json_t *params = ext_json("{\"protocolVersion\":\"2024-11-05\",\"capabilities\":{},"
-				  "\"clientInfo\":{\"name\":\"c\",\"version\":\"1\"}}");
-	assert_int_equal(p->ops->initialize(p, params, on_init, NULL), 0);
-	json_decref(params);
+	up_ask_initialize("{\"protocolVersion\":\"2024-11-05\",\"capabilities\":{},"
+			  "\"clientInfo\":{\"name\":\"c\",\"version\":\"1\"}}");
 }
 
 /* Started, given the endpoint, initialized. */
@@ -150,13 +126,13 @@ static void make_ready(void)
 	assert_true(ext_run_until(stream_open, NULL, 5.0));
 	stub_write(SV.stream, "event: endpoint\ndata: /messages?sessionId=abc\n\n");
 	ask_initialize();
-	assert_true(ext_run_until(init_answered, NULL, 5.0));
-	assert_int_equal(backend_state(BE), BACKEND_READY);
+	assert_true(ext_run_until(up_init_answered, NULL, 5.0));
+	assert_int_equal(backend_state(U.be), BACKEND_READY);
 }
 
 static void call(int id, const char *name)
 {
-	chain_receive(&CL.peer, json_pack("{s:s, s:i, s:s, s:{s:s}}", "jsonrpc", "2.0",
+	chain_receive(&U.cl.peer, json_pack("{s:s, s:i, s:s, s:{s:s}}", "jsonrpc", "2.0",
 					  "id", id, "method", "tools/call", "params", "name", name));
 }
 
@@ -168,7 +144,7 @@ static void assert_has(const char *s, const char *text)
 
 static const char *error_message(size_t i, int id)
 {
-	json_t *m = ext_client_msg(&CL, i);
+	json_t *m = ext_client_msg(&U.cl, i);
 	assert_int_equal(json_integer_value(json_object_get(m, "id")), id);
 	json_t *e = json_object_get(m, "error");
 	assert_non_null(e);
@@ -180,42 +156,18 @@ static bool requests_at_least(const void *arg)
 	return stub_count() >= (uintptr_t)arg;
 }
 
-static bool not_running(const void *arg)
-{
-	(void)arg;
-	return !backend_running(BE);
-}
-
 static int setup(void **state)
 {
 	(void)state;
 	memset(&SV, 0, sizeof SV);
-	CH = chain_new();
-	ext_client_init(&CL, CH);
-	init_answers = json_array();
-	port = stub_start(handler, NULL);
+	up_setup(handler);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	if (BE) {
-		if (backend_state(BE) != BACKEND_FAILED && backend_state(BE) != BACKEND_GONE) {
-			backend_stop(BE, 0.5);
-			ext_run_until(not_running, NULL, 3.0);
-		}
-		backend_free(BE);
-		BE = NULL;
-	}
-	stub_stop();
-	cfg_free(C);
-	C = NULL;
-	json_decref(init_answers);
-	ext_client_release(&CL);
-	chain_free(CH);
-	CH = NULL;
-	assert_int_equal(curl_ev_count(), 0);
+	up_teardown(0.5);
 	return 0;
 }
 
@@ -242,11 +194,11 @@ static void test_endpoint_then_posts(void **state)
 	ask_initialize();
 	ext_run_for(0.05);
 	assert_int_equal(stub_count(), 1);  /* held: no endpoint yet */
-	assert_int_equal(json_array_size(init_answers), 0);
+	assert_int_equal(json_array_size(U.init_answers), 0);
 
 	stub_write(SV.stream, ": a comment\n\nevent: endpoint\ndata: /messages?sessionId=abc\n\n");
-	assert_true(ext_run_until(init_answered, NULL, 5.0));
-	assert_int_equal(backend_state(BE), BACKEND_READY);
+	assert_true(ext_run_until(up_init_answered, NULL, 5.0));
+	assert_int_equal(backend_state(U.be), BACKEND_READY);
 	const struct stub_req *p = stub_get(1);
 	assert_string_equal(p->method, "POST");
 	assert_string_equal(p->path, "/messages?sessionId=abc");
@@ -258,12 +210,12 @@ static void test_endpoint_then_posts(void **state)
 	json_decref(body);
 
 	call(42, "t");
-	ext_wait_got(&CL, 1, 5.0);
-	json_t *m = ext_client_msg(&CL, 0);
+	ext_wait_got(&U.cl, 1, 5.0);
+	json_t *m = ext_client_msg(&U.cl, 0);
 	assert_int_equal(json_integer_value(json_object_get(m, "id")), 42);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(m, "result"), "echo")),
 			    "tools/call");
-	assert_int_equal(chain_open_exchanges(CH), 0);
+	assert_int_equal(chain_open_exchanges(U.ch), 0);
 }
 
 /* A server's own message on the stream reaches the client; a POST refused
@@ -275,24 +227,24 @@ static void test_push_and_post_error(void **state)
 	make_ready();
 	push("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
 	     "\"params\":{\"level\":\"info\",\"data\":\"hi\"}}");
-	ext_wait_got(&CL, 1, 5.0);
-	assert_string_equal(json_string_value(json_object_get(ext_client_msg(&CL, 0), "method")),
+	ext_wait_got(&U.cl, 1, 5.0);
+	assert_string_equal(json_string_value(json_object_get(ext_client_msg(&U.cl, 0), "method")),
 			    "notifications/message");
 	SV.post_status = 500;
 	call(8, "t");
-	ext_wait_got(&CL, 2, 5.0);
+	ext_wait_got(&U.cl, 2, 5.0);
 	const char *msg = error_message(1, 8);
 	assert_has(msg, "HTTP 500 from http://127.0.0.1:");
 	assert_has(msg, "/messages?sessionId=abc: refused here");
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(json_object_get(
-		ext_client_msg(&CL, 1), "error"), "data"), "httpStatus")), 500);
+		ext_client_msg(&U.cl, 1), "error"), "data"), "httpStatus")), 500);
 	SV.post_status = -1;
 	call(9, "t");
-	ext_wait_got(&CL, 3, 5.0);
+	ext_wait_got(&U.cl, 3, 5.0);
 	msg = error_message(2, 9);
 	assert_has(msg, "HTTP request to http://127.0.0.1:");
 	assert_has(msg, "/messages?sessionId=abc failed: ");
-	assert_int_equal(backend_state(BE), BACKEND_READY);  /* the stream still stands */
+	assert_int_equal(backend_state(U.be), BACKEND_READY);  /* the stream still stands */
 }
 
 /* The stream ends: the open request is failed with the reason, and the
@@ -305,11 +257,11 @@ static void test_stream_lost(void **state)
 	call(6, "t");
 	assert_true(ext_run_until(requests_at_least, (const void *)(uintptr_t)3, 5.0));
 	stub_close(SV.stream);
-	ext_wait_state(BE, BACKEND_FAILED, 5.0);
-	assert_string_equal(backend_peer(BE)->why_down, "the SSE stream closed");
-	ext_wait_got(&CL, 1, 1.0);
+	ext_wait_state(U.be, BACKEND_FAILED, 5.0);
+	assert_string_equal(backend_peer(U.be)->why_down, "the SSE stream closed");
+	ext_wait_got(&U.cl, 1, 1.0);
 	assert_has(error_message(0, 6), "the SSE stream closed");
-	assert_int_equal(chain_open_exchanges(CH), 0);
+	assert_int_equal(chain_open_exchanges(U.ch), 0);
 }
 
 /* An endpoint on another origin is refused: nothing is POSTed there (the
@@ -321,11 +273,11 @@ static void test_endpoint_other_origin(void **state)
 	assert_true(ext_run_until(stream_open, NULL, 5.0));
 	ask_initialize();
 	stub_write(SV.stream, "event: endpoint\ndata: http://127.0.0.2:1/steal\n\n");
-	ext_wait_state(BE, BACKEND_FAILED, 5.0);
-	assert_has(backend_peer(BE)->why_down, "is not on the stream's origin");
+	ext_wait_state(U.be, BACKEND_FAILED, 5.0);
+	assert_has(backend_peer(U.be)->why_down, "is not on the stream's origin");
 	assert_int_equal(stub_count(), 1);
-	assert_true(ext_run_until(init_answered, NULL, 1.0));
-	assert_non_null(json_object_get(json_array_get(init_answers, 0), "error"));
+	assert_true(ext_run_until(up_init_answered, NULL, 1.0));
+	assert_non_null(json_object_get(json_array_get(U.init_answers, 0), "error"));
 }
 
 /* A stream that cannot be had: an error status, or a reply that is not an
@@ -335,13 +287,13 @@ static void test_stream_refused(void **state)
 	(void)state;
 	SV.get_status = 404;
 	make();
-	ext_wait_state(BE, BACKEND_FAILED, 5.0);
-	assert_has(backend_peer(BE)->why_down, "HTTP 404 for the SSE stream http://127.0.0.1:");
-	assert_has(backend_peer(BE)->why_down, ": no stream here");
-	backend_free(BE);
-	BE = NULL;
-	cfg_free(C);
-	C = NULL;
+	ext_wait_state(U.be, BACKEND_FAILED, 5.0);
+	assert_has(backend_peer(U.be)->why_down, "HTTP 404 for the SSE stream http://127.0.0.1:");
+	assert_has(backend_peer(U.be)->why_down, ": no stream here");
+	backend_free(U.be);
+	U.be = NULL;
+	cfg_free(U.cfg);
+	U.cfg = NULL;
 
 	SV.get_status = 200;
 	SV.get_type = "application/json";
@@ -349,20 +301,12 @@ static void test_stream_refused(void **state)
 	assert_true(ext_run_until(stream_open, NULL, 5.0));
 	stub_write(SV.stream, "{}");
 	stub_close(SV.stream);
-	ext_wait_state(BE, BACKEND_FAILED, 5.0);
-	assert_has(backend_peer(BE)->why_down, "is not an event stream");
+	ext_wait_state(U.be, BACKEND_FAILED, 5.0);
+	assert_has(backend_peer(U.be)->why_down, "is not an event stream");
 }
 
 int main(void)
 {
-	log_set_level(getenv("DBG") ? LOG_DEBUG : LOG_ERROR);
-	if (!getenv("DBG"))
-		log_open_file("/dev/null");
-	ev_default_loop(0);
-	if (curl_ev_setup() < 0) {  /* no libcurl: fail, do not skip */
-		fprintf(stderr, "libcurl cannot be loaded\n");
-		return 1;
-	}
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_endpoint_then_posts),
@@ -371,7 +315,5 @@ int main(void)
 		T(test_endpoint_other_origin),
 		T(test_stream_refused),
 	};
-	int rc = cmocka_run_group_tests(tests, NULL, NULL);
-	curl_ev_release();
-	return rc;
+	return ext_curl_main("be_sse", tests, sizeof tests / sizeof tests[0]);
 }

@@ -455,13 +455,6 @@ static void test_down_after_inbox(void **state)
 
 int main(void)
 {
-	log_set_level(LOG_ERROR);
-	log_open_file("/dev/null");  /* the down test logs an error on purpose */
-	ev_default_loop(0);
-	if (curl_ev_setup() < 0) {  /* no libcurl: fail, do not skip */
-		fprintf(stderr, "libcurl cannot be loaded\n");
-		return 1;
-	}
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {
 		T(test_out_new_handshake_era),
@@ -475,7 +468,5 @@ int main(void)
 		T(test_http_fail),
 		T(test_down_after_inbox),
 	};
-	int rc = cmocka_run_group_tests(tests, NULL, NULL);
-	curl_ev_release();
-	return rc;
+	return ext_curl_main("http_xfer", tests, sizeof tests / sizeof tests[0]);
 }

@@ -23,6 +23,7 @@
 #include "backend.h"
 #include "buf.h"
 #include "curl_ev.h"
+#include "param_headers.h"
 #include "sse.h"
 
 #define HTTP_ERRBODY_MAX 65536    /* bytes of an error reply kept */
@@ -136,6 +137,7 @@ struct be_http {
 	char *session;              /* owned: Mcp-Session-Id */
 	unsigned gen;               /* bumped with every session change */
 	char *proto;                /* owned: the negotiated protocol version */
+	struct param_table params;  /* the tools' x-mcp-header marks (2026-07-28) */
 	json_t *init_id;            /* owned: id of the chain's initialize in flight */
 	json_t *init_params;        /* owned: its params, to start a new session */
 	int reinit;                 /* REINIT_* */

@@ -78,6 +78,7 @@ void http_free(struct be_http *s)
 	http_drop_held(s);
 	free(s->session);
 	free(s->proto);
+	param_table_release(&s->params);
 	free(s->get_last_id);
 	free(s->endpoint);
 	json_decref(s->init_id);
@@ -189,12 +190,20 @@ static void hx_done(struct curl_ev_xfer *base, CURLcode rc)
 	hx_destroy(x);
 }
 
-/* Notes that M answers the request X is for. */
+/*
+ * Notes that M answers the request X is for. An answer to a 2026-07-28
+ * tools/list teaches the transport the tools' x-mcp-header marks, and
+ * loses the tools whose marks are invalid (the client must not see them).
+ */
 static void note_response(struct hx *x, json_t *m)
 {
-	if (x->msg && x->msg->id && !json_object_get(m, "method") &&
-	    json_equal(json_object_get(m, "id"), x->msg->id))
-		x->got_response = true;
+	if (!x->msg || !x->msg->id || json_object_get(m, "method") ||
+	    !json_equal(json_object_get(m, "id"), x->msg->id))
+		return;
+	x->got_response = true;
+	if (x->msg->method && strcmp(x->msg->method, "tools/list") == 0)
+		param_learn(&x->s->params, json_object_get(json_object_get(m, "result"), "tools"),
+			    x->s->name);
 }
 
 /* Parses a message (or a batch) received on X and queues it. */
@@ -393,7 +402,12 @@ int hx_header(struct hx *x, const char *name, const char *value)
 	return rc;
 }
 
-/* Adds the session and protocol version headers. */
+static int add_param(void *x, const char *name, const char *value)
+{
+	return hx_header(x, name, value);
+}
+
+/* Adds the 2026-07-28 era's headers: version, method, name, marked arguments. */
 int hx_stateless_headers(struct hx *x)
 {
 	const struct out *o = x->msg;
@@ -401,7 +415,22 @@ int hx_stateless_headers(struct hx *x)
 	if (hx_header(x, "MCP-Protocol-Version", o->version) < 0 ||
 	    hx_header(x, "Mcp-Method", o->method) < 0)
 		return -1;
-	return o->name && !strpbrk(o->name, "\r\n") ? hx_header(x, "Mcp-Name", o->name) : 0;
+	if (o->name) {
+		char *v = param_encode(o->name, strlen(o->name));
+		int rc = v ? hx_header(x, "Mcp-Name", v) : -1;
+		free(v);
+		if (rc < 0)
+			return -1;
+	}
+	if (!o->name || strcmp(o->method, "tools/call") != 0 ||
+	    !hmap_get(&x->s->params.tools, o->name, strlen(o->name)))
+		return 0;
+	json_t *body = json_loadb(o->body, o->len, 0, NULL);
+	int rc = param_headers(&x->s->params, o->name,
+			       json_object_get(json_object_get(body, "params"), "arguments"),
+			       add_param, x);
+	json_decref(body);
+	return rc;
 }
 
 int hx_session_headers(struct hx *x, bool with_proto)

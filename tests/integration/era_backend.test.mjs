@@ -137,7 +137,7 @@ async function exercise(s, seen) {
   assert.equal(caps.prompts?.listChanged, true);
 
   const tools = (await client.listTools()).tools.map((t) => t.name).sort();
-  assert.deepEqual(tools, ['ask', 'bump', 'echo', 'slow']);
+  assert.deepEqual(tools, ['ask', 'bump', 'deploy', 'echo', 'slow']);
   assert.deepEqual((await client.listPrompts()).prompts.map((p) => p.name), ['greet']);
   assert.deepEqual((await client.listResources()).resources.map((r) => r.uri), ['test://counter']);
 
@@ -145,6 +145,13 @@ async function exercise(s, seen) {
   assert.equal(text(echo), 'echo: hi');
   assert.equal('resultType' in echo, false, 'resultType is removed');
   assert.equal(echo._meta?.['io.modelcontextprotocol/serverInfo'], undefined);
+  // arguments marked x-mcp-header: over HTTP mcp-chain mirrors them into
+  // Mcp-Param-* headers (the SDK refuses the call with -32020 otherwise),
+  // a value that is not header-safe in its Base64 form
+  const deployed = await client.callTool({ name: 'deploy', arguments: { region: 'eu-west', replicas: 3 } });
+  assert.equal(text(deployed), 'deployed 3 to eu-west', JSON.stringify(deployed));
+  const zurich = await client.callTool({ name: 'deploy', arguments: { region: 'Z\u00fcrich ' } });
+  assert.equal(text(zurich), 'deployed 1 to Z\u00fcrich ', JSON.stringify(zurich));
 
   // progress on the call, before its result
   const progress = [];
@@ -222,6 +229,8 @@ for (const transport of ['stdio', 'http']) {
           assert.ok(posts.some((l) => l.startsWith('got subscriptions/listen ')), 'listened');
           assert.ok(!posts.some((l) => l.startsWith('got initialize ')), 'no initialize after a discover answer');
           assert.ok(posts.some((l) => /^got tools\/call tools\/call 2026-07-28 echo /.test(l)), 'Mcp-Name is the tool');
+          assert.ok(posts.some((l) => / deploy - region=eu-west$/.test(l)), 'Mcp-Param-Region');
+          assert.ok(posts.some((l) => / region==\?base64\?WsO8cmljaCA=\?=$/.test(l)), 'Mcp-Param-Region, Base64');
         }
       } finally {
         http?.stop();

@@ -475,7 +475,7 @@ for (const mode of MODES) {
     await with2026(mode, SERVER2026, {}, async ({ client, wire }) => {
       assert.equal(client.getNegotiatedProtocolVersion(), '2026-07-28');
       const names = (await client.listTools()).tools.map((t) => t.name);
-      assert.deepEqual(names.sort(), ['ask', 'bump', 'echo', 'slow']);
+      assert.deepEqual(names.sort(), ['ask', 'bump', 'deploy', 'echo', 'slow']);
       assert.equal((await client.callTool({ name: 'echo', arguments: { text: 'both ways' } })).content[0].text, 'echo: both ways');
       const progress = [];
       await client.callTool({ name: 'slow', arguments: { steps: 3 } }, { onprogress: (p) => progress.push(p.progress) });

@@ -254,8 +254,71 @@ static void test_headers_session_and_era(void **state)
 	json_decref(m);
 	x = hx_new(S, HX_POST, S->url, o, NULL);
 	assert_int_equal(hx_stateless_headers(x), 0);
-	assert_int_equal(count_headers(x, "Mcp-Name"), 0);  /* no header injection */
+	/* no header injection: the name goes in its Base64 form */
+	assert_true(has_header(x, "Mcp-Name: =?base64?YQ0KWC1FdmlsOiAx?="));
 	assert_int_equal(count_headers(x, "X-Evil"), 0);
+	hx_abort(x);
+}
+
+/* A stateless-era request for METHOD with PARAMS (JSON members), as out_new makes it. */
+static struct out *stateless_out(int id, const char *method, const char *params)
+{
+	json_t *m = ext_json("{}");
+	json_object_set_new(m, "jsonrpc", json_string("2.0"));
+	json_object_set_new(m, "id", json_integer(id));
+	json_object_set_new(m, "method", json_string(method));
+	json_t *p = ext_json(params);
+	json_object_set_new(p, "_meta", json_pack("{s:s}", ERA_META_VERSION, ERA_STATELESS_VERSION));
+	json_object_set_new(m, "params", p);
+	struct out *o = out_new(m, OUT_CHAIN);
+	json_decref(m);
+	assert_non_null(o);
+	return o;
+}
+
+/*
+ * 2026-07-28: the answer to the transport's tools/list teaches it the
+ * tools' x-mcp-header marks, and a tool with invalid marks never reaches
+ * the chain; a tools/call of a marked tool then carries Mcp-Param-*
+ * headers from its arguments (encoded where a value is not header-safe).
+ */
+static void test_param_headers(void **state)
+{
+	(void)state;
+	struct hx *x = hx_new(S, HX_POST, S->url, stateless_out(3, "tools/list", "{}"), NULL);
+	const char *reply = "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{\"tools\":["
+		"{\"name\":\"deploy\",\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+		"\"region\":{\"type\":\"string\",\"x-mcp-header\":\"Region\"},"
+		"\"n\":{\"type\":\"integer\",\"x-mcp-header\":\"N\"}}}},"
+		"{\"name\":\"bad\",\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+		"\"f\":{\"type\":\"number\",\"x-mcp-header\":\"F\"}}}}]}}";
+	assert_int_equal(buf_append(&x->body, reply, strlen(reply)), 0);
+	hx_push_body(x);
+	assert_true(x->got_response);
+	hx_abort(x);
+	assert_non_null(S->in_head);
+	json_t *tools = json_object_get(json_object_get(S->in_head->msg, "result"), "tools");
+	assert_int_equal(json_array_size(tools), 1);   /* "bad" left out */
+	assert_string_equal(json_string_value(json_object_get(json_array_get(tools, 0), "name")), "deploy");
+
+	x = hx_new(S, HX_POST, S->url, stateless_out(4, "tools/call",
+		"{\"name\":\"deploy\",\"arguments\":{\"region\":\"eu west \",\"n\":5}}"), NULL);
+	assert_int_equal(hx_stateless_headers(x), 0);
+	assert_true(has_header(x, "Mcp-Name: deploy"));
+	assert_true(has_header(x, "Mcp-Param-Region: =?base64?ZXUgd2VzdCA=?="));
+	assert_true(has_header(x, "Mcp-Param-N: 5"));
+	hx_abort(x);
+	/* an argument left out: no header for it; another method: none at all */
+	x = hx_new(S, HX_POST, S->url, stateless_out(5, "tools/call",
+		"{\"name\":\"deploy\",\"arguments\":{\"region\":\"eu\"}}"), NULL);
+	assert_int_equal(hx_stateless_headers(x), 0);
+	assert_true(has_header(x, "Mcp-Param-Region: eu"));
+	assert_int_equal(count_headers(x, "Mcp-Param-"), 1);
+	hx_abort(x);
+	x = hx_new(S, HX_POST, S->url, stateless_out(6, "prompts/get",
+		"{\"name\":\"deploy\",\"arguments\":{\"region\":\"eu\"}}"), NULL);
+	assert_int_equal(hx_stateless_headers(x), 0);
+	assert_int_equal(count_headers(x, "Mcp-Param-"), 0);
 	hx_abort(x);
 }
 
@@ -461,6 +524,7 @@ int main(void)
 		T(test_out_new_stateless_era),
 		T(test_headers_configured_and_post),
 		T(test_headers_session_and_era),
+		T(test_param_headers),
 		T(test_reply_message),
 		T(test_reply_error),
 		T(test_hx_error),

@@ -1,0 +1,58 @@
+/*
+ * param_headers.h - the 2026-07-28 era's x-mcp-header: a tool may mark
+ * arguments (in its inputSchema) that a client on Streamable HTTP mirrors
+ * into "Mcp-Param-{Name}" request headers, so that an intermediary can
+ * route on them without reading the body.
+ *
+ * A backend's table learns each tool's marks from the tools/list results
+ * that cross it, drops from those results the tools whose marks break the
+ * specification's rules (as a client must), and gives the headers of a
+ * tools/call from its arguments. Values go in a header as they are when
+ * that is safe, else in the "=?base64?...?=" form (param_encode).
+ */
+#ifndef MCPC_PARAM_HEADERS_H
+#define MCPC_PARAM_HEADERS_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "hmap.h"
+
+struct param_table {
+	struct hmap tools;   /* tool name -> json_t array of [name, [key...]] (owned) */
+};
+
+#define PARAM_TABLE_INIT { HMAP_INIT }
+
+/* Frees what T learned. */
+void param_table_release(struct param_table *t);
+
+/*
+ * Learns the marks of the tools in TOOLS (a tools/list result's "tools",
+ * borrowed), replacing what was known of each, and removes from TOOLS each
+ * tool whose marks are invalid, logging why (BACKEND names the backend).
+ * Returns the number of tools removed.
+ */
+size_t param_learn(struct param_table *t, json_t *tools, const char *backend);
+
+/* Adds a header NAME: VALUE (both NUL-terminated, VALUE encoded); < 0 on failure. */
+typedef int (*param_header_fn)(void *arg, const char *name, const char *value);
+
+/*
+ * Calls ADD for each "Mcp-Param-{Name}" header a tools/call of TOOL with
+ * ARGUMENTS (borrowed; may be NULL) carries: one for each marked argument
+ * present and not null. Returns 0, or the first negative ADD returned.
+ */
+int param_headers(const struct param_table *t, const char *tool, json_t *arguments,
+		  param_header_fn add, void *arg);
+
+/*
+ * The header value for text S (N bytes): S itself when it is visible ASCII
+ * and spaces with none at either end and is not itself of the form
+ * "=?base64?...?=", else "=?base64?" + its Base64 + "?=". Malloc'd; NULL
+ * when out of memory.
+ */
+char *param_encode(const char *s, size_t n);
+
+#endif

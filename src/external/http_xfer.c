@@ -203,7 +203,7 @@ static void note_response(struct hx *x, json_t *m)
 	x->got_response = true;
 	if (x->msg->method && strcmp(x->msg->method, "tools/list") == 0)
 		param_learn(&x->s->params, json_object_get(json_object_get(m, "result"), "tools"),
-			    x->s->name);
+			    x->s->name, true);
 }
 
 /* Parses a message (or a batch) received on X and queues it. */

@@ -684,6 +684,9 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 			r = http_routes_peek_id(&hs->routes, &v);
 		if (r)
 			count_answer(r, &v, msg_outcome(&m));
+		if (r && r->lists_tools)   /* the marks a 2026-07-28 call's headers follow */
+			param_learn(&hs->f->params, json_object_get(json_object_get(msg_tree(&m), "result"),
+								     "tools"), "http", false);
 	} else if (strcmp(msg_method(&m), "notifications/progress") == 0 &&
 		   msg_token_get(&m, &v) == 1) {
 		r = http_routes_token(&hs->routes, &v);
@@ -977,6 +980,7 @@ static bool scan_body(struct hreq *r, bool *is_init, bool *is_discover, json_t *
 		const char *method = msg_method(&m);
 		*is_init = method && strcmp(method, "initialize") == 0;
 		*is_discover = method && strcmp(method, "server/discover") == 0;
+		r->lists_tools = method && strcmp(method, "tools/list") == 0;
 		note_request(r, &m);
 	}
 	msg_release(&m);
@@ -1155,11 +1159,17 @@ static char *header_value(struct MHD_Connection *c, const char *name, bool *bad)
 }
 
 /*
- * The standard headers of a 2026-07-28 request checked against its body:
+ * The standard headers of a 2026-07-28 request, and the Mcp-Param-* ones of
+ * a tools/call, checked against its body:
  * NULL, or why they disagree (answered 400, -32020).
  */
-static const char *check_stateless_headers(struct MHD_Connection *c, json_t *body,
-					   const char *method, char *why, size_t n)
+static char *param_header(void *c, const char *name, bool *bad)
+{
+	return header_value(c, name, bad);
+}
+
+static const char *check_stateless_headers(struct http_front *f, struct MHD_Connection *c,
+					   json_t *body, const char *method, char *why, size_t n)
 {
 	json_t *params = json_object_get(body, "params");
 	const char *bv = era_request_version(params);
@@ -1195,6 +1205,9 @@ static const char *check_stateless_headers(struct MHD_Connection *c, json_t *bod
 	else if (strcmp(hn, want) != 0)
 		err = "the Mcp-Name header does not match the body";
 	free(hn);
+	if (!err && strcmp(method, "tools/call") == 0)   /* the arguments it marks x-mcp-header */
+		err = param_check(&f->params, want, json_object_get(params, "arguments"), param_header,
+				  c, why, n);
 	return err;
 }
 
@@ -1220,7 +1233,7 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 	}
 	char why[200];
 	json_t *id = json_object_get(body, "id");
-	const char *bad = id && method ? check_stateless_headers(c, body, method, why, sizeof why) : NULL;
+	const char *bad = id && method ? check_stateless_headers(f, c, body, method, why, sizeof why) : NULL;
 	if (bad) {
 		*rc = reply_json_error(r, c, MHD_HTTP_BAD_REQUEST, rpc_error(id, -32020, bad, NULL));
 		json_decref(body);
@@ -1917,6 +1930,7 @@ void http_front_free(struct http_front *f)
 	}
 	hmap_release(&f->sessions);
 	hmap_release(&f->instances);
+	param_table_release(&f->params);
 	strv_free(f->origins);
 	strv_free(f->hosts);
 	free(f->address);

@@ -12,6 +12,7 @@
 
 #include "buf.h"
 #include "hmap.h"
+#include "param_headers.h"
 #include "http_front.h"
 #include "http_util.h"
 #include "msg.h"
@@ -72,6 +73,7 @@ struct hreq {
 	char *sid;                /* owned: the Mcp-Session-Id a deferred answer
 				   * to initialize carries, or NULL */
 	size_t pending;           /* responses still awaited */
+	bool lists_tools;         /* its body is one tools/list request */
 	struct msg_val *ids;      /* the requests it carries (for cancellation) */
 	size_t nids;
 	struct msg_val *tokens;   /* their progress tokens */
@@ -145,6 +147,7 @@ struct http_front {
 	bool draining;            /* no new connection, session or stream */
 	struct hmap sessions;     /* sid -> hsess */
 	struct hmap instances;    /* stateless: requestState instance -> hsess */
+	struct param_table params; /* the x-mcp-header marks of the tools it lists */
 	http_chain_make_fn chain_make;       /* a session's own chain, if set */
 	http_chain_release_fn chain_release;
 	void *chain_arg;

@@ -343,6 +343,39 @@ test('[http] a 2026-07-28 client: no session, lists, calls, progress, input_requ
   });
 });
 
+test('[http] x-mcp-header: a 2026-07-28 call must carry the arguments its tool marks as Mcp-Param-* headers', T, async () => {
+  await withListen(SERVER2026, async (url) => {
+    const { client } = await httpClient(url);
+    try {
+      // the SDK client mirrors region itself once it has seen the list, as a conforming client does
+      const tool = (await client.listTools()).tools.find((t) => t.name === 'deploy');
+      assert.equal(tool.inputSchema.properties.region['x-mcp-header'], 'Region');
+      const r = await client.callTool({ name: 'deploy', arguments: { region: 'eu-west', replicas: 2 } });
+      assert.equal(r.content[0].text, 'deployed 2 to eu-west');
+    } finally {
+      await client.close();
+    }
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const call = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'deploy', arguments: { region: 'eu-west' }, _meta: meta } };
+    const post = (headers) => fetch(url, { method: 'POST', body: JSON.stringify(call), headers: {
+      'content-type': 'application/json', accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'deploy', ...headers } });
+    for (const [name, headers, text] of [
+      ['missing', {}, /Mcp-Param-Region header is required/],
+      ['different', { 'mcp-param-region': 'us-east' }, /Mcp-Param-Region header does not match/],
+    ]) {
+      const res = await post(headers);
+      assert.equal(res.status, 400, name);
+      const body = await res.json();
+      assert.deepEqual([body.id, body.error.code], [7, -32020], name);
+      assert.match(body.error.message, text, name);
+    }
+    const res = await post({ 'mcp-param-region': `=?base64?${Buffer.from('eu-west').toString('base64')}?=` });
+    assert.equal(res.status, 200);
+    assert.match(await res.text(), /deployed 1 to eu-west/);
+  });
+});
+
 test('[http] 2026-07-28 requests: headers checked against the body, GET and DELETE refused', T, async () => {
   await withListen(everythingServer(), async (url) => {
     const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };

@@ -55,7 +55,9 @@ static int htb_send(struct peer *p, json_t *msg, struct exchange *ex)
 	const char *method = json_string_value(json_object_get(msg, "method"));
 	if (!id || !method || htt_be.hold)
 		return 0;
-	json_array_append_new(htt_be.pending, rpc_result(id, json_pack("{s:s}", "echo", method)));
+	json_array_append_new(htt_be.pending, rpc_result(id, htt_be.tools &&
+		strcmp(method, "tools/list") == 0 ? json_pack("{s:O}", "tools", htt_be.tools) :
+		json_pack("{s:s}", "echo", method)));
 	ev_timer_stop(EV_DEFAULT, &answer_timer);
 	ev_timer_set(&answer_timer, 0., 0.);
 	ev_timer_start(EV_DEFAULT, &answer_timer);
@@ -118,6 +120,8 @@ void htt_stop(void)
 	peer_release(&htt_be.peer);
 	json_decref(htt_be.got);
 	json_decref(htt_be.pending);
+	json_decref(htt_be.tools);
+	htt_be.tools = NULL;
 	chain_free(htt_chain);
 	htt_chain = NULL;
 	pipeline_unref(htt_pl);

@@ -17,11 +17,13 @@
 #include "peer.h"
 
 /* The fake backend: answers initialize with the client's version and
- * every request (on the loop's next turn) with {"echo": METHOD}. */
+ * every request (on the loop's next turn) with {"echo": METHOD}, or a
+ * tools/list with {"tools": TOOLS} when TOOLS is set. */
 struct htb {
 	struct peer peer;            /* must be first */
 	json_t *got;                 /* messages sent to it (copies) */
 	json_t *pending;             /* responses to send on the next turn */
+	json_t *tools;               /* owned, or NULL */
 	bool hold;                   /* do not answer requests */
 };
 

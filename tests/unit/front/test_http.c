@@ -937,6 +937,72 @@ static void test_stateless_post(void **state)
 	hres_release(&r);
 }
 
+/* The tools/call requests the backend got so far. */
+static size_t calls_got(void)
+{
+	size_t n = 0, i;
+	json_t *m;
+	json_array_foreach(htt_be.got, i, m)
+		n += json_is_string(json_object_get(m, "method")) &&
+		     strcmp(json_string_value(json_object_get(m, "method")), "tools/call") == 0;
+	return n;
+}
+
+/*
+ * x-mcp-header (2026-07-28): once the front has served a list whose tool
+ * marks arguments, a call of that tool must carry each marked argument it
+ * has in an Mcp-Param-* header equal to it (Base64 form decoded, integers
+ * as numbers), or it is answered 400 / -32020 and reaches no backend.
+ */
+static void test_param_headers(void **state)
+{
+	(void)state;
+	struct hres r;
+	htt_be.tools = json_loads("[{\"name\":\"deploy\",\"inputSchema\":{\"type\":\"object\","
+		"\"properties\":{\"region\":{\"type\":\"string\",\"x-mcp-header\":\"Region\"},"
+		"\"n\":{\"type\":\"integer\",\"x-mcp-header\":\"N\"}}}}]", 0, NULL);
+	assert_non_null(htt_be.tools);
+	const char *call = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{"
+		"\"name\":\"deploy\",\"arguments\":{\"region\":\"eu\",\"n\":5}," META26 "}}";
+	const char *call_h = HDRS26 "Mcp-Method: tools/call\r\nMcp-Name: deploy\r\n";
+	/* no list served yet: nothing is known to check */
+	htt_req("POST", "/mcp", call_h, call, &r);
+	assert_int_equal(r.status, 200);
+	hres_release(&r);
+	htt_req("POST", "/mcp", HDRS26 "Mcp-Method: tools/list\r\n",
+		"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{" META26 "}}", &r);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.body, "\"x-mcp-header\":\"Region\""));
+	hres_release(&r);
+	size_t got = calls_got();
+	expect_error26("Mcp-Method: tools/call\r\nMcp-Name: deploy\r\nMcp-Param-N: 5\r\n", call, 400,
+		       -32020, "the Mcp-Param-Region header is required");
+	expect_error26("Mcp-Method: tools/call\r\nMcp-Name: deploy\r\nMcp-Param-Region: us\r\n"
+		       "Mcp-Param-N: 5\r\n", call, 400, -32020,
+		       "the Mcp-Param-Region header does not match the body");
+	expect_error26("Mcp-Method: tools/call\r\nMcp-Name: deploy\r\nmcp-param-region: eu\r\n"
+		       "Mcp-Param-N: 6\r\n", call, 400, -32020,
+		       "the Mcp-Param-N header does not match the body");
+	expect_error26("Mcp-Method: tools/call\r\nMcp-Name: deploy\r\nMcp-Param-Region: =?base64?e!==?=\r\n"
+		       "Mcp-Param-N: 5\r\n", call, 400, -32020, "Base64 form cannot be decoded");
+	assert_int_equal(calls_got(), got);   /* none reached the backend */
+	/* agreeing: the Base64 form of "eu", 5 as 5.0 */
+	char hdrs[512];
+	snprintf(hdrs, sizeof hdrs, "%sMcp-Param-Region: =?base64?ZXU=?=\r\nMcp-Param-N: 5.0\r\n", call_h);
+	htt_req("POST", "/mcp", hdrs, call, &r);
+	if (r.status != 200)
+		fail_msg("HTTP %d: %s", r.status, r.body);
+	hres_release(&r);
+	/* an argument the call leaves out (or null) needs no header */
+	snprintf(hdrs, sizeof hdrs, "%sMcp-Param-Region: eu\r\n", call_h);
+	htt_req("POST", "/mcp", hdrs, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+		"\"params\":{\"name\":\"deploy\",\"arguments\":{\"region\":\"eu\",\"n\":null}," META26 "}}", &r);
+	if (r.status != 200)
+		fail_msg("HTTP %d: %s", r.status, r.body);
+	hres_release(&r);
+	assert_int_equal(calls_got(), got + 2);
+}
+
 /* ---- limits ---- */
 
 /* A session nobody uses for sessionIdleMs ends; a request, or an open
@@ -1161,6 +1227,7 @@ int main(void)
 		T(test_slow_reader),
 		T(test_post_resume),
 		T(test_stateless_post),
+		T(test_param_headers),
 		T(test_idle_expiry),
 		T(test_connection_limit),
 		T(test_bodies),

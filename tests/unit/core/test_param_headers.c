@@ -1,5 +1,5 @@
 /*
- * test_param_headers.c - unit tests for src/external/param_headers.c: the
+ * test_param_headers.c - unit tests for src/core/param_headers.c: the
  * 2026-07-28 era's x-mcp-header marks learned from tools/list results
  * (invalid tools left out), the Mcp-Param-* headers of a tools/call, and
  * the encoding of a header value.
@@ -12,12 +12,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <cmocka.h>
 
-#include "ext_test.h"
 #include "log.h"
-#include "../../../src/external/param_headers.h"  /* the folder's internal header */
+#include "param_headers.h"
+
+/* TEXT parsed (a new reference); fails the test when it does not parse. */
+static json_t *parse(const char *text)
+{
+	json_t *j = json_loads(text, JSON_DECODE_ANY, NULL);
+	assert_non_null(j);
+	return j;
+}
 
 static void expect_encoded(const char *in, size_t n, const char *want)
 {
@@ -97,8 +105,8 @@ static void test_learn(void **state)
 {
 	(void)state;
 	struct param_table t = PARAM_TABLE_INIT;
-	json_t *tools = ext_json(TOOLS);
-	assert_int_equal(param_learn(&t, tools, "b"), 7);
+	json_t *tools = parse(TOOLS);
+	assert_int_equal(param_learn(&t, tools, "b", true), 7);
 	assert_int_equal(json_array_size(tools), 2);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(tools, 0), "name")), "deploy");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(tools, 1), "name")), "plain");
@@ -107,7 +115,7 @@ static void test_learn(void **state)
 	assert_null(hmap_get(&t.tools, "in_items", 8));
 
 	struct got g = { 0 };
-	json_t *args = ext_json("{\"region\":\"us-west1\",\"query\":\"SELECT 1\","
+	json_t *args = parse("{\"region\":\"us-west1\",\"query\":\"SELECT 1\","
 				"\"opts\":{\"zone\":-7,\"dry\":false}}");
 	assert_int_equal(param_headers(&t, "deploy", args, add, &g), 0);
 	assert_int_equal(g.n, 3);
@@ -118,7 +126,7 @@ static void test_learn(void **state)
 
 	/* absent or null: no header; 42.0 is the integer 42; text is encoded */
 	memset(&g, 0, sizeof g);
-	args = ext_json("{\"region\":\"Z\\u00fcrich \",\"opts\":{\"zone\":42.0,\"dry\":null}}");
+	args = parse("{\"region\":\"Z\\u00fcrich \",\"opts\":{\"zone\":42.0,\"dry\":null}}");
 	assert_int_equal(param_headers(&t, "deploy", args, add, &g), 0);
 	assert_int_equal(g.n, 2);
 	assert_string_equal(value_of(&g, "Mcp-Param-Region"), "=?base64?WsO8cmljaCA=?=");
@@ -134,23 +142,88 @@ static void test_learn(void **state)
 	/* an ADD that fails stops the walk with its code */
 	memset(&g, 0, sizeof g);
 	g.fail_at = 1;
-	args = ext_json("{\"region\":\"r\",\"opts\":{\"zone\":1}}");
+	args = parse("{\"region\":\"r\",\"opts\":{\"zone\":1}}");
 	assert_int_equal(param_headers(&t, "deploy", args, add, &g), -7);
 	json_decref(args);
 
 	/* a later listing replaces a tool's marks, and can drop them */
 	json_decref(tools);
-	tools = ext_json("[{\"name\":\"deploy\",\"inputSchema\":{\"type\":\"object\",\"properties\":{"
+	tools = parse("[{\"name\":\"deploy\",\"inputSchema\":{\"type\":\"object\",\"properties\":{"
 			 "\"region\":{\"type\":\"string\"}}}}]");
-	assert_int_equal(param_learn(&t, tools, "b"), 0);
+	assert_int_equal(param_learn(&t, tools, "b", true), 0);
 	assert_null(hmap_get(&t.tools, "deploy", 6));
 	json_decref(tools);
 	/* not a list, tools without names or schemas: nothing learned, nothing lost */
-	tools = ext_json("[{\"inputSchema\":{}},{\"name\":\"n\"},7]");
-	assert_int_equal(param_learn(&t, tools, "b"), 0);
+	tools = parse("[{\"inputSchema\":{}},{\"name\":\"n\"},7]");
+	assert_int_equal(param_learn(&t, tools, "b", true), 0);
 	assert_int_equal(json_array_size(tools), 3);
-	assert_int_equal(param_learn(&t, NULL, "b"), 0);
+	assert_int_equal(param_learn(&t, NULL, "b", true), 0);
 	json_decref(tools);
+	param_table_release(&t);
+}
+
+/* Request headers for param_check: "Name: value" pairs, NULL-ended. */
+static char *get_header(void *arg, const char *name, bool *bad)
+{
+	const char *const *h = arg;
+	*bad = false;
+	for (; *h; h += 2)
+		if (strcasecmp(h[0], name) == 0) {
+			if (strcmp(h[1], "BAD") == 0) {
+				*bad = true;
+				return NULL;
+			}
+			return strdup(h[1]);
+		}
+	return NULL;
+}
+
+static const char *check(const struct param_table *t, const char *args, const char *const *hdrs,
+			 char *why, size_t n)
+{
+	json_t *a = parse(args);
+	const char *r = param_check(t, "deploy", a, get_header, (void *)hdrs, why, n);
+	json_decref(a);
+	return r;
+}
+
+/* As a server: marks learned without dropping anything; a call's headers
+ * must carry each marked argument it has, equal to it. */
+static void test_check(void **state)
+{
+	(void)state;
+	struct param_table t = PARAM_TABLE_INIT;
+	json_t *tools = parse(TOOLS);
+	assert_int_equal(param_learn(&t, tools, "front", false), 7);
+	assert_int_equal(json_array_size(tools), 9);   /* a server offers what it has */
+	json_decref(tools);
+	char why[200];
+	const char *ok[] = { "mcp-param-region", "eu", "Mcp-Param-Zone", "7.0", "Mcp-Param-Dry-Run",
+			     "true", NULL };
+	assert_null(check(&t, "{\"region\":\"eu\",\"opts\":{\"zone\":7,\"dry\":true}}", ok,
+			  why, sizeof why));
+	assert_null(check(&t, "{\"region\":\"eu\",\"opts\":{\"dry\":null}}", ok, why, sizeof why));
+	const char *none[] = { NULL };
+	assert_null(check(&t, "{}", none, why, sizeof why));   /* nothing marked is there */
+	const char *r = check(&t, "{\"region\":\"eu\"}", none, why, sizeof why);
+	assert_non_null(r);
+	assert_non_null(strstr(r, "the Mcp-Param-Region header is required"));
+	const char *wrong[] = { "Mcp-Param-Region", "eu", "Mcp-Param-Zone", "8", "Mcp-Param-Dry-Run",
+				"True", NULL };
+	r = check(&t, "{\"region\":\"eu\",\"opts\":{\"zone\":7}}", wrong, why, sizeof why);
+	assert_non_null(r);
+	assert_non_null(strstr(r, "the Mcp-Param-Zone header does not match the body"));
+	r = check(&t, "{\"region\":\"eu\",\"opts\":{\"dry\":true}}", wrong, why, sizeof why);
+	assert_non_null(strstr(r, "the Mcp-Param-Dry-Run header does not match the body"));
+	r = check(&t, "{\"region\":\"EU\"}", ok, why, sizeof why);   /* values are case-sensitive */
+	assert_non_null(strstr(r, "the Mcp-Param-Region header does not match the body"));
+	const char *bad[] = { "Mcp-Param-Region", "BAD", NULL };
+	r = check(&t, "{\"region\":\"eu\"}", bad, why, sizeof why);
+	assert_non_null(strstr(r, "Base64 form cannot be decoded"));
+	/* a tool with invalid marks is not learned: not checked */
+	json_t *a = parse("{\"n\":1.5}");
+	assert_null(param_check(&t, "a_number", a, get_header, (void *)none, why, sizeof why));
+	json_decref(a);
 	param_table_release(&t);
 }
 
@@ -161,6 +234,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_encode),
 		cmocka_unit_test(test_learn),
+		cmocka_unit_test(test_check),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

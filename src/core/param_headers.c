@@ -114,7 +114,7 @@ static const char *collect(json_t *node, json_t *path, bool is_root, json_t *mar
 	return NULL;
 }
 
-size_t param_learn(struct param_table *t, json_t *tools, const char *backend)
+size_t param_learn(struct param_table *t, json_t *tools, const char *who, bool drop)
 {
 	size_t removed = 0;
 	for (size_t i = 0; i < json_array_size(tools);) {
@@ -126,10 +126,15 @@ size_t param_learn(struct param_table *t, json_t *tools, const char *backend)
 		const char *bad = name ? collect(schema, root, true, marks, why, sizeof why) : NULL;
 		json_decref(root);
 		if (bad) {
-			log_warn("%s: tool \"%s\" left out of tools/list: %s", backend, name, bad);
-			json_array_remove(tools, i);
-			removed++;
+			json_decref(hmap_del(&t->tools, name, strlen(name)));
 			json_decref(marks);
+			removed++;
+			if (!drop) {
+				i++;
+				continue;
+			}
+			log_warn("%s: tool \"%s\" left out of tools/list: %s", who, name, bad);
+			json_array_remove(tools, i);
 			continue;
 		}
 		i++;
@@ -184,6 +189,16 @@ static char *value_text(json_t *v)
 	return NULL;
 }
 
+/* The value of ARGUMENTS at mark M's path (borrowed), or NULL. */
+static json_t *marked_value(json_t *m, json_t *arguments)
+{
+	json_t *v = arguments, *key;
+	size_t j;
+	json_array_foreach(json_array_get(m, 1), j, key)
+		v = json_object_get(v, json_string_value(key));
+	return v;
+}
+
 int param_headers(const struct param_table *t, const char *tool, json_t *arguments,
 		  param_header_fn add, void *arg)
 {
@@ -191,11 +206,7 @@ int param_headers(const struct param_table *t, const char *tool, json_t *argumen
 	size_t i;
 	json_t *m;
 	json_array_foreach(marks, i, m) {
-		json_t *v = arguments, *path = json_array_get(m, 1);
-		size_t j;
-		json_t *key;
-		json_array_foreach(path, j, key)
-			v = json_object_get(v, json_string_value(key));
+		json_t *v = marked_value(m, arguments);
 		char *text = value_text(v);
 		if (!text)
 			continue;   /* absent or null: no header */
@@ -210,4 +221,53 @@ int param_headers(const struct param_table *t, const char *tool, json_t *argumen
 			return rc;
 	}
 	return 0;
+}
+
+/* True when header text H states argument value V. */
+static bool same_value(const char *h, json_t *v)
+{
+	if (json_is_string(v))
+		return strlen(h) == json_string_length(v) && memcmp(h, json_string_value(v), strlen(h)) == 0;
+	if (json_is_boolean(v))
+		return strcmp(h, json_is_true(v) ? "true" : "false") == 0;
+	if (json_is_number(v)) {   /* as numbers: "42" and 42.0 agree */
+		char *end;
+		double d = strtod(h, &end);
+		return *h && !*end && d == json_number_value(v);
+	}
+	return false;
+}
+
+const char *param_check(const struct param_table *t, const char *tool, json_t *arguments,
+			param_get_fn get, void *arg, char *why, size_t n)
+{
+	json_t *marks = tool ? hmap_get(&t->tools, tool, strlen(tool)) : NULL;
+	size_t i;
+	json_t *m;
+	json_array_foreach(marks, i, m) {
+		json_t *v = marked_value(m, arguments);
+		if (!v || json_is_null(v))
+			continue;   /* no value: no header expected */
+		const char *mark = json_string_value(json_array_get(m, 0));
+		char *hname;
+		if (asprintf(&hname, "Mcp-Param-%s", mark) < 0) {
+			snprintf(why, n, "out of memory");
+			return why;
+		}
+		bool bad = false;
+		char *h = get(arg, hname, &bad);
+		if (bad)
+			snprintf(why, n, "the %.80s header's Base64 form cannot be decoded", hname);
+		else if (!h)
+			snprintf(why, n, "the %.80s header is required: the tool marks that argument "
+				 "x-mcp-header and the body carries it", hname);
+		else if (!same_value(h, v))
+			snprintf(why, n, "the %.80s header does not match the body", hname);
+		bool ok = !bad && h && same_value(h, v);
+		free(h);
+		free(hname);
+		if (!ok)
+			return why;
+	}
+	return NULL;
 }

@@ -65,7 +65,8 @@ typedef char *(*param_get_fn)(void *arg, const char *name, bool *bad);
 
 /*
  * Checks the Mcp-Param-* headers of a tools/call of TOOL with ARGUMENTS
- * against them: each marked argument present and not null must have its
+ * against them: each marked argument that param_headers would send (one
+ * present, not null, and a string, a boolean or an integer) must have its
  * header, equal to it (an integer compared as a number). NULL when they
  * agree (or TOOL has no marks), else why not, in WHY (N bytes).
  */

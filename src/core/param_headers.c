@@ -246,8 +246,10 @@ const char *param_check(const struct param_table *t, const char *tool, json_t *a
 	json_t *m;
 	json_array_foreach(marks, i, m) {
 		json_t *v = marked_value(m, arguments);
-		if (!v || json_is_null(v))
-			continue;   /* no value: no header expected */
+		char *text = value_text(v);
+		if (!text)
+			continue;   /* no value a header can carry: none expected */
+		free(text);
 		const char *mark = json_string_value(json_array_get(m, 0));
 		char *hname;
 		if (asprintf(&hname, "Mcp-Param-%s", mark) < 0) {

@@ -205,6 +205,11 @@ static void test_check(void **state)
 	assert_null(check(&t, "{\"region\":\"eu\",\"opts\":{\"dry\":null}}", ok, why, sizeof why));
 	const char *none[] = { NULL };
 	assert_null(check(&t, "{}", none, why, sizeof why));   /* nothing marked is there */
+	/* a value no header can carry (1.5 for an integer, an object) is not
+	 * sent by param_headers, so not expected either: the schema's to refuse */
+	const char *region[] = { "Mcp-Param-Region", "eu", NULL };
+	assert_null(check(&t, "{\"region\":\"eu\",\"opts\":{\"zone\":1.5,\"dry\":{}}}", region,
+			  why, sizeof why));
 	const char *r = check(&t, "{\"region\":\"eu\"}", none, why, sizeof why);
 	assert_non_null(r);
 	assert_non_null(strstr(r, "the Mcp-Param-Region header is required"));

@@ -4,8 +4,8 @@
 // between one backend and several keeps the running configuration.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
-import { RawChain, FIXTURE, SKIP_NO_FIXTURE, TEST_TIMEOUT, sleep, waitFor } from './lib.mjs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { RawChain, FIXTURE, SKIP_NO_FIXTURE, TEST_TIMEOUT, sleep, tmpPath, waitFor, writeConfig } from './lib.mjs';
 
 const T = { timeout: TEST_TIMEOUT, skip: SKIP_NO_FIXTURE };
 const fx = (args = []) => ({ command: FIXTURE, args });
@@ -54,4 +54,32 @@ test('SIGHUP replaces a backend whose command changed; errors keep the old confi
     await reload(c, { mcpServers: { backend: fx(), other: fx() } }, 'keeping the running configuration');
     assert.ok((await callEcho(c, 6)).result, 'still serving');
   } finally { await c.close(); }
+});
+
+// --record reads the configuration mcp-chain started with (which backend a
+// message is about) for the whole run. A reload that kept every backend
+// used to free that configuration, and the next recorded message read
+// freed memory (ASan: heap-use-after-free; without it, garbage names).
+test('--record keeps recording, naming the backend, across reloads', T, async () => {
+  const cfg = writeConfig(fx());
+  const rec = tmpPath('reload-record.jsonl');
+  const c = new RawChain({ server: fx(), args: ['--config', cfg, '--record', rec] });
+  c.config = cfg;
+  try {
+    await c.initialize();
+    assert.ok((await callEcho(c, 1)).result, 'call before the reloads');
+    for (const timeout of [30000, 40000]) {
+      await reload(c, { mcpServers: { backend: { ...fx(), timeout } } });
+      const r = await callEcho(c, timeout);
+      assert.ok(r.result, `call after reload: ${JSON.stringify(r)}`);
+    }
+  } finally { await c.close(); }
+  assert.equal(c.proc.exitCode, 0, `exit status, stderr:\n${c.stderr}`);
+  const lines = readFileSync(rec, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  // each call twice: from the client ("in", named from the configuration) and to the backend
+  for (const dir of ['in', 'to-backend']) {
+    const calls = lines.filter((l) => l.dir === dir && l.msg?.method === 'tools/call');
+    assert.equal(calls.length, 3, `every call recorded (${dir})`);
+    for (const l of calls) assert.equal(l.backend, 'backend', `named backend: ${JSON.stringify(l)}`);
+  }
 });

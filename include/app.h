@@ -1,0 +1,206 @@
+/*
+ * app.h - the running mcp-chain: one process-wide chain with its router
+ * (the aggregate) and backends, the front that serves it, and what ties
+ * them over time: SIGHUP reloads (src/app/reload.c), the status resource
+ * and /metrics (src/app/status.c), sessions' own chains with --listen
+ * (src/app/scoped.c), signals and the orderly stop (src/app/app.c).
+ *
+ * This is the wiring layer: it alone names fronts, backend types and the
+ * aggregate, which know nothing of it. main.c parses the command line and
+ * hands it a configuration.
+ *
+ * Ownership: an app owns its chain, aggregate, backends, fronts, session
+ * chains and every configuration it was given or reloaded (a->cfg is the
+ * one in force; replaced ones wait in a->old while a backend points into
+ * them).
+ */
+#ifndef MCPC_APP_H
+#define MCPC_APP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <ev.h>
+#include <jansson.h>
+
+#include "backend.h"
+#include "buf.h"
+#include "config.h"
+#include "log.h"
+
+enum app_phase { APP_RUNNING, APP_DRAINING, APP_STOPPING };
+
+struct app;
+struct aggregate;
+struct chain;
+struct http_front;
+struct pipeline;
+struct stdio_front;
+
+/*
+ * A session's own chain (--listen with session-scoped servers): the
+ * session's backends and an aggregate over them, made when the session is
+ * created and released when it ends (http_front_set_session_chains). Its
+ * backends start at once and are initialized by the session's initialize,
+ * with that client's parameters; released, they are stopped as at
+ * shutdown, and the whole is freed (app_sweep_session_chains) once every
+ * one is down. It keeps its configuration and pipelines alive meanwhile,
+ * so a reload leaves a running session as it was.
+ */
+struct schain {
+	struct app *a;
+	struct cfg *cfg;           /* borrowed: kept by struct app while used */
+	struct chain *chain;       /* owned */
+	struct aggregate *agg;     /* owned: the chain's router */
+	struct backend **backends; /* owned */
+	struct pipeline **pls;     /* a reference to each backend's pipeline */
+	size_t nbackends;
+	unsigned serial;           /* the session's number, for logs */
+	bool released;             /* its session ended: stopping */
+	bool stateless;            /* the one every 2026-07-28 call shares */
+	struct schain *next;
+};
+
+struct app {
+	struct cfg *cfg;
+	struct cfg **old;          /* configurations replaced by a reload: kept
+				    * while a backend (one being stopped, say)
+				    * points into them */
+	size_t nold;
+	const char *level_flag;    /* --log-level or $MCP_CHAIN_LOG, if given */
+	struct backend **backends; /* in service (the configuration's) */
+	size_t nbackends;
+	struct backend **retired;  /* replaced or removed by a reload: being
+				    * stopped, freed at a later reload once down
+				    * (not in the status view or /metrics) */
+	size_t nretired;
+	struct stdio_front *front;
+	struct http_front *http;   /* --listen: the HTTP front instead of stdio */
+	struct chain *chain;
+	struct aggregate *agg;     /* the chain's router: one backend or several */
+	bool listening;            /* --listen: scopes apply (cfg_server.scope) */
+	struct schain *schains;    /* sessions' own chains, live and released */
+	const struct cfg *first;   /* the configuration the app was made with: kept
+				    * until app_free, reloads or not (the --record
+				    * recorder reads it) */
+	struct schain *stateless_sc; /* the chain 2026-07-28 calls share, once made */
+	double tokens, tokens_at;  /* maxStartsPerSecond: a token bucket */
+	enum app_phase phase;
+	int signals;               /* SIGINT/SIGTERM received */
+	int forced;                /* the signal that forced the exit, or 0 */
+	ev_signal sigterm, sigint, sighup;
+	ev_prepare step;           /* advances the shutdown before the loop sleeps */
+	ev_timer deadline;
+};
+
+/* ---- app.c: making, running and stopping ---- */
+
+/*
+ * Makes the app for configuration CFG (stolen: the app frees it, or the
+ * one a reload put in its place): its chain, aggregate and the backends
+ * of the process-wide chain, none started, and no front yet. LEVEL_FLAG
+ * (borrowed, may be NULL) is the log level given outside the file, which
+ * a reload leaves alone; LISTENING makes "scope" count. NULL when a
+ * module cannot start or memory runs out (CFG freed then too).
+ */
+struct app *app_new(struct cfg *cfg, const char *level_flag, bool listening);
+
+/*
+ * Opens the front: Streamable HTTP on LISTEN ("-": the "listen" section)
+ * when given, else stdio on fds 0 and 1. Returns 0, or -1 (said why).
+ */
+int app_open_front(struct app *a, const char *listen);
+
+/*
+ * Starts every backend, runs the loop until the stop is over and returns
+ * the exit status: 0, or 128 + the signal that forced the exit.
+ */
+int app_run(struct app *a);
+
+/* Frees A and everything it owns (NULL is fine). */
+void app_free(struct app *a);
+
+/* True when entry S runs in the process-wide chain: always on stdio (one
+ * session, so scope changes nothing); with --listen only when shared. */
+bool app_shared_entry(const struct app *a, const struct cfg_server *s);
+
+/* Creates a backend of the process-wide chain for entry S of C (borrowed:
+ * kept alive by the app) and registers it, not started. NULL on failure. */
+struct backend *app_add_backend(struct app *a, struct cfg *c, struct cfg_server *s);
+
+/* Keeps AGG's view of its backend B current after event EV (ready, or
+ * down for whatever reason). */
+void app_backend_event(struct aggregate *agg, struct backend *b, enum backend_event ev);
+
+/* Closes the session(s) and starts stopping every backend; logs WHY at
+ * LEVEL. Once only: later calls do nothing. */
+void app_begin_stop(struct app *a, const char *why, enum log_level level);
+
+/* True while a backend has anything running, sessions' own included. */
+bool app_any_running(const struct app *a);
+
+/* ---- reload.c: SIGHUP ---- */
+
+/* True when two entries would start the same process or connection (a
+ * reload keeps such a backend running, with the new entry's settings). */
+bool app_same_launch(const struct cfg_server *x, const struct cfg_server *y);
+
+/*
+ * Reads the configuration file again and applies it: the new pipelines
+ * for new requests, kept backends updated, changed ones replaced, removed
+ * ones stopped, added ones started. Keeps the running configuration (and
+ * logs why) when the file has an error or the change needs a restart.
+ * Does nothing once the stop has begun.
+ */
+void app_reload(struct app *a);
+
+/* Frees the retired backends that are down with nothing left running. */
+void app_sweep_retired(struct app *a);
+
+/* ---- status.c: what a client and a scraper are told ---- */
+
+/* The status resource for the N backends V (a new reference). */
+json_t *app_describe(struct backend *const *v, size_t n);
+
+/* The status resource of the process-wide chain (ARG: the app). */
+json_t *app_describe_backends(void *arg);
+
+/* /readyz: true when every backend is ready or gone (ARG: the app). */
+bool app_all_ready(void *arg);
+
+/* Appends /metrics beyond the front's own to B (ARG: the app). */
+void app_write_metrics(struct buf *b, void *arg);
+
+/* ---- scoped.c: sessions' own backends (--listen, "scope": "session") ---- */
+
+/*
+ * The HTTP front's factory (http_chain_make_fn, ARG: the app): the
+ * process-wide chain when the configuration has no session-scoped
+ * server, else a chain of the session's own, its backends started now.
+ * NULL with WHY (N bytes) set when a bound or the stop refuses it.
+ */
+struct chain *app_session_chain(void *arg, unsigned serial, bool stateless,
+				char *why, size_t n);
+
+/* The HTTP front gives a session's chain back: its own backends stop. */
+void app_release_session_chain(void *arg, struct chain *c, unsigned serial);
+
+/* Frees the released session chains whose backends are all down (ALL:
+ * every one, the loop being over). */
+void app_sweep_session_chains(struct app *a, bool all);
+
+/*
+ * Whether a session may start NEED child processes now, against
+ * listen.maxScopedSessions, maxProcesses and maxStartsPerSecond (a token
+ * bucket, taken from on success). 0, or -1 with the bound named in WHY
+ * (N bytes) and logged.
+ */
+int app_within_bounds(struct app *a, unsigned serial, size_t need, char *why, size_t n);
+
+/* Child processes running now, of every backend. */
+size_t app_processes_running(const struct app *a);
+
+/* Passes SIG on to every backend's process group, sessions' own included. */
+void app_signal_backends(struct app *a, int sig);
+
+#endif

@@ -1,0 +1,366 @@
+/*
+ * app.c - the running mcp-chain: made from a configuration, served by one
+ * front, stopped in order.
+ *
+ * Shutdown: at the end of input the front stops reading and requests
+ * still open are given up to the grace period to finish; then (or at once
+ * on a broken stdout) the session is closed, each backend's stdin is
+ * closed, and after the grace period its process group gets SIGTERM, then
+ * SIGKILL. The loop ends once every child is reaped and stdout is
+ * flushed.
+ *
+ * SIGINT or SIGTERM is passed on at once to every backend's process group,
+ * as the server would get it run directly, and the stop begins (SIGKILL
+ * follows after the grace period). A second one kills the groups and
+ * exits (status 128 + the signal): clients such as Claude Code send
+ * SIGINT, SIGTERM and SIGKILL half a second apart. A watchdog process
+ * (proc.h) kills the groups if we die without stopping them.
+ *
+ * A single backend that ends on its own with status 0 ends mcp-chain as
+ * the server's end of output would end a client's session: pending
+ * requests get an error, stdout is closed, exit status 0.
+ */
+#include "app.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "aggregate.h"
+#include "chain.h"
+#include "curl_ev.h"
+#include "front.h"
+#include "http_front.h"
+#include "middleware.h"
+#include "mw_log.h"
+#include "peer.h"
+#include "proc.h"
+#include "session.h"
+#include "writer.h"
+
+bool app_shared_entry(const struct app *a, const struct cfg_server *s)
+{
+	return s->enabled && (!a->listening || s->scope == CFG_SCOPE_SHARED);
+}
+
+/* Number of client requests still open. */
+static size_t open_client_requests(struct app *a)
+{
+	if (a->http)
+		return http_front_busy(a->http);
+	return a->front && session_busy(stdio_front_session(a->front));
+}
+
+/*
+ * Enters phase P (APP_DRAINING or APP_STOPPING), where on_step moves the shutdown
+ * on before each sleep. The watcher runs only from then: while running,
+ * a prepare watcher would cost every loop iteration a callback for nothing.
+ */
+static void enter_phase(struct app *a, enum app_phase p)
+{
+	a->phase = p;
+	if (!ev_is_active(&a->step))
+		ev_prepare_start(EV_DEFAULT, &a->step);
+}
+
+/*
+ * --listen: the first SIGTERM/SIGINT drains (no new connection; open
+ * requests get up to the grace period, their backends untouched), then
+ * the stop as at the end of input.
+ */
+static void begin_drain_http(struct app *a, const char *why)
+{
+	log_info("shutting down: %s: finishing open requests", why);
+	http_front_drain(a->http);
+	enter_phase(a, APP_DRAINING);
+	ev_timer_set(&a->deadline, a->cfg->grace, 0.);
+	ev_timer_start(EV_DEFAULT, &a->deadline);
+}
+
+/* Closes the session and starts stopping the backends; logs WHY at LEVEL. */
+void app_begin_stop(struct app *a, const char *why, enum log_level level)
+{
+	if (a->phase == APP_STOPPING)
+		return;
+	log_msg(level, "shutting down: %s", why);
+	enter_phase(a, APP_STOPPING);
+	if (a->front) {
+		stdio_front_stop_reading(a->front);
+		session_close(stdio_front_session(a->front), "mcp-chain is shutting down");
+	}
+	if (a->http)
+		http_front_stop(a->http, "mcp-chain is shutting down");
+	/* every session chain the front did not give back (the one 2026-07-28
+	 * calls share, one whose session is still being made): stopping now */
+	for (struct schain *sc = a->schains; sc; sc = sc->next)
+		app_release_session_chain(a, sc->chain, sc->serial);
+	for (size_t i = 0; i < a->nbackends; i++)
+		backend_stop(a->backends[i], a->cfg->grace);
+	ev_timer_stop(EV_DEFAULT, &a->deadline);
+	ev_timer_set(&a->deadline, 3 * a->cfg->grace + 1.0, 0.);
+	ev_timer_start(EV_DEFAULT, &a->deadline);
+}
+
+/* Begins the stop for an event of its own (logged at info). */
+static void begin_stop(struct app *a, const char *why)
+{
+	app_begin_stop(a, why, LOG_INFO);
+}
+
+/* True while a backend has anything running, sessions' own included. */
+bool app_any_running(const struct app *a)
+{
+	for (size_t i = 0; i < a->nbackends; i++)
+		if (backend_running(a->backends[i]))
+			return true;
+	for (size_t i = 0; i < a->nretired; i++)
+		if (backend_running(a->retired[i]))
+			return true;
+	for (struct schain *sc = a->schains; sc; sc = sc->next)
+		for (size_t i = 0; i < sc->nbackends; i++)
+			if (backend_running(sc->backends[i]))
+				return true;
+	return false;
+}
+
+/*
+ * Before the loop sleeps, after the iteration's callbacks: advance the
+ * shutdown when it can. (An ev_check would run before those callbacks, so
+ * the answer to the last open request would leave the loop asleep until
+ * the grace period's deadline.)
+ */
+static void on_step(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	struct app *a = w->data;
+	(void)revents;
+	if (a->phase == APP_DRAINING && open_client_requests(a) == 0)  /* the front logged it */
+		app_begin_stop(a, "end of input and no request open", LOG_DEBUG);
+	app_sweep_session_chains(a, false);
+	if (a->phase == APP_STOPPING && !app_any_running(a)) {
+		writer_flush_all();
+		if (!a->front || stdio_front_queued(a->front) == 0)
+			ev_break(loop, EVBREAK_ALL);
+	}
+}
+
+/* A deadline passed: move on whatever is still open. */
+static void on_deadline(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct app *a = w->data;
+	(void)revents;
+	if (a->phase == APP_DRAINING) {
+		begin_stop(a, "grace period over with requests still open");
+		return;
+	}
+	log_warn("shutdown took too long; exiting");
+	ev_break(loop, EVBREAK_ALL);
+}
+
+/* The client went away (end of input, or stdout broke). */
+static void on_front_closed(struct stdio_front *f, const char *reason, void *arg)
+{
+	struct app *a = arg;
+	(void)f;
+	if (strcmp(reason, "end of input") != 0 || a->phase != APP_RUNNING) {
+		begin_stop(a, reason);
+		return;
+	}
+	enter_phase(a, APP_DRAINING);
+	ev_timer_set(&a->deadline, a->cfg->grace, 0.);
+	ev_timer_start(EV_DEFAULT, &a->deadline);
+}
+
+/* Passes SIG on to every backend's process group. */
+void app_signal_backends(struct app *a, int sig)
+{
+	for (size_t i = 0; i < a->nbackends; i++)
+		backend_signal(a->backends[i], sig);
+	for (size_t i = 0; i < a->nretired; i++)
+		backend_signal(a->retired[i], sig);
+	for (struct schain *sc = a->schains; sc; sc = sc->next)
+		for (size_t i = 0; i < sc->nbackends; i++)
+			backend_signal(sc->backends[i], sig);
+}
+
+/* SIGTERM / SIGINT: pass it on and stop; a second one: kill and exit. */
+static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
+{
+	struct app *a = w->data;
+	const char *name = w->signum == SIGTERM ? "SIGTERM" : "SIGINT";
+	(void)revents;
+	if (w->signum == SIGHUP) {
+		mw_log_reopen_all();  /* logrotate */
+		app_reload(a);
+		return;
+	}
+	if (a->signals++ == 0 && a->http && a->phase == APP_RUNNING) {
+		begin_drain_http(a, name);
+		return;
+	}
+	if (a->signals == 1) {
+		app_signal_backends(a, w->signum);
+		begin_stop(a, name);
+		return;
+	}
+	log_warn("a second signal (%s): killing the backends and exiting", name);
+	app_signal_backends(a, SIGKILL);
+	a->forced = w->signum;
+	ev_break(loop, EVBREAK_ALL);
+}
+
+void app_backend_event(struct aggregate *agg, struct backend *b, enum backend_event ev)
+{
+	if (ev == BACKEND_EV_READY)
+		aggregate_backend_ready(agg, backend_peer(b));
+	else if (ev == BACKEND_EV_DOWN || ev == BACKEND_EV_FAILED || ev == BACKEND_EV_ENDED)
+		aggregate_backend_down(agg, backend_peer(b));
+}
+
+/* A backend of the process-wide chain changed state: keep the router's
+ * view current; with one backend, its clean end ends mcp-chain. */
+static void on_backend_event(struct backend *b, enum backend_event ev, void *arg)
+{
+	struct app *a = arg;
+	app_backend_event(a->agg, b, ev);
+	if (ev == BACKEND_EV_ENDED && aggregate_transparent(a->agg))  /* the backend logged it */
+		app_begin_stop(a, "the backend ended on its own", LOG_DEBUG);
+}
+
+/* Sets up signal watchers that keep the loop alive only with other work. */
+static void watch_signals(struct app *a)
+{
+	signal(SIGPIPE, SIG_IGN);
+	ev_signal_init(&a->sigterm, on_signal, SIGTERM);
+	ev_signal_init(&a->sigint, on_signal, SIGINT);
+	ev_signal_init(&a->sighup, on_signal, SIGHUP);
+	a->sigterm.data = a->sigint.data = a->sighup.data = a;
+	ev_signal_start(EV_DEFAULT, &a->sigterm);
+	ev_signal_start(EV_DEFAULT, &a->sigint);
+	ev_signal_start(EV_DEFAULT, &a->sighup);
+}
+
+/* Creates a backend for entry S of C and registers it (not started). */
+struct backend *app_add_backend(struct app *a, struct cfg *c, struct cfg_server *s)
+{
+	struct backend **v = realloc(a->backends, (a->nbackends + 1) * sizeof *v);
+	if (!v)
+		return NULL;
+	a->backends = v;
+	struct backend *b = backend_new(a->chain, c, s, on_backend_event, a);
+	if (!b)
+		return NULL;
+	a->backends[a->nbackends++] = b;
+	backend_peer(b)->pl = s->pipeline;
+	backend_peer(b)->timeout = s->timeout;
+	aggregate_add_backend(a->agg, backend_peer(b), s);
+	return b;
+}
+
+/* --listen: the HTTP front on SPEC ("-": the "listen" section as it is). */
+static int start_http(struct app *a, const char *spec)
+{
+	if (strcmp(spec, "-") != 0 && cfg_listen_parse(&a->cfg->listen, spec) < 0) {
+		log_error("--listen %s: expected ADDR:PORT, [V6]:PORT or PORT (numeric addresses)", spec);
+		return -1;
+	}
+	a->http = http_front_new(a->chain, &a->cfg->listen, a->cfg->max_message);
+	if (!a->http)
+		return -1;
+	http_front_set_ready(a->http, app_all_ready, a);
+	http_front_set_session_chains(a->http, app_session_chain, app_release_session_chain, a);
+	http_front_set_input_ttl(a->http, a->cfg->input_ttl);
+	http_front_set_metrics(a->http, app_write_metrics, a);
+	return 0;
+}
+
+
+struct app *app_new(struct cfg *cfg, const char *level_flag, bool listening)
+{
+	struct app *a = calloc(1, sizeof *a);
+	if (!a) {
+		cfg_free(cfg);
+		return NULL;
+	}
+	a->cfg = cfg;
+	a->first = cfg;
+	a->level_flag = level_flag;
+	a->listening = listening;
+	watch_signals(a);
+	ev_prepare_init(&a->step, on_step);   /* started by enter_phase */
+	a->step.data = a;
+	ev_init(&a->deadline, on_deadline);
+	a->deadline.data = a;
+	if (pipeline_start(cfg->pipeline) < 0 || !(a->chain = chain_new()))
+		goto fail;
+	chain_set_pipeline(a->chain, cfg->pipeline);
+	chain_set_max_open(a->chain, cfg->max_open);
+	if (!(a->agg = aggregate_new(a->chain, cfg)))
+		goto fail;
+	chain_set_router(a->chain, aggregate_router(a->agg));
+	aggregate_set_status(a->agg, app_describe_backends, a);
+	for (size_t i = 0; i < cfg->nservers; i++) {
+		struct cfg_server *s = &cfg->servers[i];
+		if (!s->enabled)
+			continue;
+		if (pipeline_start(s->pipeline) < 0)
+			goto fail;
+		if (app_shared_entry(a, s) && !app_add_backend(a, cfg, s))
+			goto fail;
+	}
+	return a;
+fail:
+	app_free(a);
+	return NULL;
+}
+
+int app_open_front(struct app *a, const char *listen)
+{
+	if (listen)
+		return start_http(a, listen);
+	a->front = stdio_front_new(a->chain, a->cfg->max_message, on_front_closed, a);
+	if (!a->front)
+		return -1;
+	stdio_front_set_stall(a->front, a->cfg->client_stall);
+	session_set_input_ttl(stdio_front_session(a->front), a->cfg->input_ttl);
+	return 0;
+}
+
+int app_run(struct app *a)
+{
+	for (size_t i = 0; i < a->nbackends; i++)  /* all start at once */
+		backend_start(a->backends[i]);
+	ev_run(EV_DEFAULT, 0);
+	return a->forced ? 128 + a->forced : 0;
+}
+
+void app_free(struct app *a)
+{
+	struct ev_loop *loop = EV_DEFAULT;
+	if (!a)
+		return;
+	ev_prepare_stop(loop, &a->step);
+	ev_timer_stop(loop, &a->deadline);
+	ev_signal_stop(loop, &a->sigterm);
+	ev_signal_stop(loop, &a->sigint);
+	ev_signal_stop(loop, &a->sighup);
+	stdio_front_free(a->front);
+	http_front_free(a->http);   /* releases the sessions' own chains */
+	app_sweep_session_chains(a, true);
+	for (size_t i = 0; i < a->nbackends; i++)  /* before the aggregate: its */
+		backend_free(a->backends[i]);      /* list requests end here */
+	for (size_t i = 0; i < a->nretired; i++)
+		backend_free(a->retired[i]);
+	free(a->retired);
+	if (a->chain)
+		chain_set_router(a->chain, NULL);
+	aggregate_free(a->agg);
+	free(a->backends);
+	chain_free(a->chain);
+	for (size_t i = 0; i < a->nold; i++)
+		cfg_free(a->old[i]);
+	free(a->old);
+	cfg_free(a->cfg);
+	free(a);
+}

@@ -1,0 +1,220 @@
+/*
+ * scoped.c - sessions' own backends (--listen, "scope": "session"): a
+ * chain per HTTP session, bounded, and the one 2026-07-28 calls share.
+ */
+#include "app.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aggregate.h"
+#include "chain.h"
+#include "middleware.h"
+#include "peer.h"
+
+/* A session's backend changed state: keep its aggregate's view current. */
+static void on_session_backend_event(struct backend *b, enum backend_event ev, void *arg)
+{
+	struct schain *sc = arg;
+	app_backend_event(sc->agg, b, ev);
+}
+
+/* Describes a session's own backends for its status resource. */
+static json_t *describe_session_backends(void *arg)
+{
+	struct schain *sc = arg;
+	return app_describe(sc->backends, sc->nbackends);
+}
+
+/* Child processes running now, of every backend. */
+size_t app_processes_running(const struct app *a)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < a->nbackends; i++)
+		n += backend_cfg(a->backends[i])->transport == CFG_STDIO &&
+		     backend_running(a->backends[i]);
+	for (size_t i = 0; i < a->nretired; i++)
+		n += backend_cfg(a->retired[i])->transport == CFG_STDIO &&
+		     backend_running(a->retired[i]);
+	for (struct schain *sc = a->schains; sc; sc = sc->next)
+		for (size_t i = 0; i < sc->nbackends; i++)
+			n += backend_cfg(sc->backends[i])->transport == CFG_STDIO &&
+			     backend_running(sc->backends[i]);
+	return n;
+}
+
+/*
+ * Whether a session may start its own backends now: NEED child processes
+ * against listen.maxScopedSessions, maxProcesses and maxStartsPerSecond
+ * (a token bucket, so a burst of sessions cannot become a spawn storm).
+ * 0, or -1 with the bound named in WHY (N bytes) and logged.
+ */
+int app_within_bounds(struct app *a, unsigned serial, size_t need, char *why, size_t n)
+{
+	const struct cfg_listen *l = &a->cfg->listen;
+	size_t live = 0;
+	for (struct schain *sc = a->schains; sc; sc = sc->next)
+		live += !sc->released;
+	double now = ev_now(EV_DEFAULT);
+	a->tokens += (now - a->tokens_at) * l->max_starts;
+	a->tokens_at = now;
+	if (a->tokens > l->max_starts)
+		a->tokens = l->max_starts;
+	size_t running = app_processes_running(a);
+	double cost = (double)(need < l->max_starts ? need : l->max_starts);
+	if (live >= l->max_scoped_sessions)
+		snprintf(why, n, "Service Unavailable: %zu sessions already have backends of their "
+			 "own (listen.maxScopedSessions is %u); try again when one ends", live,
+			 l->max_scoped_sessions);
+	else if (running + need > l->max_processes)
+		snprintf(why, n, "Service Unavailable: %zu backend processes are running and this "
+			 "session needs %zu more (listen.maxProcesses is %u); try again when a "
+			 "session ends", running, need, l->max_processes);
+	else if (a->tokens < cost)
+		snprintf(why, n, "Service Unavailable: backend processes are being started too fast "
+			 "(listen.maxStartsPerSecond is %u); try again in a second", l->max_starts);
+	else {
+		a->tokens -= cost;
+		return 0;
+	}
+	log_warn("http: session #%u refused: %s", serial, why + strlen("Service Unavailable: "));
+	return -1;
+}
+
+/* Frees SC (its backends down, or the loop over). */
+static void schain_free(struct schain *sc)
+{
+	for (size_t i = 0; i < sc->nbackends; i++)  /* before the aggregate: its */
+		backend_free(sc->backends[i]);      /* list requests end here */
+	for (size_t i = 0; i < sc->nbackends; i++)
+		pipeline_unref(sc->pls[i]);
+	if (sc->chain)
+		chain_set_router(sc->chain, NULL);
+	aggregate_free(sc->agg);
+	chain_free(sc->chain);
+	free(sc->backends);
+	free(sc->pls);
+	free(sc);
+}
+
+/* Frees the released session chains whose backends are all down (ALL:
+ * every one, the loop being over). At a safe point: from on_step. */
+void app_sweep_session_chains(struct app *a, bool all)
+{
+	for (struct schain **pp = &a->schains; *pp;) {
+		struct schain *sc = *pp;
+		bool down = all || sc->released;
+		for (size_t i = 0; i < sc->nbackends && down; i++)
+			down = backend_state(sc->backends[i]) == BACKEND_GONE &&
+			       !backend_running(sc->backends[i]);
+		if (!down) {
+			pp = &sc->next;
+			continue;
+		}
+		*pp = sc->next;
+		if (sc == a->stateless_sc)
+			a->stateless_sc = NULL;
+		if (sc->released)
+			log_debug("http: session #%u: its backends are down", sc->serial);
+		schain_free(sc);
+	}
+}
+
+/* Adds SC's backend for entry S (not started); 0 or -1. */
+static int schain_add(struct schain *sc, struct cfg_server *s)
+{
+	struct backend *b = backend_new(sc->chain, sc->cfg, s, on_session_backend_event, sc);
+	if (!b)
+		return -1;
+	sc->backends[sc->nbackends] = b;
+	sc->pls[sc->nbackends++] = pipeline_ref(s->pipeline);
+	backend_peer(b)->pl = s->pipeline;
+	backend_peer(b)->timeout = s->timeout;
+	aggregate_add_backend(sc->agg, backend_peer(b), s);
+	return 0;
+}
+
+/*
+ * The HTTP front's factory (http_chain_make_fn): the process-wide chain
+ * when the configuration has no session-scoped server, else a chain of
+ * the session's own, its backends started now (they initialize with the
+ * session's initialize). A 2026-07-28 client has no session: its calls
+ * share one such chain, made at the first and kept until shutdown (a
+ * chain per call would start processes per request, and a notification
+ * of one call's backend would never reach the stream that listens).
+ */
+struct chain *app_session_chain(void *arg, unsigned serial, bool stateless,
+				char *why, size_t n)
+{
+	struct app *a = arg;
+	struct cfg *cfg = a->cfg;
+	if (!cfg_has_session_scope(cfg))
+		return a->chain;
+	if (stateless && a->stateless_sc && !a->stateless_sc->released)
+		return a->stateless_sc->chain;  /* one set of backends for every such call */
+	if (a->phase != APP_RUNNING) {
+		snprintf(why, n, "Service Unavailable: mcp-chain is shutting down");
+		return NULL;
+	}
+	size_t count = 0, procs = 0;
+	for (size_t i = 0; i < cfg->nservers; i++) {
+		count += cfg->servers[i].enabled;
+		procs += cfg->servers[i].enabled && cfg->servers[i].transport == CFG_STDIO;
+	}
+	if (app_within_bounds(a, serial, procs, why, n) < 0)
+		return NULL;
+	struct schain *sc = calloc(1, sizeof *sc);
+	if (!sc || !(sc->backends = calloc(count + 1, sizeof *sc->backends)) ||
+	    !(sc->pls = calloc(count + 1, sizeof *sc->pls)) || !(sc->chain = chain_new()) ||
+	    !(sc->agg = aggregate_new(sc->chain, cfg)))
+		goto fail;
+	sc->a = a;
+	sc->cfg = cfg;
+	sc->serial = serial;
+	chain_set_pipeline(sc->chain, cfg->pipeline);
+	chain_set_max_open(sc->chain, cfg->max_open);
+	chain_set_router(sc->chain, aggregate_router(sc->agg));
+	aggregate_set_status(sc->agg, describe_session_backends, sc);
+	for (size_t i = 0; i < cfg->nservers; i++)
+		if (cfg->servers[i].enabled && schain_add(sc, &cfg->servers[i]) < 0)
+			goto fail;
+	sc->next = a->schains;
+	a->schains = sc;
+	if (stateless) {
+		/* 2026-07-28 has no sessions: its calls share one set of backends
+		 * (a set per call would spawn per request and lose every
+		 * notification), kept until shutdown */
+		sc->stateless = true;
+		a->stateless_sc = sc;
+		log_info("http: starting %zu backend(s) for 2026-07-28 calls", sc->nbackends);
+	} else {
+		log_info("http: session #%u: starting %zu backend(s) of its own", serial,
+			 sc->nbackends);
+	}
+	for (size_t i = 0; i < sc->nbackends; i++)
+		backend_start(sc->backends[i]);
+	return sc->chain;
+fail:
+	if (sc)
+		schain_free(sc);
+	snprintf(why, n, "Service Unavailable: out of memory");
+	return NULL;
+}
+
+/* The HTTP front gives a session's chain back: its own backends stop. */
+void app_release_session_chain(void *arg, struct chain *c, unsigned serial)
+{
+	struct app *a = arg;
+	(void)serial;
+	for (struct schain *sc = a->schains; sc; sc = sc->next) {
+		if (sc->chain != c || sc->released || (sc->stateless && a->phase == APP_RUNNING))
+			continue;   /* the stateless calls' chain outlives each call */
+		sc->released = true;
+		log_debug("http: session #%u: stopping its backends", sc->serial);
+		for (size_t i = 0; i < sc->nbackends; i++)
+			backend_stop(sc->backends[i], sc->cfg->grace);
+		return;
+	}
+}
+

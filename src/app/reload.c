@@ -10,6 +10,7 @@
 #include "aggregate.h"
 #include "chain.h"
 #include "front.h"
+#include "http_front.h"
 #include "middleware.h"
 #include "session.h"
 
@@ -236,6 +237,8 @@ void app_reload(struct app *a)
 		stdio_front_set_stall(a->front, n->client_stall);
 		session_set_input_ttl(stdio_front_session(a->front), n->input_ttl);
 	}
+	if (a->http)   /* for the sessions that start afterwards */
+		http_front_set_input_ttl(a->http, n->input_ttl);
 	aggregate_reconfigure(a->agg, n);
 	reconcile_backends(a, n);
 	aggregate_reconfigure(a->agg, n);  /* names with the kept backends' new prefixes */

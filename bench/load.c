@@ -42,6 +42,9 @@
  *             proxy alone, not the backend it spawned.
  *   tree_cpu_us_per_req   the same summed over the child and every
  *             descendant found in /proc/PID/task/TID/children.
+ *   child_vcsw_per_req / child_ivcsw_per_req  the child's voluntary and
+ *             involuntary context switches in the measured phase
+ *             (/proc/PID/status), divided by N.
  *   child_peak_rss_kb     VmHWM of the direct child from /proc/PID/status,
  *             read after the measured phase while it is still running
  *             (rss_source "VmHWM").  With --no-pid-stats it is ru_maxrss from
@@ -1451,6 +1454,7 @@ int main(int argc, char **argv)
 		die("out of memory");
 
 	int64_t t_start = 0, t_end = 0, cpu0 = 0, cpu1 = 0, tree0 = 0, tree1 = 0;
+	long csw0[2] = { -1, -1 }, csw1[2] = { -1, -1 };  /* the child's context switches */
 	int64_t self0 = 0, self1 = 0, init_p50 = 0, startup_cpu = 0;
 	struct http_counts hc0 = { 0 };  /* --url: counts before the measured phase */
 	long peak_kb = -1, tree_kb = -1, w4_kb = 0;
@@ -1511,12 +1515,16 @@ int main(int argc, char **argv)
 			cpu0 = child_cpu_ns(false);
 			tree0 = child_cpu_ns(true);
 			self0 = self_cpu_ns();
+			csw0[0] = proc_status_kb(ch.pid, "voluntary_ctxt_switches");
+			csw0[1] = proc_status_kb(ch.pid, "nonvoluntary_ctxt_switches");
 			t_start = now_ns();
 			run_phase(opt.n, true, t_start + (int64_t)(opt.timeout_s * 1e9));
 			t_end = last_done;
 			cpu1 = child_cpu_ns(false);
 			tree1 = child_cpu_ns(true);
 			self1 = self_cpu_ns();
+			csw1[0] = proc_status_kb(ch.pid, "voluntary_ctxt_switches");
+			csw1[1] = proc_status_kb(ch.pid, "nonvoluntary_ctxt_switches");
 		}
 		if (!fatal && opt.mode == MODE_PROGRESS && opt.grace_ms > 0) {
 			pump_until(never, now_ns() + opt.grace_ms * 1000000);
@@ -1564,6 +1572,10 @@ int main(int argc, char **argv)
 		       (double)(cpu1 - cpu0) / 1000.0 / (double)measured,
 		       (double)(tree1 - tree0) / 1000.0 / (double)measured,
 		       (double)st.init_done / 1000.0);
+		if (csw0[0] >= 0 && csw1[0] >= 0 && csw0[1] >= 0 && csw1[1] >= 0)
+			printf("\"child_vcsw_per_req\":%.4f,\"child_ivcsw_per_req\":%.4f,",
+			       (double)(csw1[0] - csw0[0]) / (double)measured,
+			       (double)(csw1[1] - csw0[1]) / (double)measured);
 	}
 	printf("\"child_peak_rss_kb\":%ld,\"rss_source\":\"%s\","
 	       "\"tree_peak_rss_kb\":", peak_kb, rss_source);

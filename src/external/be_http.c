@@ -14,7 +14,9 @@
  * POST stream that ends before its response, after an event id, is
  * resumed the same way. A 404 to a request with a session means the
  * session is gone: a new one is initialized with the same parameters and
- * the message is sent again, once. At stop the session is DELETEd.
+ * the message is sent again, once. At stop the session is DELETEd. A
+ * 2026-07-28 tools/call refused for its Mcp-Param headers is sent again
+ * after a fresh tool list (http_relist.c).
  */
 #include "http_int.h"
 
@@ -94,11 +96,14 @@ static void reinit_notify(struct be_http *s)
 	}
 }
 
-/* Before delivery: the protocol version, and answers to our own initialize. */
+/* Before delivery: the protocol version, and answers to our own initialize
+ * and tools/list. */
 static bool st_intercept(struct be_http *s, json_t *msg)
 {
 	if (json_object_get(msg, "method"))
 		return false;
+	if (relist_intercept(s, msg))
+		return true;
 	json_t *id = json_object_get(msg, "id");
 	json_t *result = json_object_get(msg, "result");
 	if (s->init_id && json_equal(id, s->init_id)) {
@@ -281,6 +286,12 @@ static void post_failed(struct be_http *s, struct hx *x, CURLcode rc)
 	char m[200], why[400];
 	json_t *err;
 	if (rc == CURLE_OK && o->id && !o->is_init && (err = hx_reply_error(x, o->id))) {
+		if (relist_wanted(o, x, err)) {
+			struct out *call = hx_take_msg(x);
+			if (relist_begin(s, call, err) == 0)
+				return;
+			out_free(call);   /* (o, not read below) */
+		}
 		/* the server's own JSON-RPC error (a 2026-07-28 server's 404 for
 		 * -32601, 400 for -32602...): the client gets it as it was said */
 		log_warn("%s: HTTP %ld from %s: error %" JSON_INTEGER_FORMAT ": %s", s->name,
@@ -335,7 +346,9 @@ static void post_done(struct hx *x, CURLcode rc)
 		session_lost(s, hx_take_msg(x), x->gen);
 		return;
 	}
-	if (x->msg->kind != OUT_CHAIN)
+	if (x->msg->kind == OUT_RELIST)
+		relist_step_done(s, x, rc);
+	else if (x->msg->kind != OUT_CHAIN)
 		reinit_step_done(s, x, rc);
 	else if (x->status / 100 == 2 && (rc == CURLE_OK || x->sse))
 		post_ok(s, x, rc);
@@ -452,6 +465,7 @@ static void abort_cancelled(struct be_http *s, json_t *msg)
 	if (!method || strcmp(method, "notifications/cancelled") != 0)
 		return;
 	json_t *rid = json_object_get(json_object_get(msg, "params"), "requestId");
+	relist_cancel(s, rid);
 	for (struct hx *x = s->xfers; rid && x; x = x->next)
 		if ((x->kind == HX_POST || x->kind == HX_RESUME) && x->msg && x->msg->id &&
 		    json_equal(x->msg->id, rid)) {

@@ -41,6 +41,7 @@ enum out_kind {
 	OUT_CHAIN,        /* from the chain (send) */
 	OUT_REINIT,       /* our initialize for a new session */
 	OUT_REINIT_DONE,  /* our notifications/initialized after it */
+	OUT_RELIST,       /* our tools/list after a -32020 (http_relist.c) */
 };
 
 /* A message to POST, serialized once and kept for one retry. */
@@ -52,6 +53,7 @@ struct out {
 	bool is_init;           /* an initialize request */
 	bool is_initialized;    /* notifications/initialized */
 	bool retried;           /* already sent again after a lost session */
+	bool relisted;          /* already sent again after a -32020 */
 	char *version;          /* owned: the 2026-07-28 era's protocol version
 				 * the message states in its _meta, or NULL
 				 * (handshake era: the session's headers apply) */
@@ -138,6 +140,8 @@ struct be_http {
 	unsigned gen;               /* bumped with every session change */
 	char *proto;                /* owned: the negotiated protocol version */
 	struct param_table params;  /* the tools' x-mcp-header marks (2026-07-28) */
+	struct relist *relists;     /* owned: calls waiting for a fresh list */
+	unsigned relist_seq;        /* numbers our tools/list requests */
 	json_t *init_id;            /* owned: id of the chain's initialize in flight */
 	json_t *init_params;        /* owned: its params, to start a new session */
 	int reinit;                 /* REINIT_* */
@@ -237,6 +241,39 @@ void http_down(struct be_http *s, const char *why);
 
 /* Frees the held messages. */
 void http_drop_held(struct be_http *s);
+
+/* ---- http_relist.c: a 2026-07-28 call refused for its headers ---- */
+
+struct relist;
+
+/*
+ * True when X, a POST of O that failed with the error response ERR
+ * (borrowed), is a 2026-07-28 tools/call refused with 400 / -32020
+ * (HeaderMismatch) for the first time: its tool's x-mcp-header marks
+ * changed since they were learned.
+ */
+bool relist_wanted(const struct out *o, const struct hx *x, json_t *err);
+
+/*
+ * Fetches the tool list again (every page, each answer teaching S the
+ * marks as any tools/list answer does), then POSTs CALL once more with
+ * headers made from them. CALL and REFUSAL (the error the client gets if
+ * the list cannot be had) are stolen on success; 0, or -1 (both still the
+ * caller's).
+ */
+int relist_begin(struct be_http *s, struct out *call, json_t *refusal);
+
+/* Before delivery: true when MSG answered one of our tools/list (consumed). */
+bool relist_intercept(struct be_http *s, json_t *msg);
+
+/* Our tools/list POST X ended with RC. */
+void relist_step_done(struct be_http *s, struct hx *x, CURLcode rc);
+
+/* The client cancelled request RID (borrowed): its call is not sent again. */
+void relist_cancel(struct be_http *s, json_t *rid);
+
+/* Frees every pending relist of S. */
+void relist_drop_all(struct be_http *s);
 
 /* --- be_http.c / be_sse.c --- */
 

@@ -239,6 +239,36 @@ for (const transport of ['stdio', 'http']) {
   }
 }
 
+// A tool's x-mcp-header mark changed after mcp-chain learned it: the server
+// refuses the call (400, -32020 HeaderMismatch), mcp-chain lists again and
+// sends the call once more with the new header; the client sees the result.
+test('2026-only server over HTTP: a call refused for a changed x-mcp-header mark is sent again after a fresh list', T, async () => {
+  const http = await startHttp2026();
+  try {
+    const cfg = { mcpServers: { s: { type: 'http', url: http.url } } };
+    await withChain(cfg, {}, async (s) => {
+      const { client } = s;
+      await client.listTools();
+      const eu = await client.callTool({ name: 'deploy', arguments: { region: 'eu' } });
+      assert.equal(text(eu), 'deployed 1 to eu', JSON.stringify(eu));
+      const r = await fetch(http.url.replace(/\/mcp$/, '/test/remark?to=Area'), { method: 'POST' });
+      assert.equal(r.status, 204);
+      const ap = await client.callTool({ name: 'deploy', arguments: { region: 'ap' } });
+      assert.equal(text(ap), 'deployed 1 to ap', JSON.stringify(ap));
+      assert.match(s.stderr(), /"deploy" was refused for its Mcp-Param headers \(-32020\): fetching the tool list again/);
+    });
+    const posts = http.log.text.split('\n').filter((l) => l.startsWith('got '));
+    const refused = posts.findIndex((l) => / deploy - region=ap$/.test(l));
+    assert.ok(refused >= 0, `the call with the old header:\n${http.log.text}`);
+    const after = posts.slice(refused + 1);
+    const listed = after.findIndex((l) => l.startsWith('got tools/list '));
+    const again = after.findIndex((l) => / deploy - area=ap$/.test(l));
+    assert.ok(listed >= 0 && again > listed, `listed, then sent with Mcp-Param-Area:\n${http.log.text}`);
+  } finally {
+    http.stop();
+  }
+});
+
 test('the status resource says which protocol each backend speaks', T, async () => {
   const cfg = { status: true, mcpServers: {
     s: { command: process.execPath, args: [SERVER2026] },

@@ -37,6 +37,7 @@
 #include "chain.h"
 #include "config.h"
 #include "curl_ev.h"
+#include "era.h"
 #include "ext_test.h"
 #include "http_stub.h"
 #include "up_test.h"
@@ -56,6 +57,12 @@ static struct {
 	struct stub_conn *get_conn;  /* the open GET stream */
 	struct stub_conn *hung;      /* a request left unanswered */
 	char resume_id[64];          /* the id of the "resume" call, as it came */
+	/* 2026-07-28 requests (no session): the tool "deploy" marks its
+	 * "region" argument x-mcp-header MARK; its list comes in two pages */
+	char mark[16];
+	bool refuse_always;          /* -32020 to every call */
+	int list_status;             /* answer tools/list with this status (0: 200) */
+	struct stub_conn *list_hung; /* with list_status -1: left unanswered */
 } SV;
 
 #define INIT_RESULT "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{\"tools\":{}}," \
@@ -126,8 +133,62 @@ static void tools_call(struct stub_conn *c, const char *name, const char *id)
 	free(ok);
 }
 
+/*
+ * A 2026-07-28 request (Mcp-Method, no session): tools/list in two pages,
+ * "deploy" on the second with its region marked SV.mark; tools/call of
+ * "deploy" refused (400, -32020) unless Mcp-Param-MARK carries the region.
+ */
+static void stateless(struct stub_conn *c, const struct stub_req *r)
+{
+	char *t = NULL, hdr[64];
+	json_t *m = ext_json(r->body);
+	const char *method = json_string_value(json_object_get(m, "method"));
+	json_t *params = json_object_get(m, "params");
+	char *id = json_dumps(json_object_get(m, "id"), JSON_ENCODE_ANY);
+	assert_string_equal(stub_header(r, "Mcp-Method"), method);
+	if (strcmp(method, "tools/list") == 0 && SV.list_status == -1) {
+		SV.list_hung = c;
+	} else if (strcmp(method, "tools/list") == 0 && SV.list_status) {
+		stub_reply(c, SV.list_status, "text/plain", NULL, "list trouble");
+	} else if (strcmp(method, "tools/list") == 0 && !json_object_get(params, "cursor")) {
+		t = result_text(id, "{\"tools\":[{\"name\":\"other\",\"inputSchema\":"
+				"{\"type\":\"object\"}}],\"nextCursor\":\"p2\"}");
+		stub_reply(c, 200, "application/json", NULL, t);
+	} else if (strcmp(method, "tools/list") == 0) {
+		char *list;
+		assert_true(asprintf(&list, "{\"tools\":[{\"name\":\"deploy\",\"inputSchema\":"
+				     "{\"type\":\"object\",\"properties\":{\"region\":{\"type\":"
+				     "\"string\",\"x-mcp-header\":\"%s\"}}}}]}", SV.mark) > 0);
+		t = result_text(id, list);
+		free(list);
+		stub_reply(c, 200, "application/json", NULL, t);
+	} else {
+		const char *region = json_string_value(json_object_get(
+			json_object_get(params, "arguments"), "region"));
+		snprintf(hdr, sizeof hdr, "Mcp-Param-%s", SV.mark);
+		const char *got = stub_header(r, hdr);
+		if (SV.refuse_always || !got || !region || strcmp(got, region) != 0) {
+			assert_true(asprintf(&t, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":"
+					     "-32020,\"message\":\"%s header missing or different\"}}",
+					     id, hdr) > 0);
+			stub_reply(c, 400, "application/json", NULL, t);
+		} else {
+			char *res;
+			assert_true(asprintf(&res, "{\"content\":[{\"type\":\"text\",\"text\":"
+					     "\"%s: %s\"}]}", hdr, got) > 0);
+			t = result_text(id, res);
+			free(res);
+			stub_reply(c, 200, "application/json", NULL, t);
+		}
+	}
+	free(t);
+	free(id);
+	json_decref(m);
+}
+
 /* The upstream: initialize starts a session, notifications get 202, GET is
- * 405 or a stream, DELETE ends the session, tools/call follows its name. */
+ * 405 or a stream, DELETE ends the session, tools/call follows its name;
+ * 2026-07-28 requests go to stateless(). */
 static void handler(struct stub_conn *c, const struct stub_req *r, void *arg)
 {
 	char extra[128];
@@ -157,6 +218,10 @@ static void handler(struct stub_conn *c, const struct stub_req *r, void *arg)
 		}
 		stub_head(c, 200, "text/event-stream", NULL);
 		SV.get_conn = c;
+		return;
+	}
+	if (stub_header(r, "Mcp-Method")) {
+		stateless(c, r);
 		return;
 	}
 	json_t *m = ext_json(r->body);
@@ -532,6 +597,132 @@ static void test_cancel_aborts_post(void **state)
 	json_decref(hung);
 }
 
+/* The client sends a 2026-07-28 request: METHOD with PARAMS (JSON text). */
+static void send_2026(int id, const char *method, const char *params)
+{
+	json_t *p = ext_json(params);
+	json_object_set_new(p, "_meta", json_pack("{s:s,s:i}", ERA_META_VERSION,
+						  ERA_STATELESS_VERSION, "progressToken", id));
+	chain_receive(&U.cl.peer, json_pack("{s:s,s:i,s:s,s:o}", "jsonrpc", "2.0", "id", id,
+					  "method", method, "params", p));
+}
+
+/* The POSTs of METHOD the stub got so far. */
+static size_t posts_of(const char *method)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < stub_count(); i++) {
+		const struct stub_req *r = stub_get(i);
+		const char *h = stub_header(r, "Mcp-Method");
+		n += strcmp(r->method, "POST") == 0 && h && strcmp(h, method) == 0;
+	}
+	return n;
+}
+
+/* Lists (both pages) as the client would, learning Region; then the
+ * server's mark becomes NEW_MARK. */
+static void list_then_remark(const char *new_mark)
+{
+	snprintf(SV.mark, sizeof SV.mark, "Region");
+	send_2026(30, "tools/list", "{}");
+	ext_wait_got(&U.cl, 1, 5.0);
+	send_2026(31, "tools/list", "{\"cursor\":\"p2\"}");
+	ext_wait_got(&U.cl, 2, 5.0);
+	snprintf(SV.mark, sizeof SV.mark, "%s", new_mark);
+}
+
+/*
+ * 2026-07-28: a tools/call refused with -32020 because the tool's
+ * x-mcp-header mark changed is sent again after the transport fetched
+ * every page of the list anew (its own requests, with the call's _meta
+ * but not its progress token, never seen by the client); the client gets
+ * the second answer only.
+ */
+static void test_header_mismatch_relists(void **state)
+{
+	(void)state;
+	make(U.port, NULL);
+	initialize();
+	list_then_remark("Zone");
+	send_2026(32, "tools/call", "{\"name\":\"deploy\",\"arguments\":{\"region\":\"eu\"}}");
+	ext_wait_got(&U.cl, 3, 5.0);
+	json_t *m = ext_client_msg(&U.cl, 2);
+	assert_int_equal(json_integer_value(json_object_get(m, "id")), 32);
+	assert_null(json_object_get(m, "error"));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(
+		json_object_get(m, "result"), "content"), 0), "text")), "Mcp-Param-Zone: eu");
+	assert_int_equal(posts_of("tools/call"), 2);
+	assert_int_equal(posts_of("tools/list"), 4);   /* the client's two, our two */
+	/* ours: the call's version, not its progress token */
+	json_t *ours = ext_json(last_post("tools/list")->body);
+	json_t *meta = json_object_get(json_object_get(ours, "params"), "_meta");
+	assert_string_equal(json_string_value(json_object_get(meta, ERA_META_VERSION)),
+			    ERA_STATELESS_VERSION);
+	assert_null(json_object_get(meta, "progressToken"));
+	json_decref(ours);
+	ext_run_for(0.05);
+	assert_int_equal(json_array_size(U.cl.got), 3);   /* nothing else reached the client */
+	assert_int_equal(chain_open_exchanges(U.ch), 0);
+	/* the marks stay learned: the next call goes through at once */
+	send_2026(33, "tools/call", "{\"name\":\"deploy\",\"arguments\":{\"region\":\"us\"}}");
+	ext_wait_got(&U.cl, 4, 5.0);
+	assert_null(answer(3, 33));
+	assert_int_equal(posts_of("tools/call"), 3);
+}
+
+/* Refused again after the fresh list, or the list cannot be had: the
+ * client gets the server's -32020, once; nothing is left open. */
+static void test_header_mismatch_gives_up(void **state)
+{
+	(void)state;
+	make(U.port, NULL);
+	initialize();
+	list_then_remark("Region");
+	SV.refuse_always = true;
+	send_2026(40, "tools/call", "{\"name\":\"deploy\",\"arguments\":{\"region\":\"eu\"}}");
+	ext_wait_got(&U.cl, 3, 5.0);
+	assert_error_has(answer(2, 40), -32020, "header missing or different");
+	assert_int_equal(posts_of("tools/call"), 2);   /* sent again once, not more */
+
+	SV.refuse_always = false;
+	snprintf(SV.mark, sizeof SV.mark, "Zone");
+	SV.list_status = 500;
+	send_2026(41, "tools/call", "{\"name\":\"deploy\",\"arguments\":{\"region\":\"eu\"}}");
+	ext_wait_got(&U.cl, 4, 5.0);
+	assert_error_has(answer(3, 41), -32020, "Mcp-Param-Zone header missing");
+	assert_int_equal(posts_of("tools/call"), 3);   /* not sent again without a list */
+	assert_int_equal(chain_open_exchanges(U.ch), 0);
+}
+
+/* The client cancels a call while its list is being fetched again: the
+ * call is not sent again, and the list's late answer reaches no one. */
+static void test_header_mismatch_cancelled(void **state)
+{
+	(void)state;
+	make(U.port, NULL);
+	initialize();
+	list_then_remark("Zone");
+	SV.list_status = -1;
+	send_2026(50, "tools/call", "{\"name\":\"deploy\",\"arguments\":{\"region\":\"eu\"}}");
+	for (int i = 0; i < 500 && !SV.list_hung; i++)
+		ext_spin(1);
+	assert_non_null(SV.list_hung);
+	chain_receive(&U.cl.peer, ext_json("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+					 "\"params\":{\"requestId\":50,\"reason\":\"no\"}}"));
+	ext_spin(5);
+	json_t *ours = ext_json(last_post("tools/list")->body);
+	char *idt = json_dumps(json_object_get(ours, "id"), JSON_ENCODE_ANY);
+	char *t = result_text(idt, "{\"tools\":[]}");
+	stub_reply(SV.list_hung, 200, "application/json", NULL, t);
+	free(t);
+	free(idt);
+	json_decref(ours);
+	ext_run_for(0.1);
+	assert_int_equal(posts_of("tools/call"), 1);
+	assert_int_equal(json_array_size(U.cl.got), 2);   /* the two list pages only */
+	assert_int_equal(chain_open_exchanges(U.ch), 0);
+}
+
 /* Flow control: while paused, a reply waits in libcurl and nothing reaches
  * the client; resumed, it arrives. */
 static void test_pause(void **state)
@@ -626,6 +817,9 @@ int main(void)
 		T(test_get_stream),
 		T(test_refused),
 		T(test_stop_deletes),
+		T(test_header_mismatch_relists),
+		T(test_header_mismatch_gives_up),
+		T(test_header_mismatch_cancelled),
 	};
 	return ext_curl_main("be_http", tests, sizeof tests / sizeof tests[0]);
 }

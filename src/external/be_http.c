@@ -426,6 +426,8 @@ const struct http_mode http_streamable = {
 /* Frees the transport state. */
 static void http_destroy(struct backend *b)
 {
+	if (T(b))
+		relist_drop_all(T(b));
 	http_free(T(b));
 	backend_set_transport(b, NULL);
 }

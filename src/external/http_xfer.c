@@ -72,7 +72,6 @@ void http_free(struct be_http *s)
 	if (!s)
 		return;
 	http_abort_all(s);
-	relist_drop_all(s);
 	ev_prepare_stop(EV_DEFAULT, &s->flush);
 	ev_idle_stop(EV_DEFAULT, &s->kick);
 	drop_inbox(s);

@@ -179,4 +179,24 @@ extern const struct be_transport_ops be_stdio_ops;
  * (src/external/be_http.c); backend_cfg(b)->transport tells which. */
 extern const struct be_transport_ops be_http_ops;
 
+/* Which transport serves the entries of one configuration type. */
+struct be_transport_def {
+	enum cfg_transport transport;
+	const struct be_transport_ops *ops;
+};
+
+/*
+ * The transports mcp-chain knows (src/external/transports.c), ending with
+ * ops NULL: a new backend type is a file in src/external/ and one line
+ * there. The generic backend names none of them.
+ */
+extern const struct be_transport_def be_transports[];
+
+/*
+ * The transports backend_new picks from by an entry's type (borrowed, kept
+ * for the process's life): set by the wiring (main.c: be_transports)
+ * before any backend is made; tests give their own.
+ */
+void backend_use_transports(const struct be_transport_def *defs);
+
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "app.h"
+#include "backend.h"
 #include "cli.h"
 #include "config.h"
 #include "curl_ev.h"
@@ -171,6 +172,7 @@ int main(int argc, char **argv)
 	const char *listen = NULL;
 	int c;
 	mw_use_registry(mw_registry);
+	backend_use_transports(be_transports);
 	/* The shell commands (src/cli/): a client of the chain, not the chain. */
 	if (cli_wanted(argc, argv))
 		return cli_main(argc, argv);

@@ -357,16 +357,38 @@ static const struct peer_ops backend_raw_ops = {
 
 static void on_restart_timer(struct ev_loop *loop, ev_timer *w, int revents);
 
+/* The transports to pick from (backend_use_transports). */
+static const struct be_transport_def *transports;
+
+void backend_use_transports(const struct be_transport_def *defs)
+{
+	transports = defs;
+}
+
+/* The transport for entries of type T, or NULL. */
+static const struct be_transport_ops *transport_for(enum cfg_transport t)
+{
+	for (const struct be_transport_def *d = transports; d && d->ops; d++)
+		if (d->transport == t)
+			return d->ops;
+	return NULL;
+}
+
 /* New backend. */
 struct backend *backend_new(struct chain *chain, const struct cfg *top,
 			    const struct cfg_server *cfg, backend_event_fn on_event, void *arg)
 {
+	const struct be_transport_ops *ops = transport_for(cfg->transport);
+	if (!ops) {
+		log_error("%s: no transport serves this type of entry", cfg->name);
+		return NULL;
+	}
 	struct backend *b = calloc(1, sizeof *b);
 	if (!b)
 		return NULL;
 	b->top = top;
 	b->cfg = cfg;
-	b->ops = cfg->transport == CFG_STDIO ? &be_stdio_ops : &be_http_ops;
+	b->ops = ops;
 	b->on_event = on_event;
 	b->arg = arg;
 	b->delay = cfg->restart_delay;

@@ -441,7 +441,8 @@ static int http_start(struct backend *b)
 		snprintf(p->why_down, sizeof p->why_down, "cannot initialize libcurl");
 		return -1;
 	}
-	struct be_http *s = http_new(b);
+	bool legacy = backend_cfg(b)->transport == CFG_SSE;
+	struct be_http *s = http_new(b, legacy ? &http_legacy : &http_streamable);
 	if (!s) {
 		snprintf(p->why_down, sizeof p->why_down, "out of memory");
 		return -1;

@@ -160,8 +160,9 @@ enum { REINIT_NONE, REINIT_WAIT, REINIT_NOTIFY };
 
 /* --- http_xfer.c --- */
 
-/* New transport state for B (not started); NULL when out of memory. */
-struct be_http *http_new(struct backend *b);
+/* New transport state for B speaking MODE (not started); NULL when out of
+ * memory. */
+struct be_http *http_new(struct backend *b, const struct http_mode *mode);
 
 /* Aborts everything and frees S. */
 void http_free(struct be_http *s);

@@ -35,14 +35,14 @@ static void on_kick(struct ev_loop *loop, ev_idle *w, int revents)
 }
 
 /* New transport state. */
-struct be_http *http_new(struct backend *b)
+struct be_http *http_new(struct backend *b, const struct http_mode *mode)
 {
 	struct be_http *s = calloc(1, sizeof *s);
 	if (!s)
 		return NULL;
 	const struct cfg_server *c = backend_cfg(b);
 	s->b = b;
-	s->mode = c->transport == CFG_SSE ? &http_legacy : &http_streamable;
+	s->mode = mode;
 	s->name = backend_peer(b)->name;
 	s->url = c->url;
 	s->max = backend_top(b)->max_message;

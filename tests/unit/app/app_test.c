@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "app_test.h"
+#include "backend.h"
 #include "ext_test.h"
 #include "log.h"
 #include "middleware.h"
@@ -107,5 +108,6 @@ int apt_main(const char *name, const struct CMUnitTest *tests, size_t n)
 	log_set_level(getenv("DBG") ? LOG_DEBUG : LOG_ERROR);
 	writer_setup();
 	mw_use_registry(mw_registry);   /* as main.c does */
+	backend_use_transports(be_transports);
 	return _cmocka_run_group_tests(name, tests, n, tmpd_setup, tmpd_teardown);
 }

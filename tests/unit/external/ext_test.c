@@ -180,6 +180,7 @@ int ext_curl_main(const char *name, const struct CMUnitTest *tests, size_t n)
 	if (!getenv("DBG"))
 		log_open_file("/dev/null");   /* failures are logged on purpose */
 	ev_default_loop(0);
+	backend_use_transports(be_transports);
 	if (curl_ev_setup() < 0) {   /* no libcurl: fail, do not skip */
 		fprintf(stderr, "libcurl cannot be loaded\n");
 		return 1;

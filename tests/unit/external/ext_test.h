@@ -70,8 +70,9 @@ struct CMUnitTest;
 
 /*
  * The main of a test file that needs libcurl: logs to /dev/null (to stderr
- * at debug level with DBG set), fails when libcurl cannot be loaded (never
- * skips), runs TESTS (N of them) as group NAME, releases libcurl.
+ * at debug level with DBG set), backends on mcp-chain's transports
+ * (be_transports), fails when libcurl cannot be loaded (never skips), runs
+ * TESTS (N of them) as group NAME, releases libcurl.
  */
 int ext_curl_main(const char *name, const struct CMUnitTest *tests, size_t n);
 

@@ -5,15 +5,13 @@
  * the initialize handshake repeated after a restart, and pending requests
  * failed when the transport goes down.
  *
- * The fake transport: backend_new picks be_stdio_ops for stdio entries and
- * be_http_ops for the others. This file defines be_http_ops itself (a link
- * seam: libmcpc is a static library, and nothing else in it refers to
- * be_http.c, so the linker takes this definition and never pulls
- * be_http.o in). Entries with "type":"http" therefore run on the fake,
- * whose start succeeds or fails on demand; the test calls backend_down to
- * simulate the transport going away. No file of src/ is changed. The last
- * tests use the real stdio transport with /bin/false (supervision of a
- * real child; the stdio transport itself is test_be_stdio.c's).
+ * The fake transport: backend_new picks a transport by the entry's type
+ * from the table it was given (backend_use_transports); this file gives
+ * one where entries with "type":"http" run on a fake, whose start
+ * succeeds or fails on demand, and the test calls backend_down to
+ * simulate the transport going away. The last tests use the real stdio
+ * transport with /bin/false (supervision of a real child; the stdio
+ * transport itself is test_be_stdio.c's).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -99,7 +97,7 @@ static void ft_destroy(struct backend *b)
 	backend_set_transport(b, NULL);
 }
 
-const struct be_transport_ops be_http_ops = {
+static const struct be_transport_ops fake_ops = {
 	.kind = "fake",
 	.start = ft_start,
 	.send = ft_send,
@@ -649,8 +647,16 @@ static void test_ended_while_stopping(void **state)
 	assert_int_equal(count_ev(BACKEND_EV_ENDED), 0);
 }
 
+/* "type":"http" on the fake, stdio on the real transport. */
+static const struct be_transport_def transports[] = {
+	{ CFG_STDIO, &be_stdio_ops },
+	{ CFG_HTTP, &fake_ops },
+	{ CFG_STDIO, NULL },
+};
+
 int main(void)
 {
+	backend_use_transports(transports);
 	CH = chain_new();
 	log_set_level(LOG_ERROR);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)

@@ -4,9 +4,9 @@
  *
  * The pure parts first: the initialize result made from server/discover,
  * how a 2026-only server's refusal of initialize is recognized, the
- * envelope. Then a real backend and chain with a fake transport (the link
- * seam of test_backend.c: this file defines be_http_ops, so "type":"http"
- * entries run on the fake) and a fake client peer: the discover probe and
+ * envelope. Then a real backend and chain with a fake transport (the
+ * table given to backend_use_transports runs "type":"http" entries on it)
+ * and a fake client peer: the discover probe and
  * its fallback, the envelope on every request, resultType removed, ping
  * and logging/setLevel answered here, an input_required round (the
  * elicitation goes to the client, the call is sent again with its answer
@@ -164,7 +164,7 @@ static void ft_destroy(struct backend *b)
 	backend_set_transport(b, NULL);
 }
 
-const struct be_transport_ops be_http_ops = {
+static const struct be_transport_ops fake_ops = {
 	.kind = "fake",
 	.start = ft_start,
 	.send = ft_send,
@@ -662,8 +662,15 @@ static void test_down_in_round(void **state)
 	turn();
 }
 
+/* "type":"http" entries on the fake. */
+static const struct be_transport_def transports[] = {
+	{ CFG_HTTP, &fake_ops },
+	{ CFG_STDIO, NULL },
+};
+
 int main(void)
 {
+	backend_use_transports(transports);
 	log_set_level(LOG_ERROR);
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {

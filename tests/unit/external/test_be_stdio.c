@@ -501,6 +501,7 @@ int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
 	ev_default_loop(0);
+	backend_use_transports(be_transports);
 	writer_setup();  /* the before-sleep flush of every writer */
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 	const struct CMUnitTest tests[] = {

@@ -57,7 +57,7 @@ static int setup(void **state)
 		    "\"mcp-session-id\":\"forged\",\"X-Extra\":\"1\"}}}}");
 	BE = backend_new(CH, C, &C->servers[0], NULL, NULL);
 	assert_non_null(BE);
-	S = http_new(BE);
+	S = http_new(BE, &http_streamable);
 	assert_non_null(S);
 	return 0;
 }

@@ -307,11 +307,23 @@ int mw_read(struct mw_ctx *ctx, json_t **msg)
 	return -1;
 }
 
-/* The string value SPAN decoded into a new NUL-terminated string, or NULL. */
-static char *span_string(struct jspan v)
+/*
+ * The string value SPAN decoded, NUL-terminated: in BUF (CAP bytes) when it
+ * is short and has no escape, as nearly every name is (a listing decodes
+ * one per entry and module); else a new string, *HEAP set for the caller
+ * to free. NULL when it is not a string or memory runs out.
+ */
+static char *span_string(struct jspan v, char *buf, size_t cap, bool *heap)
 {
+	*heap = false;
 	if (v.n < 2 || v.p[0] != '"')
 		return NULL;
+	if (!memchr(v.p, '\\', v.n) && v.n - 2 < cap) {
+		memcpy(buf, v.p + 1, v.n - 2);   /* (a checked string has no raw NUL) */
+		buf[v.n - 2] = '\0';
+		return buf;
+	}
+	*heap = true;
 	if (!memchr(v.p, '\\', v.n))
 		return strndup(v.p + 1, v.n - 2);
 	json_t *j = json_loadb(v.p, v.n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
@@ -353,11 +365,14 @@ int mw_list_edit(struct mw_ctx *ctx, const char *key, const char *field,
 		return -1;
 	const char *open = it.p - 1;  /* the list's '[' */
 	while (ok && (r = jscan_items_next(&it, &item, field, &fv)) == 1) {
-		char *name = fv.p ? span_string(fv) : NULL;
+		char small[256];
+		bool heap = false;
+		char *name = fv.p ? span_string(fv, small, sizeof small, &heap) : NULL;
 		struct mw_entry e = { item.p, item.n, name };
 		json_t *repl = NULL;
 		enum mw_entry_verdict v = fn(arg, &e, &repl);
-		free(name);
+		if (heap)
+			free(name);
 		if (v != MW_ENTRY_KEEP && !changed++) {
 			/* the first change: the bytes up to the '[', the entries before */
 			ok = buf_append(&out, raw, (size_t)(open + 1 - raw)) == 0 &&

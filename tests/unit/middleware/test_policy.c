@@ -556,6 +556,30 @@ static void test_lists_as_bytes(void **state)
 	pipeline_unref(pl);
 }
 
+/*
+ * Names longer than the list edit's stack buffer (255 bytes) are decided
+ * on the whole name, plain and escaped, as a parsed list decides them.
+ */
+static void test_list_long_names(void **state)
+{
+	(void)state;
+	struct pipeline *pl = mwt_build_ok("[{\"use\":\"policy\",\"rules\":[{\"deny\":[\"*_z\"]}]}]");
+	char a[301], b[301], text[1200], names[1400];
+	memset(a, 'k', 300);
+	a[300] = '\0';
+	memcpy(b, a, 301);
+	b[298] = '_';   /* "kkk..._z": denied only when read to its end */
+	b[299] = 'z';
+	snprintf(text, sizeof text, "{\"jsonrpc\":\"2.0\",\"id\":9,\"result\":{\"tools\":["
+		 "{\"name\":\"%s\"},{\"name\":\"%s\"},{\"name\":\"%.200s\\u005fz\"},"
+		 "{\"name\":\"%.255s\"}]}}", a, b, a, a);
+	expect_same_list(pl, "tools/list", "tools", "name", text, names, sizeof names);
+	char want[600];
+	snprintf(want, sizeof want, "%s %.255s", a, a);
+	assert_string_equal(names, want);
+	pipeline_unref(pl);
+}
+
 #define RAW_REQ(method, params) "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"" method "\"," \
 	"\"params\":" params "}"
 
@@ -988,6 +1012,7 @@ int main(void)
 		cmocka_unit_test(test_reads_denied_same_refusal),
 		cmocka_unit_test(test_reads_lists_ask_completion),
 		cmocka_unit_test(test_lists_as_bytes),
+		cmocka_unit_test(test_list_long_names),
 		C(test_ask_accept),
 		C(test_ask_decline_cancel),
 		C(test_ask_no_elicitation),

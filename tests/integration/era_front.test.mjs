@@ -296,7 +296,8 @@ test('a requestState that is forged, replayed or foreign is refused and nothing 
 
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { writeConfig } from './lib.mjs';
-import { withChain } from './http_lib.mjs';
+import { withChain, request as httpRequest } from './http_lib.mjs';
+import { writeFileSync } from 'node:fs';
 
 async function withListen(server, fn) {
   return withChain(server, {}, (chain) => fn(chain.url.href));
@@ -526,3 +527,46 @@ for (const mode of MODES) {
     });
   });
 }
+
+// inputTimeoutMs bounds how long a call waits for a 2026-07-28 client's
+// retry after input_required; a reload (SIGHUP) sets it for the calls that
+// start afterwards, on the HTTP front as on stdio.
+test('[http] inputTimeoutMs: a retry after it is refused as expired; after a reload the new value holds', TF, async () => {
+  const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
+  const file = writeConfig({ ...fixtureServer(), scope: 'shared' }, { extra: { inputTimeoutMs: 1000 } });
+  await withChain(null, { config: file }, async (chain) => {
+    const post = async (body) => {
+      const r = await httpRequest(chain.port, { body: JSON.stringify({ jsonrpc: '2.0', ...body }), headers: {
+        'Content-Type': 'application/json', Accept: 'application/json, text/event-stream',
+        'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': body.method, 'Mcp-Name': body.params.name } });
+      const text = r.headers['content-type']?.startsWith('text/event-stream')
+        ? r.body.split('\n').filter((l) => l.startsWith('data: ')).map((l) => l.slice(6)).pop() : r.body;
+      return JSON.parse(text);
+    };
+    const call = (id) => post({ id, method: 'tools/call', params: { name: 'elicit', arguments: {}, _meta: meta } });
+    const retry = (id, round) => post({ id, method: 'tools/call', params: { name: 'elicit', arguments: {},
+      _meta: meta, requestState: round.requestState,
+      inputResponses: { [Object.keys(round.inputRequests)[0]]: { action: 'decline' } } } });
+
+    const r1 = (await call(1)).result;
+    assert.equal(r1.resultType, 'input_required', JSON.stringify(r1));
+    await sleep(1600);
+    const late = await retry(2, r1);
+    assert.equal(late.error?.code, -32602, JSON.stringify(late));
+    assert.match(late.error.message, /requestState refused/);
+    await waitFor(() => /expired/.test(chain.stderr), { what: 'the expiry logged' });
+
+    writeFileSync(file, JSON.stringify({ mcpServers: { backend: { command: fixtureServer().command,
+      args: fixtureServer().args ?? [], scope: 'shared' } }, inputTimeoutMs: 20000 }));
+    const before = chain.stderr.length;
+    chain.proc.kill('SIGHUP');
+    await waitFor(() => chain.stderr.slice(before).includes('reload: done'), { what: 'the reload' });
+    const r2 = (await call(3)).result;
+    assert.equal(r2.resultType, 'input_required', JSON.stringify(r2));
+    await sleep(1600);
+    const ok = await retry(4, r2);
+    assert.equal(ok.result?.resultType, 'complete', JSON.stringify(ok));
+    assert.match(JSON.stringify(ok.result), /decline/);
+  });
+});

@@ -54,9 +54,10 @@ static size_t open_client_requests(struct app *a)
 }
 
 /*
- * Enters phase P (APP_DRAINING or APP_STOPPING), where on_step moves the shutdown
- * on before each sleep. The watcher runs only from then: while running,
- * a prepare watcher would cost every loop iteration a callback for nothing.
+ * Enters phase P (APP_DRAINING or APP_STOPPING), where on_step moves the
+ * shutdown on before each sleep. The watcher runs only from then: while
+ * running, a prepare watcher would cost every loop iteration a callback
+ * for nothing.
  */
 static void enter_phase(struct app *a, enum app_phase p)
 {

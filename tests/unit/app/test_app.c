@@ -60,7 +60,8 @@ static void test_new_fails_when_a_module_cannot_start(void **state)
 	(void)state;
 	const char *path = apt_write("badmod.json",
 		"{\"mcpServers\":{\"a\":{\"command\":\"%1$s\"}},"
-		"\"middleware\":[{\"use\":\"log\",\"sink\":\"file\",\"path\":\"/nonexistent-dir/x/audit.jsonl\"}]}",
+		"\"middleware\":[{\"use\":\"log\",\"sink\":\"file\","
+		"\"path\":\"/nonexistent-dir/x/audit.jsonl\"}]}",
 		apt_fixture());
 	assert_null(app_new(apt_load(path), "error", false));
 }

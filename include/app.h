@@ -39,22 +39,31 @@ struct stdio_front;
 
 /*
  * A session's own chain (--listen with session-scoped servers): the
- * session's backends and an aggregate over them, made when the session is
- * created and released when it ends (http_front_set_session_chains). Its
- * backends start at once and are initialized by the session's initialize,
- * with that client's parameters; released, they are stopped as at
- * shutdown, and the whole is freed (app_sweep_session_chains) once every
- * one is down. It keeps its configuration and pipelines alive meanwhile,
- * so a reload leaves a running session as it was.
+ * session's backends and an aggregate over them and over the app's shared
+ * backends (linked to its chain), made when the session is created and
+ * released when it ends (http_front_set_session_chains). Its own backends
+ * start at once and are initialized by the session's initialize, with
+ * that client's parameters; released, they are stopped as at shutdown,
+ * it lets go of the shared ones, and the whole is freed
+ * (app_sweep_session_chains) once every one of its own is down. It keeps
+ * its configuration and pipelines alive meanwhile, so a reload leaves a
+ * running session as it was (but for a shared backend the reload
+ * replaced or removed).
  */
 struct schain {
 	struct app *a;
 	struct cfg *cfg;           /* borrowed: kept by struct app while used */
 	struct chain *chain;       /* owned */
 	struct aggregate *agg;     /* owned: the chain's router */
-	struct backend **backends; /* owned */
+	struct backend **backends; /* owned: the session-scoped ones */
 	struct pipeline **pls;     /* a reference to each backend's pipeline */
 	size_t nbackends;
+	struct backend **shared;   /* borrowed: the app's shared backends its
+				    * aggregate includes, linked to its chain
+				    * (chain_link_peer) until it is released */
+	size_t nshared;
+	struct backend **all;      /* both, in configuration order (status) */
+	size_t nall;
 	unsigned serial;           /* the session's number, for logs */
 	bool released;             /* its session ended: stopping */
 	bool stateless;            /* the one every 2026-07-28 call shares */
@@ -184,6 +193,17 @@ struct chain *app_session_chain(void *arg, unsigned serial, bool stateless,
 
 /* The HTTP front gives a session's chain back: its own backends stop. */
 void app_release_session_chain(void *arg, struct chain *c, unsigned serial);
+
+/*
+ * A shared backend of the app changed, for the sessions' own chains that
+ * include it: B left service (a reload removed or replaced it; each lets
+ * go of it), or B is new (each whose configuration names it shared takes
+ * it in, so a replaced backend stays in running sessions), or B's state
+ * changed (EV, for their aggregates).
+ */
+void app_sessions_drop_shared(struct app *a, struct backend *b);
+void app_sessions_add_shared(struct app *a, struct backend *b);
+void app_sessions_shared_event(struct app *a, struct backend *b, enum backend_event ev);
 
 /* Frees the released session chains whose backends are all down (ALL:
  * every one, the loop being over). */

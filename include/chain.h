@@ -42,8 +42,25 @@ void chain_free(struct chain *c);
 /* Registers a peer with C (clients and backends alike). */
 void chain_add_peer(struct chain *c, struct peer *p);
 
-/* Unregisters a peer (before freeing it). */
+/* Unregisters a peer (before freeing it); a backend is unlinked from
+ * every chain it served too (chain_unlink_peer). */
 void chain_remove_peer(struct peer *p);
+
+/*
+ * Backend P, a peer of another chain, serves C's clients too: C's router
+ * may route to it, its notifications reach C's clients (after C's router
+ * was offered them, on a copy of their own) as well as its own chain's,
+ * its requests may go to C's clients, and flow control holds it for C's
+ * clients as for C's own backends. So a backend can serve one session or
+ * several: the HTTP front's sessions that have backends of their own
+ * reach the shared ones this way. Returns 0, or -1 when out of memory.
+ */
+int chain_link_peer(struct chain *c, struct peer *p);
+
+/* Undoes chain_link_peer: the requests of C's own and of its clients
+ * still open at P are cancelled there and answered with an error now.
+ * Nothing when P is not linked; chain_free unlinks every peer. */
+void chain_unlink_peer(struct chain *c, struct peer *p);
 
 /* Ends every exchange involving P, answering or cancelling them with
  * REASON; P stays registered but not ready. */
@@ -160,6 +177,12 @@ int chain_call(struct peer *to, const char *method, json_t *params,
 int chain_call_via(struct peer *to, const char *method, json_t *params,
 		   struct pipeline *pl,
 		   void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg);
+
+/* Like chain_call_via, for a caller of chain C (the exchange is C's: it
+ * ends when C unlinks TO, a backend of another chain). */
+int chain_call_in(struct chain *c, struct peer *to, const char *method, json_t *params,
+		  struct pipeline *pl,
+		  void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg);
 
 /*
  * Flow control: P's output queue passed its high-water mark (CONGESTED)

@@ -138,14 +138,6 @@ int cfg_listen_parse(struct cfg_listen *l, const char *spec);
 /* True when an enabled entry of C is session-scoped. */
 bool cfg_has_session_scope(const struct cfg *c);
 
-/*
- * Checks C for the HTTP front: its enabled entries must be all
- * session-scoped or all shared (a session cannot reach both yet). Returns
- * 0, or -1 with an error naming the first entry's "scope" key that breaks
- * the rule appended to ERRS.
- */
-int cfg_check_scopes(const struct cfg *c, struct cfg_errors *errs);
-
 /* A list of error lines, each "FILE...: message". */
 struct cfg_errors {
 	char **lines;

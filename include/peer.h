@@ -78,6 +78,10 @@ struct peer {
 	char why_down[200];      /* why it is not ready, for error messages */
 	struct pipeline *pl;     /* backends: their own middleware (borrowed) */
 	json_t *init_result;     /* backends: their initialize result (borrowed) */
+	bool told_initialized;   /* backends: this run was sent
+				  * notifications/initialized (by whichever
+				  * client's aggregate came first: one for a
+				  * backend serving several) */
 	double timeout;          /* seconds a request may stay open here; 0: none */
 	unsigned long long answered[3]; /* responses it sent to requests the chain
 				  * forwarded to it, by outcome (msg_outcome:
@@ -91,6 +95,10 @@ struct peer {
 	void *batch;             /* clients: the batch being received, copied
 				  * into exchanges made from it */
 	struct chain *chain;     /* set by chain_add_peer */
+	struct chain **serves;   /* backends: other chains whose clients it
+				  * serves too (chain_link_peer); owned array
+				  * of borrowed chains */
+	size_t nserves;
 	struct peer *next;       /* in the chain's list */
 };
 

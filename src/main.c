@@ -102,10 +102,11 @@ static int cmd_check(const char *path)
 	for (size_t i = 0; i < c->nservers; i++) {
 		struct cfg_server *s = &c->servers[i];
 		fprintf(stderr, "%s: server \"%s\"%s: %s", path, s->name,
-			s->enabled ? "" : " (disabled)", s->command);
-		for (size_t j = 1; s->argv && s->argv[j]; j++)
+			s->enabled ? "" : " (disabled)", s->command ? s->command : s->url);
+		for (size_t j = 1; s->command && s->argv && s->argv[j]; j++)
 			fprintf(stderr, " %s", s->argv[j]);
-		fprintf(stderr, "\n");
+		fprintf(stderr, " (with --listen: %s)\n", s->scope == CFG_SCOPE_SESSION ?
+			"one for each session" : "one for every session");
 	}
 	report_prefixes(c);
 	fprintf(stderr, "%s: ok\n", path);
@@ -220,10 +221,6 @@ int main(int argc, char **argv)
 		return 2;
 	struct cfg_errors errs = { 0 };
 	struct cfg *cfg = cfg_load(config, &errs);
-	if (cfg && listen && cfg_check_scopes(cfg, &errs) < 0) {
-		cfg_free(cfg);
-		cfg = NULL;
-	}
 	print_errors(&errs);
 	cfg_errors_release(&errs);
 	if (!cfg)

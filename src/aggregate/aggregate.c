@@ -7,7 +7,7 @@
  * It uses the core the way a backend does: it is a peer of the chain (it
  * answers lists, paging and the status resource as responses the chain
  * carries back through the modules), and asks backends for their lists
- * with chain_call_via() through each backend's own modules.
+ * through each backend's own modules (slot_call).
  */
 #include "aggregate.h"
 
@@ -62,6 +62,8 @@ struct slot {
 	bool sent_initialized;       /* this run got notifications/initialized */
 	bool was_down;
 	bool joined;                 /* has been ready once */
+	bool init_pending;           /* its handshake for the client's initialize
+				      * has not answered yet */
 };
 
 /* Where an exposed name leads. */
@@ -138,6 +140,17 @@ static struct slot *first_active(struct aggregate *a)
 		if (!a->v[i]->removed)
 			return a->v[i];
 	return a->v[0];
+}
+
+/*
+ * Asks slot S's backend METHOD (PARAMS stolen) through the backend's own
+ * modules, as a request of the aggregate's chain: a backend shared with
+ * other chains answers it with an error when this one lets go of it.
+ */
+static int slot_call(struct slot *s, const char *method, json_t *params,
+		     void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
+{
+	return chain_call_in(s->a->chain, s->peer, method, params, s->peer->pl, cb, arg);
 }
 
 /* A backend's initialize result capabilities (borrowed). */
@@ -351,7 +364,7 @@ static void fetch_list(struct slot *s, enum list_kind k, const char *cursor)
 		s->pscope[k] = SCOPE_NONE;
 	}
 	json_t *params = cursor ? json_pack("{s:s}", "cursor", cursor) : json_object();
-	if (chain_call_via(s->peer, list_method[k], params, s->peer->pl, on_list_page, f) < 0) {
+	if (slot_call(s, list_method[k], params, on_list_page, f) < 0) {
 		json_decref(s->paging[k]);
 		s->paging[k] = NULL;
 	}
@@ -374,8 +387,8 @@ static void on_templates(struct exchange *ex, json_t *msg, void *arg)
 	}
 	const char *next = json_string_value(json_object_get(result, "nextCursor"));
 	if (next && *next && s->peer->ready)
-		chain_call_via(s->peer, "resources/templates/list",
-			       json_pack("{s:s}", "cursor", next), s->peer->pl, on_templates, s);
+		slot_call(s, "resources/templates/list", json_pack("{s:s}", "cursor", next),
+			  on_templates, s);
 }
 
 /* Refreshes every list a backend has. */
@@ -388,8 +401,7 @@ static void refresh(struct slot *s, bool tell)
 		    s->index)
 			json_array_remove(a->templates, i);
 	if (json_object_get(caps, "resources"))
-		chain_call_via(s->peer, "resources/templates/list", json_object(),
-			       s->peer->pl, on_templates, s);
+		slot_call(s, "resources/templates/list", json_object(), on_templates, s);
 	for (int k = 0; k < LIST_KINDS; k++) {
 		if (!json_object_get(caps, list_cap[k]) || s->paging[k])
 			continue;
@@ -548,6 +560,7 @@ static void on_backend_init(void *arg, json_t *resp)
 	struct slot *s = arg;
 	struct aggregate *a = s->a;
 	(void)resp;
+	s->init_pending = false;
 	if (!a->init)
 		return;
 	if (a->init->pending > 0)
@@ -587,9 +600,11 @@ static int agg_initialize(struct peer *p, json_t *params,
 		if (a->v[i]->removed)
 			continue;
 		in->pending++;
+		a->v[i]->init_pending = true;   /* before: it may answer at once */
 		if (b->ops->initialize(b, params, on_backend_init, a->v[i]) < 0) {
 			log_warn("%s: not available (%s)", a->v[i]->entry->name,
 				 b->why_down[0] ? b->why_down : "not started");
+			a->v[i]->init_pending = false;
 			in->pending--;
 		}
 	}
@@ -931,7 +946,7 @@ static void next_page(struct page_req *pr, const char *inner)
 	struct slot *s = a->v[pr->slot];
 	json_t *params = inner && *inner ? json_pack("{s:s}", "cursor", inner) : json_object();
 	if (!s->peer->ready ||
-	    chain_call_via(s->peer, pr->method, params, s->peer->pl, on_resource_page, pr) < 0) {
+	    slot_call(s, pr->method, params, on_resource_page, pr) < 0) {
 		json_t *err = rpc_errorf(NULL, RPC_BACKEND_GONE, "backend unavailable");
 		on_resource_page(NULL, err, pr);
 		json_decref(err);
@@ -995,7 +1010,7 @@ static void agg_set_level(struct aggregate *a, json_t *msg)
 		if (!json_object_get(caps_of(a->v[i]), "logging"))
 			continue;
 		json_t *params = json_deep_copy(json_object_get(msg, "params"));
-		chain_call_via(a->v[i]->peer, "logging/setLevel", params, a->v[i]->peer->pl, NULL, NULL);
+		slot_call(a->v[i], "logging/setLevel", params, NULL, NULL);
 	}
 	agg_reply(a, json_object_get(msg, "id"), rpc_result(json_null(), json_object()));
 }
@@ -1059,7 +1074,7 @@ static void relay(struct aggregate *a, struct slot *s, const char *method, json_
 	r->slot = s->index;
 	r->exposed = exposed ? strdup(exposed) : NULL;
 	/* answered (or failed) through on_relay whatever happens */
-	if (chain_call_via(s->peer, method, params, s->peer->pl, on_relay, r) < 0) {
+	if (slot_call(s, method, params, on_relay, r) < 0) {
 		json_t *err = rpc_errorf(NULL, RPC_INTERNAL_ERROR, "out of memory");
 		on_relay(NULL, err, r);
 		json_decref(err);
@@ -1317,6 +1332,9 @@ static void send_initialized(struct slot *s)
 	if (s->sent_initialized || !s->peer->ready)
 		return;
 	s->sent_initialized = true;
+	if (s->peer->told_initialized)
+		return;   /* a backend shared with other sessions: told once a run */
+	s->peer->told_initialized = true;
 	chain_notify(&s->a->peer, s->peer, rpc_notification("notifications/initialized", NULL));
 }
 
@@ -1546,6 +1564,18 @@ void aggregate_remove_backend(struct aggregate *a, struct peer *backend)
 	if (!s)
 		return;
 	s->removed = true;
+	if (s->init_pending) {
+		/* its answer would come to this slot, maybe after the aggregate is
+		 * gone (a backend shared with other sessions): not waited for */
+		s->init_pending = false;
+		if (backend->ops->forget_initialize)
+			backend->ops->forget_initialize(backend, s);
+		if (a->init && a->init->pending > 0) {
+			a->init->pending--;
+			ev_timer_set(&a->init->settle, 0., 0.);
+			ev_timer_start(EV_DEFAULT, &a->init->settle);
+		}
+	}
 	for (int k = 0; k < LIST_KINDS; k++) {
 		json_decref(s->items[k]);
 		json_decref(s->paging[k]);

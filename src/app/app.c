@@ -225,8 +225,12 @@ static void on_backend_event(struct backend *b, enum backend_event ev, void *arg
 {
 	struct app *a = arg;
 	app_backend_event(a->agg, b, ev);
-	if (ev == BACKEND_EV_ENDED && aggregate_transparent(a->agg))  /* the backend logged it */
-		app_begin_stop(a, "the backend ended on its own", LOG_DEBUG);
+	app_sessions_shared_event(a, b, ev);
+	/* the process-wide chain serves the clients unless sessions have
+	 * chains of their own (which reach this backend linked in) */
+	bool own_chains = a->listening && cfg_has_session_scope(a->cfg);
+	if (ev == BACKEND_EV_ENDED && aggregate_transparent(a->agg) && !own_chains)
+		app_begin_stop(a, "the backend ended on its own", LOG_DEBUG);  /* the backend logged it */
 }
 
 /* Sets up signal watchers that keep the loop alive only with other work. */

@@ -69,13 +69,6 @@ static struct cfg *load_for_reload(struct app *a)
 	cfg_errors_release(&errs);
 	if (!n)
 		return NULL;
-	if (a->listening && cfg_check_scopes(n, &errs) < 0) {
-		for (size_t i = 0; i < errs.count; i++)
-			log_error("reload: %s", errs.lines[i]);
-		cfg_errors_release(&errs);
-		cfg_free(n);
-		return NULL;
-	}
 	if (a->listening && cfg_has_session_scope(n) != cfg_has_session_scope(a->cfg)) {
 		log_error("reload: going between session-scoped and shared backends changes where "
 			  "every session's backends run; restart mcp-chain for that");
@@ -85,7 +78,8 @@ static struct cfg *load_for_reload(struct app *a)
 	size_t enabled = 0;
 	for (size_t i = 0; i < n->nservers; i++)
 		enabled += app_shared_entry(a, &n->servers[i]);
-	if (enabled && (enabled > 1) != (aggregate_backends(a->agg) > 1)) {
+	bool own_chains = a->listening && cfg_has_session_scope(n);  /* no client of ours */
+	if (enabled && !own_chains && (enabled > 1) != (aggregate_backends(a->agg) > 1)) {
 		log_error("reload: going between one backend and several changes what the client "
 			  "was told at initialize; restart mcp-chain for that");
 		cfg_free(n);
@@ -160,6 +154,7 @@ static void reconcile_backends(struct app *a, struct cfg *n)
 		}
 		log_info("reload: %s %s", backend_peer(b)->name, e ? "changed: replacing it" : "removed");
 		aggregate_remove_backend(a->agg, backend_peer(b));
+		app_sessions_drop_shared(a, b);
 		backend_peer(b)->pl = NULL;  /* exchanges in flight hold their own reference */
 		backend_stop(b, n->grace);
 	}
@@ -173,6 +168,7 @@ static void reconcile_backends(struct app *a, struct cfg *n)
 		if (donor)
 			backend_adopt_init_params(b, donor);
 		log_info("reload: starting %s", n->servers[i].name);
+		app_sessions_add_shared(a, b);
 		backend_start(b);
 	}
 	free(kept);

@@ -20,11 +20,105 @@ static void on_session_backend_event(struct backend *b, enum backend_event ev, v
 	app_backend_event(sc->agg, b, ev);
 }
 
-/* Describes a session's own backends for its status resource. */
+/* Describes a session's backends, its own and the shared ones, for its
+ * status resource. */
 static json_t *describe_session_backends(void *arg)
 {
 	struct schain *sc = arg;
-	return app_describe(sc->backends, sc->nbackends);
+	return app_describe(sc->all, sc->nall);
+}
+
+/* Appends B to SC's list of every backend it reaches; 0 or -1. */
+static int schain_list(struct schain *sc, struct backend *b)
+{
+	struct backend **v = realloc(sc->all, (sc->nall + 1) * sizeof *v);
+	if (!v)
+		return -1;
+	sc->all = v;
+	sc->all[sc->nall++] = b;
+	return 0;
+}
+
+/*
+ * SC's aggregate takes in the app's shared backend B, for SC's entry S:
+ * B is linked to SC's chain (its notifications reach the session, what
+ * the session asks of it ends when SC lets go). 0, or -1 out of memory.
+ */
+static int schain_share(struct schain *sc, struct backend *b, const struct cfg_server *s)
+{
+	struct peer *p = backend_peer(b);
+	struct backend **v = realloc(sc->shared, (sc->nshared + 1) * sizeof *v);
+	if (!v)
+		return -1;
+	sc->shared = v;
+	if (schain_list(sc, b) < 0 || chain_link_peer(sc->chain, p) < 0)
+		return -1;
+	sc->shared[sc->nshared++] = b;
+	aggregate_add_backend(sc->agg, p, s);
+	if (backend_state(b) == BACKEND_READY)   /* no event will say so */
+		aggregate_backend_ready(sc->agg, p);
+	return 0;
+}
+
+/* SC lets go of shared backend B: out of its aggregate (its names leave
+ * the session's lists), unlinked from its chain (open requests end). */
+static void schain_unshare(struct schain *sc, struct backend *b)
+{
+	size_t i = 0;
+	while (i < sc->nshared && sc->shared[i] != b)
+		i++;
+	if (i == sc->nshared)
+		return;
+	memmove(sc->shared + i, sc->shared + i + 1, (--sc->nshared - i) * sizeof *sc->shared);
+	for (size_t j = 0; j < sc->nall; j++) {
+		if (sc->all[j] == b) {
+			memmove(sc->all + j, sc->all + j + 1, (--sc->nall - j) * sizeof *sc->all);
+			break;
+		}
+	}
+	aggregate_remove_backend(sc->agg, backend_peer(b));
+	chain_unlink_peer(sc->chain, backend_peer(b));
+}
+
+/* SC lets go of every shared backend. */
+static void schain_unshare_all(struct schain *sc)
+{
+	while (sc->nshared)
+		schain_unshare(sc, sc->shared[sc->nshared - 1]);
+}
+
+/* SC's configuration's shared entry named NAME, or NULL. */
+static const struct cfg_server *shared_entry(const struct schain *sc, const char *name)
+{
+	for (size_t i = 0; i < sc->cfg->nservers; i++) {
+		const struct cfg_server *s = &sc->cfg->servers[i];
+		if (s->enabled && s->scope == CFG_SCOPE_SHARED && strcmp(s->name, name) == 0)
+			return s;
+	}
+	return NULL;
+}
+
+void app_sessions_drop_shared(struct app *a, struct backend *b)
+{
+	for (struct schain *sc = a->schains; sc; sc = sc->next)
+		schain_unshare(sc, b);
+}
+
+void app_sessions_add_shared(struct app *a, struct backend *b)
+{
+	for (struct schain *sc = a->schains; sc; sc = sc->next) {
+		const struct cfg_server *s = sc->released ? NULL : shared_entry(sc, backend_peer(b)->name);
+		if (s && schain_share(sc, b, s) < 0)
+			log_warn("http: session #%u: out of memory taking in %s", sc->serial,
+				 backend_peer(b)->name);
+	}
+}
+
+void app_sessions_shared_event(struct app *a, struct backend *b, enum backend_event ev)
+{
+	for (struct schain *sc = a->schains; sc; sc = sc->next)
+		if (!sc->released)
+			app_backend_event(sc->agg, b, ev);   /* nothing where B is not in it */
 }
 
 /* Child processes running now, of every backend. */
@@ -85,6 +179,7 @@ int app_within_bounds(struct app *a, unsigned serial, size_t need, char *why, si
 /* Frees SC (its backends down, or the loop over). */
 static void schain_free(struct schain *sc)
 {
+	schain_unshare_all(sc);   /* what its aggregate asked of them ends here */
 	for (size_t i = 0; i < sc->nbackends; i++)  /* before the aggregate: its */
 		backend_free(sc->backends[i]);      /* list requests end here */
 	for (size_t i = 0; i < sc->nbackends; i++)
@@ -95,6 +190,8 @@ static void schain_free(struct schain *sc)
 	chain_free(sc->chain);
 	free(sc->backends);
 	free(sc->pls);
+	free(sc->shared);
+	free(sc->all);
 	free(sc);
 }
 
@@ -129,17 +226,29 @@ static int schain_add(struct schain *sc, struct cfg_server *s)
 		return -1;
 	sc->backends[sc->nbackends] = b;
 	sc->pls[sc->nbackends++] = pipeline_ref(s->pipeline);
+	if (schain_list(sc, b) < 0)
+		return -1;
 	backend_peer(b)->pl = s->pipeline;
 	backend_peer(b)->timeout = s->timeout;
 	aggregate_add_backend(sc->agg, backend_peer(b), s);
 	return 0;
 }
 
+/* The app's shared backend (in service) for entry S, or NULL. */
+static struct backend *shared_backend(struct app *a, const struct cfg_server *s)
+{
+	for (size_t i = 0; i < a->nbackends; i++)
+		if (strcmp(backend_peer(a->backends[i])->name, s->name) == 0)
+			return a->backends[i];
+	return NULL;
+}
+
 /*
  * The HTTP front's factory (http_chain_make_fn): the process-wide chain
  * when the configuration has no session-scoped server, else a chain of
  * the session's own, its backends started now (they initialize with the
- * session's initialize). A 2026-07-28 client has no session: its calls
+ * session's initialize), with the shared ones linked in (configuration
+ * order, so names are those the entries give). A 2026-07-28 client has no session: its calls
  * share one such chain, made at the first and kept until shutdown (a
  * chain per call would start processes per request, and a notification
  * of one call's backend would never reach the stream that listens).
@@ -159,8 +268,10 @@ struct chain *app_session_chain(void *arg, unsigned serial, bool stateless,
 	}
 	size_t count = 0, procs = 0;
 	for (size_t i = 0; i < cfg->nservers; i++) {
-		count += cfg->servers[i].enabled;
-		procs += cfg->servers[i].enabled && cfg->servers[i].transport == CFG_STDIO;
+		const struct cfg_server *s = &cfg->servers[i];
+		bool own = s->enabled && s->scope == CFG_SCOPE_SESSION;
+		count += own;
+		procs += own && s->transport == CFG_STDIO;
 	}
 	if (app_within_bounds(a, serial, procs, why, n) < 0)
 		return NULL;
@@ -176,9 +287,19 @@ struct chain *app_session_chain(void *arg, unsigned serial, bool stateless,
 	chain_set_max_open(sc->chain, cfg->max_open);
 	chain_set_router(sc->chain, aggregate_router(sc->agg));
 	aggregate_set_status(sc->agg, describe_session_backends, sc);
-	for (size_t i = 0; i < cfg->nservers; i++)
-		if (cfg->servers[i].enabled && schain_add(sc, &cfg->servers[i]) < 0)
+	for (size_t i = 0; i < cfg->nservers; i++) {
+		struct cfg_server *s = &cfg->servers[i];
+		if (!s->enabled)
+			continue;
+		if (s->scope == CFG_SCOPE_SESSION) {
+			if (schain_add(sc, s) < 0)
+				goto fail;
+			continue;
+		}
+		struct backend *b = shared_backend(a, s);
+		if (b && schain_share(sc, b, s) < 0)
 			goto fail;
+	}
 	sc->next = a->schains;
 	a->schains = sc;
 	if (stateless) {
@@ -189,8 +310,8 @@ struct chain *app_session_chain(void *arg, unsigned serial, bool stateless,
 		a->stateless_sc = sc;
 		log_info("http: starting %zu backend(s) for 2026-07-28 calls", sc->nbackends);
 	} else {
-		log_info("http: session #%u: starting %zu backend(s) of its own", serial,
-			 sc->nbackends);
+		log_info("http: session #%u: starting %zu backend(s) of its own%s", serial,
+			 sc->nbackends, sc->nshared ? ", with the shared ones" : "");
 	}
 	for (size_t i = 0; i < sc->nbackends; i++)
 		backend_start(sc->backends[i]);
@@ -212,6 +333,7 @@ void app_release_session_chain(void *arg, struct chain *c, unsigned serial)
 			continue;   /* the stateless calls' chain outlives each call */
 		sc->released = true;
 		log_debug("http: session #%u: stopping its backends", sc->serial);
+		schain_unshare_all(sc);
 		for (size_t i = 0; i < sc->nbackends; i++)
 			backend_stop(sc->backends[i], sc->cfg->grace);
 		return;

@@ -46,6 +46,10 @@ struct chain {
 	size_t max_open;          /* per requester; 0: no bound */
 	struct ask *asks;
 	struct chain_router *router;  /* borrowed; NULL: one backend, unchanged */
+	struct peer **links;      /* backends of other chains that serve this
+				   * one's clients too (chain_link_peer); owned
+				   * array of borrowed peers */
+	size_t nlinks;
 	struct chain_stats stats;
 };
 
@@ -54,6 +58,7 @@ struct note {
 	struct mw_walk walk;
 	struct mw_ctx ctx;
 	struct msg m;
+	struct chain *chain; /* whose pipeline it walks, whose clients get it */
 	struct peer *from;
 	struct peer *to;   /* NULL: every ready client */
 	char method[];     /* ctx.method */
@@ -71,9 +76,11 @@ static struct exchange *pool;
 static size_t pool_count;
 
 static void deliver_response(struct exchange *ex);
-static void send_notification(struct peer *from, struct peer *to, struct msg *m,
-			      const char *method);
+static void send_notification(struct chain *c, struct peer *from, struct peer *to,
+			      struct msg *m, const char *method);
 static int abort_exchange(struct exchange *ex, int code, const char *message);
+static void send_cancel(struct peer *to, json_int_t to_id, const char *reason);
+static void answer_error(struct exchange *ex, json_t *err);
 
 /* ---- the chain object ---- */
 
@@ -88,6 +95,9 @@ void chain_free(struct chain *c)
 {
 	if (!c)
 		return;
+	while (c->nlinks)
+		chain_unlink_peer(c, c->links[c->nlinks - 1]);
+	free(c->links);
 	pipeline_unref(c->global_pl);
 	free(c);
 	while (pool) {
@@ -111,6 +121,8 @@ void chain_add_peer(struct chain *c, struct peer *p)
 void chain_remove_peer(struct peer *p)
 {
 	struct chain *c = p->chain;
+	while (p->nserves)
+		chain_unlink_peer(p->serves[p->nserves - 1], p);
 	for (struct peer **pp = c ? &c->peers : NULL; pp && *pp; pp = &(*pp)->next) {
 		if (*pp == p) {
 			*pp = p->next;
@@ -118,6 +130,108 @@ void chain_remove_peer(struct peer *p)
 		}
 	}
 	p->next = NULL;
+}
+
+/* Holds (PAUSE) or lets go of Q's input for one congested peer. */
+static void hold_input(struct peer *q, bool pause)
+{
+	if (!q->ops->pause)
+		return;
+	if (pause && q->paused++ == 0)
+		q->ops->pause(q, true);
+	else if (!pause && q->paused > 0 && --q->paused == 0)
+		q->ops->pause(q, false);
+}
+
+/* What congestion between C's peers and P (linked to C) holds, taken
+ * (PAUSE) or let go. */
+static void link_holds(struct chain *c, struct peer *p, bool pause)
+{
+	for (struct peer *q = c->peers; q; q = q->next) {
+		if (q->role == p->role)
+			continue;
+		if (q->congested)
+			hold_input(p, pause);
+		if (p->congested)
+			hold_input(q, pause);
+	}
+}
+
+int chain_link_peer(struct chain *c, struct peer *p)
+{
+	if (p->chain == c)
+		return 0;
+	for (size_t i = 0; i < c->nlinks; i++)
+		if (c->links[i] == p)
+			return 0;
+	struct peer **l = realloc(c->links, (c->nlinks + 1) * sizeof *l);
+	if (!l)
+		return -1;
+	c->links = l;
+	struct chain **s = realloc(p->serves, (p->nserves + 1) * sizeof *s);
+	if (!s)
+		return -1;
+	p->serves = s;
+	c->links[c->nlinks++] = p;
+	p->serves[p->nserves++] = c;
+	link_holds(c, p, true);
+	return 0;
+}
+
+/* Adds EX to the array ARG when it is of the chain the array names
+ * (idmap_each; the first slot holds the chain). */
+struct of_chain {
+	struct chain *c;
+	struct exchange **v;
+	size_t n, cap;
+};
+
+static void collect_of_chain(void *value, void *arg)
+{
+	struct exchange *ex = value;
+	struct of_chain *o = arg;
+	if (ex->chain != o->c)
+		return;
+	if (o->n == o->cap) {
+		size_t cap = o->cap ? 2 * o->cap : 16;
+		struct exchange **v = realloc(o->v, cap * sizeof *v);
+		if (!v)
+			return;   /* out of memory: the rest end with P or with C's peers */
+		o->v = v;
+		o->cap = cap;
+	}
+	o->v[o->n++] = ex;
+}
+
+void chain_unlink_peer(struct chain *c, struct peer *p)
+{
+	size_t i = 0;
+	while (i < c->nlinks && c->links[i] != p)
+		i++;
+	if (i == c->nlinks)
+		return;
+	link_holds(c, p, false);
+	c->links[i] = c->links[--c->nlinks];
+	for (size_t j = 0; j < p->nserves; j++) {
+		if (p->serves[j] == c) {
+			p->serves[j] = p->serves[--p->nserves];
+			break;
+		}
+	}
+	struct of_chain o = { c, NULL, 0, 0 };
+	idmap_each(&p->sent, collect_of_chain, &o);
+	for (size_t k = 0; k < o.n; k++) {   /* out of P's table first: answering */
+		idmap_del(&p->sent, o.v[k]->to_id);   /* may start other requests */
+		o.v[k]->in_sent = false;
+	}
+	for (size_t k = 0; k < o.n; k++) {
+		struct exchange *ex = o.v[k];
+		ev_timer_stop(EV_DEFAULT, &ex->timer);
+		send_cancel(p, ex->to_id, "its session ended");
+		answer_error(ex, rpc_errorf(NULL, RPC_BACKEND_GONE, "%s: no longer serves this "
+					    "session", p->name));
+	}
+	free(o.v);
 }
 
 /* Bounds the requests a peer may have open. */
@@ -231,9 +345,12 @@ static struct peer *route_client(struct peer *backend, struct msg *m, const char
 	if (r.first)
 		return r.first;
 	struct peer *oldest = NULL;
-	for (struct peer *p = backend->chain->peers; p; p = p->next)
-		if (p->role == PEER_CLIENT && p->ready)
-			oldest = p;  /* the list is newest first */
+	for (size_t i = 0; i <= backend->nserves && !oldest; i++) {
+		struct chain *c = i ? backend->serves[i - 1] : backend->chain;
+		for (struct peer *p = c->peers; p; p = p->next)
+			if (p->role == PEER_CLIENT && p->ready)
+				oldest = p;  /* the list is newest first */
+	}
 	return oldest;
 }
 
@@ -244,14 +361,17 @@ void chain_congestion(struct peer *p, bool congested)
 		return;
 	p->congested = congested;
 	log_debug("%s: output %s", p->name, congested ? "congested, pausing its sources" : "drained");
-	for (struct peer *q = p->chain ? p->chain->peers : NULL; q; q = q->next) {
-		if (q->role == p->role || !q->ops->pause)
-			continue;
-		if (congested && q->paused++ == 0)
-			q->ops->pause(q, true);
-		else if (!congested && q->paused > 0 && --q->paused == 0)
-			q->ops->pause(q, false);
-	}
+	struct chain *c = p->chain;
+	for (struct peer *q = c ? c->peers : NULL; q; q = q->next)
+		if (q->role != p->role)
+			hold_input(q, congested);
+	for (size_t i = 0; c && i < c->nlinks; i++)   /* backends serving C's clients too */
+		if (c->links[i]->role != p->role)
+			hold_input(c->links[i], congested);
+	for (size_t i = 0; i < p->nserves; i++)       /* the clients of the chains P serves */
+		for (struct peer *q = p->serves[i]->peers; q; q = q->next)
+			if (q->role != p->role)
+				hold_input(q, congested);
 }
 
 /* Exchanges open in a chain. */
@@ -786,7 +906,7 @@ static void on_cancelled(struct peer *from, struct msg *m)
 		msg_val_set_int(&rid, ex->to_id);
 		msg_set_rid(m, &rid);
 		msg_val_release(&rid);
-		send_notification(from, ex->to, m, "notifications/cancelled");
+		send_notification(ex->chain, from, ex->to, m, "notifications/cancelled");
 	} else {
 		msg_release(m);
 	}
@@ -834,7 +954,7 @@ static void on_progress(struct peer *from, struct msg *m)
 		msg_release(m);
 		return;
 	}
-	send_notification(from, ex->from, m, "notifications/progress");
+	send_notification(ex->chain, from, ex->from, m, "notifications/progress");
 }
 
 /* Delivers a notification to its destination(s). */
@@ -854,7 +974,7 @@ static void note_walked(struct mw_walk *w, enum mw_verdict v)
 {
 	struct note *n = container_of(w, struct note, walk);
 	if (v == MW_PASS && !msg_empty(&n->m))
-		deliver_note(n->from->chain, n->to, &n->m);
+		deliver_note(n->chain, n->to, &n->m);
 	msg_release(&n->m);
 	json_decref(n->ctx.scratch);
 	pipeline_unref(n->walk.stage[0]);
@@ -862,11 +982,10 @@ static void note_walked(struct mw_walk *w, enum mw_verdict v)
 	free(n);
 }
 
-/* Runs a notification through the pipeline to TO (NULL: all clients); takes *M. */
-static void send_notification(struct peer *from, struct peer *to, struct msg *m,
-			      const char *method)
+/* Runs a notification through C's pipeline to TO (NULL: all C's clients); takes *M. */
+static void send_notification(struct chain *c, struct peer *from, struct peer *to,
+			      struct msg *m, const char *method)
 {
-	struct chain *c = from->chain;
 	struct peer *be = from->role == PEER_BACKEND ? from : to;
 	struct pipeline *own = be && be->role == PEER_BACKEND && pipeline_size(be->pl) ? be->pl : NULL;
 	struct pipeline *first = from == be ? (own ? own : c->global_pl) : c->global_pl;
@@ -882,6 +1001,7 @@ static void send_notification(struct peer *from, struct peer *to, struct msg *m,
 		msg_release(m);
 		return;
 	}
+	n->chain = c;
 	n->from = from;
 	n->to = to;
 	msg_move(&n->m, m);
@@ -914,15 +1034,38 @@ static bool router_note(const struct chain *c, const char *method)
 		(n > 12 && strcmp(method + n - 12, "list_changed") == 0);
 }
 
-/* Hands a notification the router acts on to it; true when it took it. */
-static bool router_took(struct peer *from, struct msg *m, const char *method)
+/* Hands a notification C's router acts on to it; true when it took it. */
+static bool router_took(struct chain *c, struct peer *from, struct msg *m, const char *method)
 {
-	struct chain_router *r = from->chain->router;
+	struct chain_router *r = c->router;
 	json_t *t = msg_tree(m);
 	if (!t || !r->ops->notification(r, from, t, method))
 		return false;
 	msg_release(m);
 	return true;
+}
+
+/*
+ * A notification from backend FROM that serves other chains' clients too:
+ * each chain's router is offered a copy of its own (it may rewrite it, a
+ * task's id, or take it, a list_changed), and what it leaves goes through
+ * that chain's pipeline to that chain's clients. Takes *M.
+ */
+static void note_to_chains(struct peer *from, struct msg *m, const char *method)
+{
+	json_t *t = msg_tree(m);
+	for (size_t i = 0; t && i <= from->nserves; i++) {
+		struct chain *c = i ? from->serves[i - 1] : from->chain;
+		struct msg copy;
+		json_t *dup = json_deep_copy(t);
+		if (!dup)
+			break;
+		msg_init_tree(&copy, dup);
+		if (router_note(c, method) && router_took(c, from, &copy, method))
+			continue;
+		send_notification(c, from, NULL, &copy, method);
+	}
+	msg_release(m);
 }
 
 /* A notification from a peer. */
@@ -938,7 +1081,11 @@ static void on_notification(struct peer *from, struct msg *m, const char *method
 		on_progress(from, m);
 		return;
 	}
-	if (router_note(from->chain, name) && router_took(from, m, name))
+	if (from->nserves) {
+		note_to_chains(from, m, name);
+		return;
+	}
+	if (router_note(from->chain, name) && router_took(from->chain, from, m, name))
 		return;
 	struct peer *to = NULL;
 	if (from->role == PEER_CLIENT) {
@@ -951,7 +1098,7 @@ static void on_notification(struct peer *from, struct msg *m, const char *method
 			return;
 		}
 	}
-	send_notification(from, to, m, name);
+	send_notification(from->chain, from, to, m, name);
 }
 
 /* Logs a message's passage at debug level (reads, never changes, M). */
@@ -1041,11 +1188,12 @@ static void ignore_response(struct exchange *ex, json_t *msg, void *arg)
 	(void)arg;
 }
 
-/* The exchange for a request of our own to TO, not sent yet (NULL: no memory). */
-static struct exchange *call_new(struct peer *to, const char *method,
+/* The exchange of chain C for a request of our own to TO, not sent yet
+ * (NULL: no memory). */
+static struct exchange *call_new(struct chain *c, struct peer *to, const char *method,
 				 void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
 {
-	struct exchange *ex = exchange_new(to->chain, NULL, method);
+	struct exchange *ex = exchange_new(c, NULL, method);
 	if (!ex)
 		return NULL;
 	ex->on_response = cb ? cb : ignore_response;
@@ -1076,7 +1224,15 @@ int chain_call_via(struct peer *to, const char *method, json_t *params,
 		   struct pipeline *pl,
 		   void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
 {
-	struct exchange *ex = call_new(to, method, cb, arg);
+	return chain_call_in(to->chain, to, method, params, pl, cb, arg);
+}
+
+/* The same, for a caller of chain C. */
+int chain_call_in(struct chain *c, struct peer *to, const char *method, json_t *params,
+		  struct pipeline *pl,
+		  void (*cb)(struct exchange *ex, json_t *msg, void *arg), void *arg)
+{
+	struct exchange *ex = call_new(c, to, method, cb, arg);
 	if (!ex) {
 		json_decref(params);
 		return -1;
@@ -1099,7 +1255,7 @@ void chain_notify(struct peer *from, struct peer *to, json_t *msg)
 	char method[128];
 	snprintf(method, sizeof method, "%s", json_string_value(json_object_get(msg, "method")));
 	msg_init_tree(&m, msg);
-	send_notification(from, to, &m, method);
+	send_notification(from->chain, from, to, &m, method);
 }
 
 /* ---- what modules ask of the chain ---- */
@@ -1149,7 +1305,7 @@ int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
 	}
 	a->cb = cb;
 	a->arg = arg;
-	a->ex = call_new(client, method, on_ask_response, a);
+	a->ex = call_new(client->chain, client, method, on_ask_response, a);
 	if (!a->ex) {
 		free(a);
 		json_decref(params);

@@ -3,6 +3,7 @@
  */
 #include "peer.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Prepares a peer with empty tables. */
@@ -21,4 +22,7 @@ void peer_release(struct peer *p)
 {
 	idmap_release(&p->sent);
 	hmap_release(&p->received);
+	free(p->serves);   /* empty: chain_remove_peer unlinked it */
+	p->serves = NULL;
+	p->nserves = 0;
 }

@@ -158,6 +158,7 @@ static void handshake_done(struct backend *b, json_t *result, json_t *resp)
 	json_decref(b->init_result);
 	b->init_result = result;
 	b->peer.init_result = b->init_result;
+	b->peer.told_initialized = false;   /* a new run: its own initialized */
 	set_state(b, BACKEND_READY);
 	const char *v = json_string_value(json_object_get(result, "protocolVersion"));
 	json_t *si = json_object_get(result, "serverInfo");

@@ -2,18 +2,18 @@
 // a process of each session's own, started at its initialize with that
 // client's parameters (its roots reach its own server-filesystem), stopped
 // when the session ends; a shared one is one process for every session; the
-// listen bounds refuse a session with 503 and say which bound.
+// listen bounds refuse a session with 503 and say which bound; both scopes
+// in one configuration give each session its own and the shared ones.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ListRootsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import {
   cmdline, request as rawRequest, processesUnder, withCheckedChain,
@@ -223,15 +223,55 @@ test('reload (SIGHUP): a running session keeps its process, a new session gets t
   });
 });
 
-test('--listen refuses a configuration that mixes session-scoped and shared servers, naming the key', T, async () => {
+test('session-scoped and shared servers together: each session has its own process and reaches the shared one; ' +
+  'the shared one is initialized once, its notifications and requests reach the sessions, and it outlives a session', T, async () => {
   const fixture = fixtureServer();
-  const file = writeCfg({ mcpServers: { fx: { command: fixture.command }, up: { url: 'http://127.0.0.1:9/mcp' } } });
-  const proc = spawn(CHAIN, ['--config', file, '--listen', '127.0.0.1:0'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let stderr = '';
-  proc.stderr.on('data', (c) => { stderr += c; });
-  const code = await new Promise((r) => proc.once('exit', r));
-  assert.equal(code, 1);
-  assert.match(stderr, /\/mcpServers\/up\/scope: is "shared" but server "fx" is "session"/);
+  const FX = new RegExp(path.basename(fixture.command));
+  const [dirA] = twoDirs('mixed');
+  await withChain({ mcpServers: {
+    own: { command: fixture.command, args: fixture.args, env: { SCOPE_ROLE: 'own' } },
+    common: { command: fixture.command, args: fixture.args, env: { SCOPE_ROLE: 'common' }, scope: 'shared' },
+  } }, async (chain) => {
+    const role = (pid) => environ(pid).SCOPE_ROLE;
+    const A = await httpClient(chain.url, [dirA]);
+    const B = await httpClient(chain.url);
+    const logs = { A: [], B: [] };
+    A.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => logs.A.push(n.params));
+    B.client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => logs.B.push(n.params));
+    for (const { client } of [A, B]) {
+      const names = (await client.listTools()).tools.map((t) => t.name);
+      assert.ok(names.includes('own__echo') && names.includes('common__echo'), names.join(' '));
+    }
+    const pids = servers(chain, FX);
+    assert.deepEqual(pids.map(role).sort(), ['common', 'own', 'own'], 'two own processes, one shared');
+    assert.match(chain.stderr, /session #1: starting 1 backend\(s\) of its own, with the shared ones/);
+
+    // each session's own server was initialized by its own client; the shared one once
+    const initOf = async (client, name) => JSON.parse((await client.callTool({ name, arguments: {} })).content[0].text);
+    const ownA = await initOf(A.client, 'own__init_params'), ownB = await initOf(B.client, 'own__init_params');
+    assert.ok(ownA.capabilities.roots, 'A\'s own server has A\'s capabilities (roots)');
+    assert.ok(!ownB.capabilities.roots, 'B\'s own server has B\'s');
+    const seen = await initOf(B.client, 'common__seen_notifications');
+    assert.equal(seen['notifications/initialized'], 1, `the shared server is told initialized once: ${JSON.stringify(seen)}`);
+
+    // the shared server's notification reaches both sessions
+    await A.client.callTool({ name: 'common__notify', arguments: { kind: 'log' } });
+    await waitFor(() => logs.A.length === 1 && logs.B.length === 1, { what: 'the shared server\'s log message in both sessions' });
+    assert.equal(logs.B[0].data, 'hello log');
+    // its request goes to the session whose call is open there
+    const roots = await A.client.callTool({ name: 'common__roots', arguments: {} });
+    assert.match(JSON.stringify(roots), new RegExp(path.basename(dirA)), 'roots/list went to A');
+
+    // A ends: its own process stops, the shared one serves B on
+    const common = pids.find((p) => role(p) === 'common');
+    await A.transport.terminateSession();
+    await A.client.close();
+    await waitFor(() => servers(chain, FX).length === 2, { timeoutMs: 6000, what: 'A\'s own server to stop' });
+    assert.ok(isAlive(common), 'the shared server runs on');
+    const echo = await B.client.callTool({ name: 'common__echo', arguments: { still: 'here' } });
+    assert.deepEqual(JSON.parse(echo.content[0].text).params.arguments, { still: 'here' });
+    await B.client.close();
+  });
 });
 
 test('an idle session expires and its backend process stops with it', T, async () => {

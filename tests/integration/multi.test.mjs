@@ -15,7 +15,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -865,6 +865,20 @@ test('mcp-chain check: a config with three entries is valid', { timeout: 10_000,
   assert.equal(rc.status, 0, rc.stderr);
   assert.match(rc.stderr, /exposed as dup__NAME/);
   assert.match(rc.stderr, /warning: servers "one" and "two" share the prefix "dup"/);
+});
+
+test('every example in config/ passes mcp-chain check; the team example shares the memory server', { timeout: 30_000, skip: SKIP_NO_CHAIN }, () => {
+  const dir = path.join(HERE, '..', '..', 'config');
+  const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
+  assert.ok(files.length >= 10, files.join(' '));
+  for (const f of files) {
+    const r = spawnSync(CHAIN, ['check', path.join(dir, f)], { encoding: 'utf8', timeout: 8000 });
+    assert.equal(r.status, 0, `${f}: ${r.stderr}`);
+  }
+  // one server-memory per session would be several processes writing one file
+  const r = spawnSync(CHAIN, ['check', path.join(dir, 'http-team.json')], { encoding: 'utf8', timeout: 8000 });
+  assert.match(r.stderr, /server "everything": npx .* \(with --listen: one for each session\)/);
+  assert.match(r.stderr, /server "memory": npx .* \(with --listen: one for every session\)/);
 });
 
 test('config/multi.json is a valid documented example', { timeout: 10_000, skip: SKIP_NO_CHAIN }, () => {

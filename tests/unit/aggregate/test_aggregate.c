@@ -582,6 +582,7 @@ static void be_up(struct fbe *b)
 {
 	b->peer.ready = true;
 	b->peer.why_down[0] = '\0';
+	b->peer.told_initialized = false;   /* a new run, as backend.c says */
 	aggregate_backend_ready(AG, &b->peer);
 }
 

@@ -165,6 +165,67 @@ static void test_refused_while_stopping(void **state)
 	app_free(a);
 }
 
+/*
+ * Session-scoped and shared entries together: each session's chain has its
+ * own backend and the app's shared one linked in, in its aggregate; the
+ * bounds count its own processes only; a session's end lets go of the
+ * shared backend (which runs on) and a reload that replaces the shared
+ * backend puts the new one in the running session.
+ */
+static void test_mixed_scopes(void **state)
+{
+	char why[256] = "";
+	(void)state;
+	const char *path = apt_write("mixed.json",
+		"{\"mcpServers\":{\"own\":{\"command\":\"%1$s\"},"
+		"\"common\":{\"command\":\"%1$s\",\"scope\":\"shared\"}},"
+		"\"listen\":{\"maxProcesses\":2,\"maxStartsPerSecond\":100}}", apt_fixture());
+	struct app *a = apt_app(path, true);
+	assert_int_equal(a->nbackends, 1);   /* the shared one, process-wide */
+	struct backend *common = a->backends[0];
+	struct chain *c1 = app_session_chain(a, 1, false, why, sizeof why);
+	struct chain *c2 = app_session_chain(a, 2, false, why, sizeof why);
+	assert_non_null(c1);
+	assert_non_null(c2);
+	struct schain *s1 = schain_of(a, c1), *s2 = schain_of(a, c2);
+	assert_int_equal(s1->nbackends, 1);
+	assert_int_equal(s1->nshared, 1);
+	assert_ptr_equal(s1->shared[0], common);
+	assert_ptr_equal(s2->shared[0], common);
+	assert_int_equal(s1->nall, 2);
+	assert_string_equal(backend_peer(s1->all[0])->name, "own");   /* configuration order */
+	assert_ptr_equal(s1->all[1], common);
+	assert_int_equal(backend_peer(common)->nserves, 2);
+	/* maxProcesses counts the sessions' own: the shared one is not started here */
+	assert_null(app_session_chain(a, 3, false, why, sizeof why));
+	assert_non_null(strstr(why, "maxProcesses is 2"));
+
+	/* a reload replacing the shared backend: the running sessions get the new one */
+	apt_write("mixed.json",
+		"{\"mcpServers\":{\"own\":{\"command\":\"%1$s\"},"
+		"\"common\":{\"command\":\"%1$s\",\"args\":[\"--changed\"],\"scope\":\"shared\"}},"
+		"\"listen\":{\"maxProcesses\":2,\"maxStartsPerSecond\":100}}", apt_fixture());
+	app_reload(a);
+	assert_int_equal(a->nbackends, 1);
+	assert_ptr_not_equal(a->backends[0], common);
+	assert_int_equal(backend_peer(common)->nserves, 0);
+	assert_int_equal(s1->nshared, 1);
+	assert_ptr_equal(s1->shared[0], a->backends[0]);
+	assert_ptr_equal(s2->shared[0], a->backends[0]);
+	common = a->backends[0];
+	assert_int_equal(backend_peer(common)->nserves, 2);
+
+	/* a session ends: it lets go of the shared backend, which serves the other */
+	app_release_session_chain(a, c1, 1);
+	assert_int_equal(s1->nshared, 0);
+	assert_int_equal(backend_peer(common)->nserves, 1);
+	assert_int_equal(backend_state(common), BACKEND_STARTED);
+	apt_wait_gone(s1->backends, s1->nbackends, 10);
+	app_sweep_session_chains(a, false);
+	assert_int_equal(count_schains(a, false), 1);
+	apt_stop_and_free(a);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -173,6 +234,7 @@ int main(void)
 		cmocka_unit_test(test_bounds),
 		cmocka_unit_test(test_stateless_calls_share_one_chain),
 		cmocka_unit_test(test_refused_while_stopping),
+		cmocka_unit_test(test_mixed_scopes),
 	};
 	return apt_main("app_scoped", tests, sizeof tests / sizeof tests[0]);
 }

@@ -1031,6 +1031,167 @@ static void test_chain_call(void **state)
 	json_decref(r.msg);
 }
 
+/* ---- a backend serving the clients of another chain ---- */
+
+/* What the linked chain's router saw. */
+static int link_offers, link_taken;
+
+/* The linked chain's router: everything to the backend; it takes
+ * tools/list_changed (as an aggregate refreshing its cache does) and
+ * marks a task's status, as an aggregate exposing task ids does. */
+static struct peer *link_route(struct chain_router *r, struct peer *requester, struct msg *m,
+			       const char *method, int *code, char *why, size_t n)
+{
+	(void)r, (void)requester, (void)m, (void)method, (void)code, (void)why, (void)n;
+	return &backend.peer;
+}
+
+static struct peer *link_init_target(struct chain_router *r, struct peer *requester)
+{
+	(void)r, (void)requester;
+	return &backend.peer;
+}
+
+static bool link_notification(struct chain_router *r, struct peer *from, json_t *msg,
+			      const char *method)
+{
+	(void)r;
+	assert_ptr_equal(from, &backend.peer);
+	link_offers++;
+	if (strcmp(method, "notifications/tasks/status") == 0)
+		json_object_set_new(json_object_get(msg, "params"), "taskId", json_string("be__1"));
+	if (strcmp(method, "notifications/tools/list_changed") != 0)
+		return false;
+	link_taken++;
+	return true;
+}
+
+static const struct chain_router_ops link_router_ops = {
+	.init_target = link_init_target, .route = link_route, .notification = link_notification,
+};
+
+/*
+ * Sessions with chains of their own reach a shared backend linked in
+ * (chain_link_peer): requests and responses map per requester, the
+ * backend's notifications reach both chains' clients (each chain's router
+ * offered a copy of its own), its requests go to the client whose request
+ * is open, flow control holds across the link, and unlinking ends what the
+ * chain still had open there: cancelled at the backend, answered with an
+ * error.
+ */
+static void test_linked_backend(void **state)
+{
+	(void)state;
+	struct chain *C2 = chain_new();
+	struct chain_router router = { &link_router_ops };
+	chain_set_router(C2, &router);
+	fake_init(&client2, PEER_CLIENT, "client2");
+	chain_remove_peer(&client2.peer);
+	chain_add_peer(C2, &client2.peer);
+	assert_int_equal(chain_link_peer(C2, &backend.peer), 0);
+	assert_int_equal(chain_link_peer(C2, &backend.peer), 0);   /* once */
+	assert_int_equal(backend.peer.nserves, 1);
+	link_offers = link_taken = 0;
+
+	/* the same id from both chains' clients: each gets its own answer */
+	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"a\"}}");
+	from(&client2, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"b\"}}");
+	json_int_t b1 = int_at(got(&backend, 0), "id"), b2 = int_at(got(&backend, 1), "id");
+	assert_int_not_equal(b1, b2);
+	respond(&backend, b2, "{\"who\":2}");
+	expect_json(last(&client2), "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"who\":2}}");
+	assert_int_equal(count(&client), 0);
+	assert_int_equal(chain_open_exchanges(C2), 0);
+
+	/* a notification reaches the clients of both chains; C2's router was offered it */
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\","
+	     "\"params\":{\"level\":\"info\",\"data\":\"hi\"}}");
+	assert_string_equal(method_of(last(&client)), "notifications/message");
+	assert_string_equal(method_of(last(&client2)), "notifications/message");
+	/* a list_changed C2's router takes: only C's client gets it */
+	size_t n2 = count(&client2);
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}");
+	assert_string_equal(method_of(last(&client)), "notifications/tools/list_changed");
+	assert_int_equal(count(&client2), n2);
+	assert_int_equal(link_taken, 1);
+	/* a task's status: C2's router changes its copy, C's client sees the backend's */
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks/status\","
+	     "\"params\":{\"taskId\":\"1\",\"status\":\"working\"}}");
+	expect_json(last(&client), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks/status\","
+		    "\"params\":{\"taskId\":\"1\",\"status\":\"working\"}}");
+	expect_json(last(&client2), "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tasks/status\","
+		    "\"params\":{\"taskId\":\"be__1\",\"status\":\"working\"}}");
+	assert_int_equal(link_offers, 2);   /* the two a router may act on */
+
+	/* client's request is still open: the backend's own request goes to it */
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"method\":\"roots/list\"}");
+	assert_string_equal(method_of(last(&client)), "roots/list");
+	respond(&client, int_at(last(&client), "id"), "{\"roots\":[]}");
+	respond(&backend, b1, "{}");
+	/* none open and no client in the backend's own chain ready: C2's */
+	client.peer.ready = false;
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"id\":\"r2\",\"method\":\"roots/list\"}");
+	assert_string_equal(method_of(last(&client2)), "roots/list");
+	respond(&client2, int_at(last(&client2), "id"), "{\"roots\":[]}");
+	expect_json(last(&backend), "{\"jsonrpc\":\"2.0\",\"id\":\"r2\",\"result\":{\"roots\":[]}}");
+	client.peer.ready = true;
+
+	/* flow control across the link, both ways */
+	chain_congestion(&client2.peer, true);
+	assert_int_equal(backend.peer.paused, 1);
+	chain_congestion(&client2.peer, false);
+	assert_int_equal(backend.peer.paused, 0);
+	chain_congestion(&backend.peer, true);
+	assert_int_equal(client2.peer.paused, 1);
+	assert_int_equal(client.peer.paused, 1);
+
+	/* unlinking: C2's open requests there end, C's go on; holds let go */
+	struct call_result r = { 0 };
+	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"a\"}}");
+	json_int_t b3 = int_at(last(&backend), "id");
+	from(&client2, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"b\"}}");
+	json_int_t b4 = int_at(last(&backend), "id");
+	assert_int_equal(chain_call_in(C2, &backend.peer, "tools/list", json_object(), NULL,
+				       on_call, &r), 0);
+	json_int_t b5 = int_at(last(&backend), "id");
+	size_t nb = count(&backend);
+	chain_unlink_peer(C2, &backend.peer);
+	assert_int_equal(backend.peer.nserves, 0);
+	assert_int_equal(client2.peer.paused, 0);
+	assert_int_equal(count(&backend), nb + 2);   /* two cancellations */
+	json_int_t cancelled[2] = {
+		int_at(json_object_get(got(&backend, nb), "params"), "requestId"),
+		int_at(json_object_get(got(&backend, nb + 1), "params"), "requestId"),
+	};
+	assert_true((cancelled[0] == b4 && cancelled[1] == b5) ||
+		    (cancelled[0] == b5 && cancelled[1] == b4));
+	json_t *e = last(&client2);
+	assert_int_equal(int_at(e, "id"), 4);
+	assert_int_equal(err_code(e), RPC_BACKEND_GONE);
+	assert_non_null(strstr(err_text(e), "no longer serves"));
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(err_code(r.msg), RPC_BACKEND_GONE);
+	assert_int_equal(chain_open_exchanges(C2), 0);
+	assert_int_equal(chain_open_exchanges(C), 1);   /* client's id 3 */
+	/* the backend's notifications reach only its own chain now */
+	n2 = count(&client2);
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{}}");
+	assert_int_equal(count(&client2), n2);
+	chain_congestion(&backend.peer, false);
+	assert_int_equal(client.peer.paused, 0);
+	respond(&backend, b3, "{}");
+	expect_json(last(&client), "{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}");
+	json_decref(r.msg);
+
+	/* freeing a chain unlinks what it still links */
+	assert_int_equal(chain_link_peer(C2, &backend.peer), 0);
+	fake_release(&client2);
+	chain_set_router(C2, NULL);
+	chain_free(C2);
+	assert_int_equal(backend.peer.nserves, 0);
+	assert_int_equal(chain_open_exchanges(C), 0);
+}
+
 /* ---- flow control ---- */
 
 static void test_congestion(void **state)
@@ -2409,6 +2570,7 @@ int main(void)
 		T(test_server_request_progress),
 		T(test_server_request_no_client),
 		T(test_two_sessions_one_backend),
+		T(test_linked_backend),
 		T(test_backend_request_to_its_requester),
 		T(test_backend_gone_fails_pending),
 		T(test_unavailable_backend_reason),

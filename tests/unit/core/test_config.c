@@ -819,27 +819,17 @@ static void test_scope_errors(void **state)
 		NAME ": /mcpServers/a/scope: must be \"session\" or \"shared\"");
 }
 
-/* --listen: all session-scoped or all shared; a mix names the first odd key. */
-static void test_check_scopes(void **state)
+/* cfg_has_session_scope: any enabled session-scoped entry, a mix included. */
+static void test_has_session_scope(void **state)
 {
 	(void)state;
-	struct cfg_errors e = { 0 };
-	struct cfg *c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"srv\"},"
-		"\"b\":{\"command\":\"srv\"},\"off\":{\"url\":\"http://h/\",\"disabled\":true}}}");
-	assert_int_equal(cfg_check_scopes(c, &e), 0);
-	assert_int_equal(e.count, 0);
-	cfg_free(c);
-	c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"srv\",\"scope\":\"shared\"},"
-		"\"b\":{\"url\":\"http://h/\"}}}");
-	assert_int_equal(cfg_check_scopes(c, &e), 0);
+	struct cfg *c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"srv\",\"scope\":\"shared\"},"
+		"\"b\":{\"url\":\"http://h/\"},\"off\":{\"command\":\"srv\",\"disabled\":true}}}");
+	assert_false(cfg_has_session_scope(c));
 	cfg_free(c);
 	c = load_ok("{\"mcpServers\":{\"fs\":{\"command\":\"srv\"},"
 		"\"web\":{\"url\":\"http://h/\"},\"x\":{\"command\":\"srv\",\"scope\":\"shared\"}}}");
-	assert_int_equal(cfg_check_scopes(c, &e), -1);
-	assert_int_equal(e.count, 1);
-	assert_true(cfgt_has_error_prefix(&e, NAME ": /mcpServers/web/scope: is \"shared\" but server "
-		"\"fs\" is \"session\""));
-	cfg_errors_release(&e);
+	assert_true(cfg_has_session_scope(c));
 	cfg_free(c);
 }
 
@@ -906,7 +896,7 @@ int main(void)
 		cmocka_unit_test(test_listen_parse),
 		cmocka_unit_test(test_scope_defaults),
 		cmocka_unit_test(test_scope_errors),
-		cmocka_unit_test(test_check_scopes),
+		cmocka_unit_test(test_has_session_scope),
 		cmocka_unit_test(test_listen_scope_bounds),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -48,6 +48,7 @@ static struct http_front *f_of(struct MHD_Connection *c);
 static const char *bearer(struct MHD_Connection *c, size_t *n);
 static void ring_keep(struct hsess *hs, uint64_t seq, const char *bytes, size_t n);
 static void kept_remove(struct hreq *r);
+static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, size_t n);
 static void unwatch_eof(struct hreq *r);
 static void sess_add_stream(struct hsess *hs, struct hreq *r);
 
@@ -649,6 +650,153 @@ static struct hreq *batch_stream(struct hsess *hs, json_t *arr, struct msg_val *
 	return NULL;
 }
 
+/* ---- the x-mcp-header marks before a list was served ---- */
+
+#define PROBE_BOUND 10.0      /* s the fetch of the tool list may take */
+#define PROBE_RETRY 5.0       /* s before a failed fetch is tried again */
+#define PROBE_MAX_PAGES 100
+
+/* Learns the marks of a tools/list RESULT (borrowed) crossing the front;
+ * its last page makes them known. */
+static void learn_marks(struct http_front *f, json_t *result)
+{
+	json_t *tools = json_object_get(result, "tools");
+	if (!json_is_array(tools))
+		return;
+	param_learn(&f->params, tools, "http", false);
+	const char *next = json_string_value(json_object_get(result, "nextCursor"));
+	if (!next || !*next)
+		f->marks_known = true;
+}
+
+/* Sends the probe session's next tools/list (CURSOR: NULL for the first page). */
+static void probe_send(struct http_front *f, const char *cursor)
+{
+	json_t *params = json_pack("{s:O}", "_meta", f->probe_meta);
+	if (cursor)
+		json_object_set_new(params, "cursor", json_string(cursor));
+	json_t *req = rpc_request((json_int_t)++f->probe_pages, "tools/list", params);
+	char *text = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	if (text)
+		session_receive_line(f->probe->s, text, strlen(text));
+	free(text);
+}
+
+/*
+ * The fetch is over (WHY: NULL, or why it failed): the held calls go on
+ * (each POST is taken again from the start: now checked against what was
+ * learned). The probe session ends as a stateless call's does, soon after.
+ */
+static void probe_end(struct http_front *f, const char *why)
+{
+	struct hsess *hs = f->probe;
+	if (!hs)
+		return;
+	f->probe = NULL;
+	ev_timer_stop(EV_DEFAULT, &f->probe_bound);
+	json_decref(f->probe_meta);
+	f->probe_meta = NULL;
+	if (why) {
+		f->probe_after = ev_now(EV_DEFAULT) + PROBE_RETRY;
+		log_warn("http: the tool list for checking Mcp-Param-* headers could not be fetched "
+			 "(%s): calls are checked against the lists served", why);
+	} else {
+		log_debug("http: tool list fetched for checking Mcp-Param-* headers");
+	}
+	hs->idle.repeat = 0.5;
+	ev_timer_again(EV_DEFAULT, &hs->idle);
+	while (f->probe_wait) {
+		struct hreq *r = f->probe_wait;
+		f->probe_wait = r->pnext;
+		r->pnext = NULL;
+		stream_wake(r);
+		req_unref(r);
+	}
+}
+
+/* The probe's bound passed. */
+static void on_probe_bound(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	probe_end(w->data, "no answer in time");
+}
+
+/* A line of the probe session: its answers; anything else is not for anyone. */
+static void probe_line(struct http_front *f, const char *line, size_t n)
+{
+	json_t *m = json_loadb(line, n, 0, NULL);
+	if (!json_is_object(m) || json_object_get(m, "method") || !json_object_get(m, "id")) {
+		json_decref(m);
+		return;
+	}
+	json_t *result = json_object_get(m, "result");
+	json_t *tools = json_object_get(result, "tools");
+	const char *next = json_string_value(json_object_get(result, "nextCursor"));
+	if (!json_is_array(tools)) {
+		const char *e = json_string_value(json_object_get(json_object_get(m, "error"), "message"));
+		char why[200];
+		snprintf(why, sizeof why, "%s", e ? e : "no tool list in the answer");
+		json_decref(m);
+		probe_end(f, why);
+		return;
+	}
+	param_learn(&f->params, tools, "http", false);
+	if (next && *next && f->probe_pages < PROBE_MAX_PAGES) {
+		probe_send(f, next);
+		json_decref(m);
+		return;
+	}
+	f->marks_known = true;
+	json_decref(m);
+	probe_end(f, NULL);
+}
+
+/*
+ * A 2026-07-28 tools/call R (PARAMS its params, borrowed) came before the
+ * front learned any tool list, so it cannot tell which arguments the tool
+ * marks x-mcp-header (a client may list on another instance, or before a
+ * restart): R is held while a stateless session of its own, bound to R's
+ * credential, fetches the list as that client would see it. True when R
+ * is held (taken again from the start when the fetch ends).
+ */
+static bool probe_hold(struct http_front *f, struct hreq *r, json_t *params)
+{
+	if (f->marks_known || f->stopped || ev_now(EV_DEFAULT) < f->probe_after)
+		return false;
+	bool start = !f->probe;
+	if (start) {
+		char why[300] = "";
+		json_t *meta = json_object(), *v;
+		const char *k;
+		json_object_foreach(json_object_get(params, "_meta"), k, v)
+			if (strncmp(k, "io.modelcontextprotocol/", 24) == 0)
+				json_object_set(meta, k, v);
+		struct hsess *hs = sess_new(f, true, why, sizeof why);
+		if (!hs) {
+			json_decref(meta);
+			return false;
+		}
+		hs->stateless = true;
+		hf_bind_credential(hs, r->conn);
+		f->probe = hs;
+		f->probe_meta = meta;
+		f->probe_pages = 0;
+		ev_timer_set(&f->probe_bound, PROBE_BOUND, 0.);
+		ev_timer_start(EV_DEFAULT, &f->probe_bound);
+		log_debug("http: session #%u: fetching the tool list to check Mcp-Param-* headers",
+			  hs->serial);
+	}
+	r->refs++;
+	r->pnext = f->probe_wait;
+	f->probe_wait = r;
+	defer_wait(r);
+	if (start)
+		probe_send(f, NULL);   /* may end at once (an answer from a cache) */
+	return true;
+}
+
 /*
  * Routes one line the session wrote: a response to the stream waiting for
  * its id, progress to the SSE stream of the request with its token, an
@@ -664,6 +812,10 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 	bool response = false, orphan = false;
 	if (hs->legacy) {
 		http_sse_route(hs, line, n);
+		return;
+	}
+	if (hs == hs->f->probe) {
+		probe_line(hs->f, line, n);
 		return;
 	}
 	if (msg_init_line(&m, line, n, &err) < 0) {
@@ -685,8 +837,7 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 		if (r)
 			count_answer(r, &v, msg_outcome(&m));
 		if (r && r->lists_tools)   /* the marks a 2026-07-28 call's headers follow */
-			param_learn(&hs->f->params, json_object_get(json_object_get(msg_tree(&m), "result"),
-								     "tools"), "http", false);
+			learn_marks(hs->f, json_object_get(msg_tree(&m), "result"));
 	} else if (strcmp(msg_method(&m), "notifications/progress") == 0 &&
 		   msg_token_get(&m, &v) == 1) {
 		r = http_routes_token(&hs->routes, &v);
@@ -792,6 +943,8 @@ static void stream_fail(struct hreq *r, const char *reason)
 static void sess_end(struct hsess *hs, const char *reason)
 {
 	struct http_front *f = hs->f;
+	if (f->probe == hs)
+		probe_end(f, reason);
 	hmap_del(&f->sessions, hs->sid, HTTP_SID_LEN);
 	if (hs->instance)
 		hmap_del(&f->instances, &hs->instance, sizeof hs->instance);
@@ -965,6 +1118,11 @@ static bool scan_body(struct hreq *r, bool *is_init, bool *is_discover, json_t *
 {
 	struct msg m;
 	*is_init = *is_discover = false;
+	for (size_t i = 0; i < r->nids; i++)   /* a POST held and taken again: afresh */
+		msg_val_release(&r->ids[i]);
+	for (size_t i = 0; i < r->ntokens; i++)
+		msg_val_release(&r->tokens[i]);
+	r->nids = r->ntokens = 0;
 	if (msg_init_line(&m, r->body.data ? r->body.data : "", buf_pending(&r->body), err) < 0)
 		return false;
 	if (json_is_array(m.tree)) {
@@ -1252,6 +1410,11 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 		*rc = reply_json_error(r, c, MHD_HTTP_BAD_REQUEST, code == RPC_UNSUPPORTED_VERSION ?
 			era_unsupported_error(id, era_request_version(params)) : rpc_error(id, code, wrong, NULL));
 		json_decref(body);
+		return true;
+	}
+	if (id && method && strcmp(method, "tools/call") == 0 && probe_hold(f, r, params)) {
+		json_decref(body);   /* held until the marks its headers follow are known */
+		*rc = MHD_YES;
 		return true;
 	}
 	struct hsess *hs = NULL;
@@ -1574,8 +1737,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		}
 		return reply_now_or_stream(r, r->sid);
 	}
-	if (r->kind == REQ_POST && !r->queued)
+	if (r->kind == REQ_POST && !r->queued) {
+		if (r->aborted)   /* its client left while it was held */
+			return MHD_NO;
 		return r->ep == EP_MESSAGES ? http_sse_post(f, r) : on_post(f, r);
+	}
 	return MHD_YES;
 }
 
@@ -1789,6 +1955,8 @@ struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *
 	f->chain = chain;
 	f->sessions = empty;
 	f->instances = empty;
+	ev_init(&f->probe_bound, on_probe_bound);
+	f->probe_bound.data = f;
 	f->address = strdup(l->address ? l->address : CFG_DEFAULT_LISTEN_ADDRESS);
 	f->path = strdup(l->path ? l->path : CFG_DEFAULT_LISTEN_PATH);
 	if (l->sse_path && l->messages_path) {
@@ -1931,6 +2099,7 @@ void http_front_free(struct http_front *f)
 	hmap_release(&f->sessions);
 	hmap_release(&f->instances);
 	param_table_release(&f->params);
+	ev_timer_stop(EV_DEFAULT, &f->probe_bound);
 	strv_free(f->origins);
 	strv_free(f->hosts);
 	free(f->address);

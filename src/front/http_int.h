@@ -100,6 +100,8 @@ struct hreq {
 	 * the POST that carried them was read */
 	unsigned char *methods;   /* parallel to IDS */
 	double t0;
+	struct hreq *pnext;       /* in f->probe_wait: a 2026-07-28 call held
+				   * until the x-mcp-header marks are known */
 };
 
 struct hsess {
@@ -148,6 +150,15 @@ struct http_front {
 	struct hmap sessions;     /* sid -> hsess */
 	struct hmap instances;    /* stateless: requestState instance -> hsess */
 	struct param_table params; /* the x-mcp-header marks of the tools it lists */
+	bool marks_known;         /* PARAMS learned a whole tools/list, served or
+				   * fetched (a 2026-07-28 call is checked
+				   * against them) */
+	struct hsess *probe;      /* the session fetching the list for that, or NULL */
+	json_t *probe_meta;       /* the _meta its requests carry (owned) */
+	unsigned probe_pages;
+	double probe_after;       /* a failed fetch is tried again from then (ev_now) */
+	ev_timer probe_bound;     /* how long the fetch may take */
+	struct hreq *probe_wait;  /* the calls held until it ends (a reference each) */
 	http_chain_make_fn chain_make;       /* a session's own chain, if set */
 	http_chain_release_fn chain_release;
 	void *chain_arg;

@@ -377,6 +377,33 @@ test('[http] x-mcp-header: a 2026-07-28 call must carry the arguments its tool m
   });
 });
 
+test('[http] x-mcp-header before any list was served: mcp-chain fetches the list itself, so the first calls are checked too', T, async () => {
+  // a client may have listed on another instance behind the same load balancer, or before a restart
+  await withChain(SERVER2026, { args: ['--log-level', 'debug'] }, async (chain) => {
+    const url = chain.url.href;
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const post = (id, headers) => fetch(url, { method: 'POST',
+      body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params: { name: 'deploy', arguments: { region: 'eu-west' }, _meta: meta } }),
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+        'mcp-protocol-version': '2026-07-28', 'mcp-method': 'tools/call', 'mcp-name': 'deploy', ...headers } });
+    // three at once, before anything was listed: all held while the one fetch runs
+    const [missing, wrong, right] = await Promise.all([post(1, {}), post(2, { 'mcp-param-region': 'us-east' }),
+      post(4, { 'mcp-param-region': 'eu-west' })]);
+    assert.equal(right.status, 200);
+    assert.match(await right.text(), /deployed 1 to eu-west/);
+    assert.equal(missing.status, 400);
+    const m = await missing.json();
+    assert.deepEqual([m.id, m.error.code], [1, -32020]);
+    assert.match(m.error.message, /Mcp-Param-Region header is required/);
+    assert.equal(wrong.status, 400);
+    assert.match((await wrong.json()).error.message, /Mcp-Param-Region header does not match/);
+    const good = await post(3, { 'mcp-param-region': 'eu-west' });
+    assert.equal(good.status, 200);
+    assert.match(await good.text(), /deployed 1 to eu-west/);
+    assert.equal((chain.stderr.match(/fetching the tool list to check Mcp-Param/g) || []).length, 1, chain.stderr);
+  });
+});
+
 test('[http] 2026-07-28 requests: headers checked against the body, GET and DELETE refused', T, async () => {
   await withListen(everythingServer(), async (url) => {
     const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };

@@ -133,6 +133,15 @@ void app_free(struct app *a);
  * session, so scope changes nothing); with --listen only when shared. */
 bool app_shared_entry(const struct app *a, const struct cfg_server *s);
 
+/*
+ * Makes a chain for configuration CFG (borrowed: it must outlive them)
+ * with an aggregate as its router, whose status resource STATUS_FN(ARG)
+ * describes: the process-wide one, or a session's own. 0, or -1 out of
+ * memory (what was made is in *C and *AGG, for the caller to free).
+ */
+int app_chain_new(const struct cfg *cfg, struct chain **c, struct aggregate **agg,
+		  json_t *(*status_fn)(void *arg), void *arg);
+
 /* Creates a backend of the process-wide chain for entry S of C (borrowed:
  * kept alive by the app) and registers it, not started. NULL on failure. */
 struct backend *app_add_backend(struct app *a, struct cfg *c, struct cfg_server *s);

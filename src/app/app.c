@@ -263,6 +263,18 @@ struct backend *app_add_backend(struct app *a, struct cfg *c, struct cfg_server 
 	return b;
 }
 
+int app_chain_new(const struct cfg *cfg, struct chain **c, struct aggregate **agg,
+		  json_t *(*status_fn)(void *arg), void *arg)
+{
+	if (!(*c = chain_new()) || !(*agg = aggregate_new(*c, cfg)))
+		return -1;
+	chain_set_pipeline(*c, cfg->pipeline);
+	chain_set_max_open(*c, cfg->max_open);
+	chain_set_router(*c, aggregate_router(*agg));
+	aggregate_set_status(*agg, status_fn, arg);
+	return 0;
+}
+
 /* --listen: the HTTP front on SPEC ("-": the "listen" section as it is). */
 static int start_http(struct app *a, const char *spec)
 {
@@ -297,14 +309,9 @@ struct app *app_new(struct cfg *cfg, const char *level_flag, bool listening)
 	a->step.data = a;
 	ev_init(&a->deadline, on_deadline);
 	a->deadline.data = a;
-	if (pipeline_start(cfg->pipeline) < 0 || !(a->chain = chain_new()))
+	if (pipeline_start(cfg->pipeline) < 0 ||
+	    app_chain_new(cfg, &a->chain, &a->agg, app_describe_backends, a) < 0)
 		goto fail;
-	chain_set_pipeline(a->chain, cfg->pipeline);
-	chain_set_max_open(a->chain, cfg->max_open);
-	if (!(a->agg = aggregate_new(a->chain, cfg)))
-		goto fail;
-	chain_set_router(a->chain, aggregate_router(a->agg));
-	aggregate_set_status(a->agg, app_describe_backends, a);
 	for (size_t i = 0; i < cfg->nservers; i++) {
 		struct cfg_server *s = &cfg->servers[i];
 		if (!s->enabled)

@@ -277,16 +277,12 @@ struct chain *app_session_chain(void *arg, unsigned serial, bool stateless,
 		return NULL;
 	struct schain *sc = calloc(1, sizeof *sc);
 	if (!sc || !(sc->backends = calloc(count + 1, sizeof *sc->backends)) ||
-	    !(sc->pls = calloc(count + 1, sizeof *sc->pls)) || !(sc->chain = chain_new()) ||
-	    !(sc->agg = aggregate_new(sc->chain, cfg)))
+	    !(sc->pls = calloc(count + 1, sizeof *sc->pls)) ||
+	    app_chain_new(cfg, &sc->chain, &sc->agg, describe_session_backends, sc) < 0)
 		goto fail;
 	sc->a = a;
 	sc->cfg = cfg;
 	sc->serial = serial;
-	chain_set_pipeline(sc->chain, cfg->pipeline);
-	chain_set_max_open(sc->chain, cfg->max_open);
-	chain_set_router(sc->chain, aggregate_router(sc->agg));
-	aggregate_set_status(sc->agg, describe_session_backends, sc);
 	for (size_t i = 0; i < cfg->nservers; i++) {
 		struct cfg_server *s = &cfg->servers[i];
 		if (!s->enabled)

@@ -214,9 +214,16 @@ void app_sessions_drop_shared(struct app *a, struct backend *b);
 void app_sessions_add_shared(struct app *a, struct backend *b);
 void app_sessions_shared_event(struct app *a, struct backend *b, enum backend_event ev);
 
-/* Frees the released session chains whose backends are all down (ALL:
- * every one, the loop being over). */
+/* Frees the released session chains whose backends are all down and
+ * whose chain has nothing open (ALL: every one, the loop being over). */
 void app_sweep_session_chains(struct app *a, bool all);
+
+/* True while a released session chain waits to be freed. */
+bool app_sweep_pending(const struct app *a);
+
+/* Has the released session chains freed before the loop sleeps, once they
+ * can be (app.c's step watcher, which runs until none is left). */
+void app_schedule_sweep(struct app *a);
 
 /*
  * Whether a session may start NEED child processes now, against

@@ -126,9 +126,17 @@ bool app_any_running(const struct app *a)
 	return false;
 }
 
+/* Frees ended sessions' chains from before the loop sleeps (on_step), until
+ * none is left: never from inside their backends' callbacks. */
+void app_schedule_sweep(struct app *a)
+{
+	if (!ev_is_active(&a->step))
+		ev_prepare_start(EV_DEFAULT, &a->step);
+}
+
 /*
  * Before the loop sleeps, after the iteration's callbacks: advance the
- * shutdown when it can. (An ev_check would run before those callbacks, so
+ * shutdown when it can, and free ended sessions' chains. (An ev_check would run before those callbacks, so
  * the answer to the last open request would leave the loop asleep until
  * the grace period's deadline.)
  */
@@ -139,6 +147,8 @@ static void on_step(struct ev_loop *loop, ev_prepare *w, int revents)
 	if (a->phase == APP_DRAINING && open_client_requests(a) == 0)  /* the front logged it */
 		app_begin_stop(a, "end of input and no request open", LOG_DEBUG);
 	app_sweep_session_chains(a, false);
+	if (a->phase == APP_RUNNING && !app_sweep_pending(a))
+		ev_prepare_stop(loop, w);   /* running: only while ended sessions are freed */
 	if (a->phase == APP_STOPPING && !app_any_running(a)) {
 		writer_flush_all();
 		if (!a->front || stdio_front_queued(a->front) == 0)

@@ -195,6 +195,15 @@ static void schain_free(struct schain *sc)
 	free(sc);
 }
 
+/* True while a released session chain waits to be freed. */
+bool app_sweep_pending(const struct app *a)
+{
+	for (const struct schain *sc = a->schains; sc; sc = sc->next)
+		if (sc->released)
+			return true;
+	return false;
+}
+
 /* Frees the released session chains whose backends are all down (ALL:
  * every one, the loop being over). At a safe point: from on_step. */
 void app_sweep_session_chains(struct app *a, bool all)
@@ -205,6 +214,9 @@ void app_sweep_session_chains(struct app *a, bool all)
 		for (size_t i = 0; i < sc->nbackends && down; i++)
 			down = backend_state(sc->backends[i]) == BACKEND_GONE &&
 			       !backend_running(sc->backends[i]);
+		/* and nothing of its chain still on its way (a request a module
+		 * holds, bound for a shared backend, ends on its own later) */
+		down = down && (all || chain_open_exchanges(sc->chain) == 0);
 		if (!down) {
 			pp = &sc->next;
 			continue;
@@ -330,6 +342,7 @@ void app_release_session_chain(void *arg, struct chain *c, unsigned serial)
 		sc->released = true;
 		log_debug("http: session #%u: stopping its backends", sc->serial);
 		schain_unshare_all(sc);
+		app_schedule_sweep(a);   /* freed once they are down */
 		for (size_t i = 0; i < sc->nbackends; i++)
 			backend_stop(sc->backends[i], sc->cfg->grace);
 		return;

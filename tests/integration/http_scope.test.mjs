@@ -274,6 +274,48 @@ test('session-scoped and shared servers together: each session has its own proce
   });
 });
 
+test('both scopes under churn: sessions end with calls open at their own and the shared backend, ' +
+  'the shared one notifies meanwhile; nothing crashes, ended sessions\' processes go, the rest serve on', T, async () => {
+  const fixture = fixtureServer();
+  const FX = new RegExp(path.basename(fixture.command));
+  await withChain({
+    mcpServers: {
+      own: { command: fixture.command, args: fixture.args, env: { SCOPE_ROLE: 'own' } },
+      common: { command: fixture.command, args: fixture.args, env: { SCOPE_ROLE: 'common' }, scope: 'shared' },
+    },
+    listen: { maxStartsPerSecond: 100, maxScopedSessions: 64, maxProcesses: 128 },
+  }, async (chain) => {
+    chain.remember?.();
+    const clients = await Promise.all(Array.from({ length: 12 }, () => httpClient(chain.url)));
+    const role = (pid) => environ(pid).SCOPE_ROLE;
+    assert.equal(servers(chain, FX).filter((p) => role(p) === 'own').length, 12);
+    // every session has a slow call open at both; half end mid-call
+    const calls = clients.map(({ client }, i) => Promise.allSettled([
+      client.callTool({ name: 'own__slow', arguments: { ms: 400, steps: 2 } }),
+      client.callTool({ name: 'common__slow', arguments: { ms: 400, steps: 2 } }),
+    ]).then((r) => ({ i, r })));
+    await sleep(100);
+    await clients[0].client.callTool({ name: 'common__notify', arguments: { kind: 'tools' } });
+    await Promise.all(clients.filter((_, i) => i % 2 === 1).map(async ({ client, transport }) => {
+      await transport.terminateSession();
+      await client.close();
+    }));
+    const done = await Promise.all(calls);
+    for (const { i, r } of done.filter((d) => d.i % 2 === 0))
+      assert.deepEqual(r.map((x) => x.status), ['fulfilled', 'fulfilled'], `session ${i}: ${JSON.stringify(r)}`);
+    await waitFor(() => servers(chain, FX).filter((p) => role(p) === 'own').length === 6,
+      { timeoutMs: 10_000, what: 'the ended sessions\' own servers to stop' });
+    // the rest still reach both, and the shared one saw one initialized
+    for (const { client } of clients.filter((_, i) => i % 2 === 0)) {
+      const names = (await client.listTools()).tools.map((t) => t.name);
+      assert.ok(names.includes('own__echo') && names.includes('common__echo'));
+    }
+    const seen = JSON.parse((await clients[0].client.callTool({ name: 'common__seen_notifications', arguments: {} })).content[0].text);
+    assert.equal(seen['notifications/initialized'], 1, JSON.stringify(seen));
+    await Promise.all(clients.filter((_, i) => i % 2 === 0).map(({ client }) => client.close()));
+  });
+});
+
 test('an idle session expires and its backend process stops with it', T, async () => {
   const fixture = fixtureServer();
   const FX = new RegExp(path.basename(fixture.command));

@@ -178,14 +178,14 @@ int chain_link_peer(struct chain *c, struct peer *p)
 	return 0;
 }
 
-/* Adds EX to the array ARG when it is of the chain the array names
- * (idmap_each; the first slot holds the chain). */
+/* The exchanges of chain C found in a peer's table. */
 struct of_chain {
 	struct chain *c;
-	struct exchange **v;
+	struct exchange **v;   /* owned array */
 	size_t n, cap;
 };
 
+/* Adds EX to ARG (a struct of_chain) when it is of ARG's chain (idmap_each). */
 static void collect_of_chain(void *value, void *arg)
 {
 	struct exchange *ex = value;

@@ -1345,7 +1345,11 @@ static bool client_notification(struct aggregate *a, struct peer *client, json_t
 	if (strcmp(method, "notifications/initialized") == 0) {
 		a->client_initialized = true;
 		if (!a->multi) {
-			first_active(a)->sent_initialized = true;
+			struct slot *s = first_active(a);
+			s->sent_initialized = true;
+			if (s->peer->told_initialized)
+				return true;   /* a backend shared by sessions: told once a run */
+			s->peer->told_initialized = true;
 			return false;  /* the client's own, unchanged */
 		}
 		for (size_t i = 0; i < a->n; i++)

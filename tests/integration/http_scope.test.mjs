@@ -138,6 +138,16 @@ test('shared scope: one server-filesystem process for both sessions', T, async (
     });
 });
 
+test('shared scope: the one backend is told notifications/initialized once, however many sessions initialize', T, async () => {
+  const fixture = fixtureServer();
+  await withChain({ mcpServers: { fx: { command: fixture.command, args: fixture.args, scope: 'shared' } } }, async (chain) => {
+    const sessions = [await httpClient(chain.url), await httpClient(chain.url), await httpClient(chain.url)];
+    const seen = JSON.parse((await sessions[2].client.callTool({ name: 'seen_notifications', arguments: {} })).content[0].text);
+    assert.equal(seen['notifications/initialized'], 1, JSON.stringify(seen));
+    for (const { client } of sessions) await client.close();
+  });
+});
+
 test('bounds: maxScopedSessions, maxProcesses and maxStartsPerSecond refuse with 503 and say which', T, async () => {
   const fixture = fixtureServer();
   const entry = { command: fixture.command, args: fixture.args };

@@ -185,7 +185,10 @@ test(`${N} sessions at once, each with a backend of its own: interleaved calls, 
       assert.equal(ids.length, ROUNDS, `session ${s.i}'s backend saw its ${ROUNDS} cancellations: ${JSON.stringify(ids)}`);
     }));
     await deleteAll(chain, sessions);
-    await waitFor(() => fixtures(chain).length === 0, { timeoutMs: 15_000, what: 'every session\'s process to stop' });
+    // gone, not only out of mcp-chain's tree: a process on its way out may
+    // have no command line left to match while it is not yet a zombie
+    await waitFor(() => fixtures(chain).length === 0 && pids.every((p) => !isAlive(p)),
+      { timeoutMs: 15_000, what: 'every session\'s process to stop' });
     assert.deepEqual(pids.filter(isAlive), [], 'every per-session process is gone');
     assert.ok(isAlive(chain.proc.pid), 'mcp-chain serves on');
     const health = await request(chain.port, { method: 'GET', path: '/healthz' });

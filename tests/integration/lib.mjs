@@ -158,16 +158,37 @@ function readStat(pid) {
   try {
     const s = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const rest = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return { state: rest[0], ppid: Number(rest[1]) };
+    // rest[k] is field k + 3 of proc(5): state, ppid, ... starttime (22)
+    return { state: rest[0], ppid: Number(rest[1]), start: rest[19] };
   } catch {
     return null;
   }
 }
 
-/** True while `pid` exists and is not a zombie. */
+/*
+ * The start time of each process these helpers have seen, by pid. The
+ * kernel reuses a pid (pid_max is 32768 here, and the suite starts
+ * thousands of processes, in parallel test files), so a pid recorded early
+ * in a test may name another test's process by the time it is checked:
+ * the pair (pid, start time) names one process for good.
+ */
+const startOf = new Map();
+
+/** Notes that PID is, from now on, the process whose stat is ST. */
+function remember(pid, st) {
+  startOf.set(Number(pid), st.start);
+}
+
+/**
+ * True while the process `pid` named when these helpers first saw it
+ * exists and is not a zombie: false once that pid names another process.
+ */
 export function isAlive(pid) {
   const st = readStat(pid);
-  return st !== null && st.state !== 'Z' && st.state !== 'X';
+  if (st === null || st.state === 'Z' || st.state === 'X') return false;
+  const known = startOf.get(Number(pid));
+  if (known === undefined) remember(pid, st);
+  return known === undefined || known === st.start;
 }
 
 /** All live descendants of `pid` (children, grandchildren...). */
@@ -178,14 +199,15 @@ export function descendants(pid) {
     const st = readStat(e);
     if (!st) continue;
     if (!byParent.has(st.ppid)) byParent.set(st.ppid, []);
-    byParent.get(st.ppid).push(Number(e));
+    byParent.get(st.ppid).push([Number(e), st]);
   }
   const out = [];
   const stack = [pid];
   while (stack.length) {
     const p = stack.pop();
-    for (const c of byParent.get(p) ?? []) {
-      if (isAlive(c)) out.push(c);
+    for (const [c, st] of byParent.get(p) ?? []) {
+      remember(c, st);   /* a descendant now: this is the process the pid names */
+      if (st.state !== 'Z' && st.state !== 'X') out.push(c);
       stack.push(c);
     }
   }

@@ -75,24 +75,4 @@ void writer_setup(void);
 /* Flushes every dirty writer now (also run before each loop sleep). */
 void writer_flush_all(void);
 
-/* Set after each poll: true when it waited for input (the loop was idle). */
-extern bool writer_woke_idle;
-
-/*
- * Cut-through for the lines of one read: call after handing on line NTH
- * (counted from 1) of the bytes one read(2) brought. When the loop had
- * been waiting for this input, the hops are not saturated: it flushes
- * after the first line, so the next hop starts on it while the rest are
- * scanned. When input was already waiting (the chain is behind), the
- * batch leaves in one write before the loop sleeps, since then each
- * write(2) more is CPU taken from the client and the server. Measured
- * in bench/ANALYSIS.md. Call it only where no caller up the stack is
- * part-way through a message (a read callback's own loop).
- */
-static inline void writer_cut_through(unsigned nth)
-{
-	if (nth == 1 && writer_woke_idle)
-		writer_flush_all();
-}
-
 #endif

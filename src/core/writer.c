@@ -17,16 +17,6 @@
 
 static struct writer *dirty_list;
 static ev_prepare flush_hook;
-static ev_check wake_hook;
-static double slept_from;   /* when the loop last went to poll */
-bool writer_woke_idle;
-
-/*
- * A poll that took this long waited for input: well above what a poll
- * that finds input already there costs (1-3 us here), well below one
- * round trip through a backend.
- */
-#define IDLE_MIN 20e-6
 
 static void on_writable(struct ev_loop *loop, ev_io *io, int revents);
 static void fail(struct writer *w, int err);
@@ -276,16 +266,6 @@ static void on_prepare(struct ev_loop *loop, ev_prepare *p, int revents)
 	(void)p;
 	(void)revents;
 	writer_flush_all();
-	slept_from = ev_time();
-}
-
-/* After-wake hook: did the poll wait, or was input already there? */
-static void on_check(struct ev_loop *loop, ev_check *c, int revents)
-{
-	(void)loop;
-	(void)c;
-	(void)revents;
-	writer_woke_idle = ev_time() - slept_from >= IDLE_MIN;
 }
 
 /* Installs the hook once. */
@@ -296,8 +276,4 @@ void writer_setup(void)
 	ev_prepare_init(&flush_hook, on_prepare);
 	ev_prepare_start(EV_DEFAULT, &flush_hook);
 	ev_unref(EV_DEFAULT);  /* the hook alone must not keep the loop alive */
-	ev_check_init(&wake_hook, on_check);
-	ev_check_start(EV_DEFAULT, &wake_hook);
-	ev_unref(EV_DEFAULT);
-
 }

@@ -115,13 +115,11 @@ static void drain_lines(struct be_stdio *s)
 	const char *line;
 	size_t n, total;
 	enum frame_kind k;
-	unsigned nth = 0;
 	while (s->out_open && (k = framer_next(&s->out_fr, &line, &n, &total)) != FRAME_NONE) {
 		if (k == FRAME_LINE)
 			on_line(s, line, n);
 		else
 			on_oversize(s, line, n, total);
-		writer_cut_through(++nth);
 	}
 }
 

@@ -199,7 +199,6 @@ static bool drain_lines(struct stdio_front *f)
 	const char *line;
 	size_t n, total;
 	enum frame_kind k;
-	unsigned nth = 0;
 	for (;;) {
 		if (!input_wanted(f))
 			return false;
@@ -210,7 +209,6 @@ static bool drain_lines(struct stdio_front *f)
 		} else {
 			session_receive_line(f->session, line, n);  /* one message, a batch, or -32700 */
 		}
-		writer_cut_through(++nth);
 	}
 }
 

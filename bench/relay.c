@@ -9,9 +9,16 @@
  * through user space); otherwise, or with --no-splice, it uses read/write
  * through a 256 KiB buffer per direction. With --lines (implies
  * --no-splice) it also finds every line and writes only whole lines: the
- * least any proxy that looks at each message must do, with no parsing.  End of file is passed on in each
- * direction; the relay exits with the child's exit status once the child's
- * stdout has closed and the child has exited.
+ * least any proxy that looks at each message must do, with no parsing.
+ * With --scan it also checks every whole line with mcp-chain's own
+ * validating scanner (src/core/jscan.c) before writing it: the least a
+ * proxy must do that refuses malformed messages, without mapping ids or
+ * tracking requests. Lines the scanner declines still go on; their count
+ * is printed at exit.
+ *
+ * End of file is passed on in each direction; the relay exits with the
+ * child's exit status once the child's stdout has closed and the child
+ * has exited.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +33,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "jscan.h"
+
 #define PROG "mcp-bench-relay"
 #define BUF_SIZE (256 * 1024)
 #define SPLICE_MAX (1 << 20)
@@ -38,6 +47,7 @@ struct dir {
 	char *buf;            /* read/write mode: pending bytes */
 	size_t off, len;      /* read/write mode: buf[off..len) is pending */
 	bool lines;           /* write whole lines only */
+	bool scan;            /* and check each one with jscan_message() */
 	size_t ready;         /* buf[off..ready) can be written (== len unless lines) */
 };
 
@@ -141,6 +151,8 @@ static bool flush_buf(struct dir *d)
 	return true;
 }
 
+static unsigned long declined;   /* lines jscan_message() refused (--scan) */
+
 /* Marks the whole lines among the bytes just read as ready, one by one. */
 static void frame(struct dir *d)
 {
@@ -149,8 +161,12 @@ static void frame(struct dir *d)
 		d->ready = d->len;
 		return;
 	}
-	while ((q = memchr(p, '\n', (size_t)(e - p))) != NULL)
+	while ((q = memchr(p, '\n', (size_t)(e - p))) != NULL) {
+		struct jscan js;
+		if (d->scan && !jscan_message(p, (size_t)(q - p), &js))
+			declined++;
 		p = q + 1;
+	}
 	d->ready = (size_t)(p - d->buf);
 	if (d->ready == 0 && d->len == BUF_SIZE)
 		d->ready = d->len;   /* a line longer than the buffer: pass it on in parts */
@@ -223,7 +239,7 @@ static pid_t spawn(char **argv, int *to_child, int *from_child)
 int main(int argc, char **argv)
 {
 	int first = 1;
-	bool splice_ok = true, lines = false;
+	bool splice_ok = true, lines = false, scan = false;
 	while (first < argc && argv[first][0] == '-') {
 		if (strcmp(argv[first], "--no-splice") == 0) {
 			splice_ok = false;
@@ -232,17 +248,21 @@ int main(int argc, char **argv)
 			splice_ok = false;
 			lines = true;
 			first++;
+		} else if (strcmp(argv[first], "--scan") == 0) {
+			splice_ok = false;
+			lines = scan = true;
+			first++;
 		} else if (strcmp(argv[first], "--") == 0) {
 			first++;
 			break;
 		} else {
-			fprintf(stderr, "usage: " PROG " [--no-splice | --lines] [--] "
+			fprintf(stderr, "usage: " PROG " [--no-splice | --lines | --scan] [--] "
 			        "COMMAND [ARGS...]\n");
 			return 2;
 		}
 	}
 	if (first >= argc) {
-		fprintf(stderr, "usage: " PROG " [--no-splice | --lines] [--] COMMAND "
+		fprintf(stderr, "usage: " PROG " [--no-splice | --lines | --scan] [--] COMMAND "
 		        "[ARGS...]\n");
 		return 2;
 	}
@@ -250,8 +270,10 @@ int main(int argc, char **argv)
 	int to_child, from_child;
 	pid_t pid = spawn(argv + first, &to_child, &from_child);
 
-	struct dir up = { .in = STDIN_FILENO, .out = to_child, .lines = lines };
-	struct dir down = { .in = from_child, .out = STDOUT_FILENO, .lines = lines };
+	struct dir up = { .in = STDIN_FILENO, .out = to_child, .lines = lines,
+			  .scan = scan };
+	struct dir down = { .in = from_child, .out = STDOUT_FILENO, .lines = lines,
+			    .scan = scan };
 	up.use_splice = splice_ok && is_pipe(up.in);
 	down.use_splice = splice_ok && is_pipe(down.out);
 	int fds[] = { STDIN_FILENO, STDOUT_FILENO, to_child, from_child };
@@ -292,6 +314,8 @@ int main(int argc, char **argv)
 	}
 	close_out(&up);
 	close_in(&up);
+	if (declined)
+		fprintf(stderr, PROG ": the scan declined %lu lines\n", declined);
 	int status = 0;
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;

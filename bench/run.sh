@@ -9,6 +9,8 @@
 #   direct     mcp-bench-load -> mcp-bench-server
 #   relay      mcp-bench-load -> mcp-bench-relay -> mcp-bench-server
 #   line-relay the same with --lines: read/write, whole lines only
+#   scan-relay the same with --scan: each line also checked by mcp-chain's
+#              validating scanner (src/core/jscan.c), nothing else
 #   mcp-chain  mcp-bench-load -> mcp-chain (temp config, no middleware) -> server
 #   mcp-chain+5mw  the same with five middleware modules: auth, log (to a
 #              file), policy, rewrite, limit
@@ -39,7 +41,7 @@ build=${BUILD_DIR:-$root/build}
 rounds=5
 n=5000
 concs="1 16"
-paths="direct relay line-relay mcp-chain mcp-chain+5mw sdk-proxy"
+paths="direct relay line-relay scan-relay mcp-chain mcp-chain+5mw sdk-proxy"
 extras=1
 stdio=1
 http=1
@@ -66,7 +68,7 @@ usage() {
   -r ROUNDS      rounds of the alternating comparison (default 5)
   -n N           measured requests per echo run (default 5000)
   -c "K ..."     concurrencies for the echo runs (default "1 16")
-  --paths "..."  which of: direct relay line-relay mcp-chain mcp-chain+5mw sdk-proxy
+  --paths "..."  which of: direct relay line-relay scan-relay mcp-chain mcp-chain+5mw sdk-proxy
                  mcp-chain@base mcp-chain+5mw@base (default all but the @base ones)
   --no-extras    only the echo comparison (and the HTTP fronts)
   --http-c "K ..."
@@ -204,6 +206,7 @@ set_cmd() {
 	direct) cmd=("$server" "$@") ;;
 	relay) cmd=("$relay" "$server" "$@") ;;
 	line-relay) cmd=("$relay" --lines "$server" "$@") ;;
+	scan-relay) cmd=("$relay" --scan "$server" "$@") ;;
 	mcp-chain)
 		local cfg="$tmp/chain-$((++config_seq)).json"
 		write_config "$cfg" "echo $*"

@@ -15,7 +15,7 @@ const records = readFileSync(recordsFile, 'utf8')
   .filter((l) => l.trim())
   .map((l) => JSON.parse(l));
 
-const PATHS = ['direct', 'relay', 'line-relay', 'mcp-chain', 'mcp-chain+5mw', 'sdk-proxy',
+const PATHS = ['direct', 'relay', 'line-relay', 'scan-relay', 'mcp-chain', 'mcp-chain+5mw', 'sdk-proxy',
   'mcp-chain@base', 'mcp-chain+5mw@base'];
 const out = [];
 
@@ -115,7 +115,10 @@ if (concs.length) {
   emit('Paths: **direct** = mcp-bench-load → mcp-bench-server; **relay** = through '
     + 'mcp-bench-relay (splice, no parsing: the floor for any stdio proxy); **line-relay** = '
     + 'mcp-bench-relay --lines (read/write through user space, whole lines only: the least a '
-    + 'proxy that looks at each message does, still without parsing); **mcp-chain** = '
+    + 'proxy that looks at each message does, still without parsing); **scan-relay** = '
+    + 'mcp-bench-relay --scan (the same, each line also checked by mcp-chain\'s validating '
+    + 'scanner: the least a proxy that refuses malformed messages does, with no id mapping); '
+    + '**mcp-chain** = '
     + 'through mcp-chain with one backend and no middleware; **mcp-chain+5mw** = the same with five modules (auth, log to a file, policy, rewrite, limit); **sdk-proxy** = through a '
     + 'minimal proxy written with the official TypeScript SDK.');
   emit();

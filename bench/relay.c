@@ -14,7 +14,8 @@
  * validating scanner (src/core/jscan.c) before writing it: the least a
  * proxy must do that refuses malformed messages, without mapping ids or
  * tracking requests. Lines the scanner declines still go on; their count
- * is printed at exit.
+ * is printed at exit. A line longer than the buffer goes on in parts,
+ * unchecked, as with --lines.
  *
  * End of file is passed on in each direction; the relay exits with the
  * child's exit status once the child's stdout has closed and the child

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "era.h"
 #include "log.h"
 #include "pool.h"
@@ -458,8 +459,12 @@ static struct exchange *exchange_new(struct chain *c, struct peer *from, const c
 	ex->chain = c;
 	ex->from = from;
 	size_t mlen = strlen(method);
-	ex->method = mlen < sizeof ex->method_buf ?
-		memcpy(ex->method_buf, method, mlen + 1) : strdup(method);
+	if (mlen < sizeof ex->method_buf) {
+		buf_copy_short(ex->method_buf, method, mlen + 1);
+		ex->method = ex->method_buf;
+	} else {
+		ex->method = strdup(method);
+	}
 	ex->ctx.kind = RPC_REQUEST;
 	ex->ctx.method = ex->method;
 	ex->ctx.method_code = mcp_method_of(method, mlen);
@@ -772,7 +777,7 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 	}
 	ex->in_received = added == 0;
 	if (klen <= sizeof ex->key) {
-		memcpy(ex->key, key, klen);
+		buf_copy_short(ex->key, key, klen);
 		ex->key_n = (unsigned char)klen;
 	}
 	ex->batch = from->batch;
@@ -933,7 +938,7 @@ int chain_rebind_request(struct exchange *ex, const struct msg_val *new_id)
 	ex->from_id = copy;
 	ex->key_n = 0;
 	if (klen <= sizeof ex->key) {
-		memcpy(ex->key, key, klen);
+		buf_copy_short(ex->key, key, klen);
 		ex->key_n = (unsigned char)klen;
 	}
 	ex->in_received = hmap_add(&from->received, key, klen, ex) == 0;

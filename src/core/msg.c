@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "method.h"
 
 /* ---- short values ---- */
@@ -23,8 +24,7 @@ int msg_val_set(struct msg_val *v, const char *p, size_t n)
 	if (n > UINT32_MAX)
 		return -1;
 	if (n <= sizeof v->buf) {
-		for (size_t i = 0; i < n; i++)   /* a few bytes: no call */
-			v->buf[i] = p[i];
+		buf_copy_short(v->buf, p, n);
 	} else {
 		if (!(v->heap = malloc(n)))
 			return -1;
@@ -176,7 +176,10 @@ static bool take_scan(struct msg *m, const char *line, size_t len)
 	m->raw_len = len;
 	m->id_is_int = m->js.id.p && !m->js.id_is_string;
 	if (m->js.method.p) {
-		memcpy(m->method, m->js.method.p, m->js.method.n);
+		if (m->js.method.n <= 32)
+			buf_copy_short(m->method, m->js.method.p, m->js.method.n);
+		else
+			memcpy(m->method, m->js.method.p, m->js.method.n);
 		m->method[m->js.method.n] = '\0';
 		m->kind = m->js.id.p ? RPC_REQUEST : RPC_NOTIFICATION;
 	} else {

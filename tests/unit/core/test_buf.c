@@ -115,6 +115,27 @@ static void test_shrink(void **state)
 	buf_release(&b);
 }
 
+/*
+ * A short copy writes exactly the N bytes asked for, whatever N up to 32
+ * and wherever the bytes start: the bytes around them stay as they were.
+ */
+static void test_copy_short(void **state)
+{
+	unsigned char src[40], dst[48], want[48];
+	(void)state;
+	for (size_t i = 0; i < sizeof src; i++)
+		src[i] = (unsigned char)(0x41 + i);
+	for (size_t off = 0; off < 4; off++) {
+		for (size_t n = 0; n <= 32; n++) {
+			memset(dst, 0xEE, sizeof dst);
+			memset(want, 0xEE, sizeof want);
+			memcpy(want + 8, src + off, n);
+			buf_copy_short(dst + 8, src + off, n);
+			assert_memory_equal(dst, want, sizeof dst);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -124,6 +145,7 @@ int main(void)
 		cmocka_unit_test(test_compact),
 		cmocka_unit_test(test_reserve_reuses_consumed_space),
 		cmocka_unit_test(test_shrink),
+		cmocka_unit_test(test_copy_short),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -261,6 +261,40 @@ static void test_request_id_value(void **state)
 	assert_false(scan("{'jsonrpc':'2.0','id':7e1,'method':'ping'}", &js));
 }
 
+/*
+ * Integer ids of every length from 1 to 18 digits, signed or not, read the
+ * same whether eight bytes or fewer follow their first digit (read a word
+ * at a time, or a digit at a time) and whether they come first or last.
+ */
+static void test_id_every_length(void **state)
+{
+	static const char *const digits[] = {
+		"123456789012345678", "999999999999999999", "100000000000000000",
+		"908070605040302010", "111111111111111111",
+	};
+	(void)state;
+	for (size_t d = 0; d < sizeof digits / sizeof digits[0]; d++) {
+		for (size_t len = 1; len <= 18; len++) {
+			for (int neg = 0; neg < 2; neg++) {
+				char id[24], text[128];
+				snprintf(id, sizeof id, "%s%.*s", neg ? "-" : "", (int)len, digits[d]);
+				long long want = strtoll(id, NULL, 10);
+				const char *forms[] = { "{'jsonrpc':'2.0','id':%s,'method':'tools/call'}",
+							"{'jsonrpc':'2.0','method':'m','id':%s}",
+							"{'id':%s,'jsonrpc':'2.0','result':{}}" };
+				for (size_t f = 0; f < 3; f++) {
+					struct jscan js;
+					snprintf(text, sizeof text, forms[f], id);
+					assert_true(scan(text, &js));
+					assert_false(js.id_is_string);
+					assert_true(js.id_int == want);
+					assert_int_equal(js.id.n, strlen(id));
+				}
+			}
+		}
+	}
+}
+
 /* Id 0 is an id like any other. */
 static void test_request_zero_id(void **state)
 {
@@ -1682,6 +1716,7 @@ int main(void)
 		cmocka_unit_test(test_member),
 		cmocka_unit_test(test_items),
 		cmocka_unit_test(test_items_field),
+		cmocka_unit_test(test_id_every_length),
 		cmocka_unit_test(test_request_zero_id),
 		cmocka_unit_test(test_request_empty_string_id),
 		cmocka_unit_test(test_request_18_digit_id),

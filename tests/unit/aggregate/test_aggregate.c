@@ -1193,14 +1193,13 @@ static void test_backend_down_keeps_names(void **state)
 }
 
 /*
- * FIXED BUG (src/aggregate/aggregate.c, on_list_page): a list refresh that fails (here:
+ * FIXED BUG (src/aggregate/aggregate.c, on_list_page): a list refresh that failed (here:
  * the backend goes down while it is in flight, and chain_peer_gone fails
- * it before aggregate_backend_down runs, which is backend.c's order) replaces
+ * it before aggregate_backend_down runs, which is backend.c's order) replaced
  * the backend's list with what the refresh gathered - nothing - although
- * it logs "keeping what was listed". The down backend's names are then no
- * longer reserved, and another backend's tool takes its name: the client
- * calling "p__echo" reaches a different backend than the one it listed.
- * Left out of main() so the suite stays green.
+ * it logged "keeping what was listed". The down backend's names were then no
+ * longer reserved, and another backend's tool took its name: the client
+ * calling "p__echo" reached a different backend than the one it listed.
  */
 static void test_backend_down_during_refresh_keeps_names(void **state)
 {
@@ -1224,16 +1223,16 @@ static void test_backend_down_during_refresh_keeps_names(void **state)
 	names = list_names("tools", 2);
 	bool stolen = has_name(names, "p__echo"), kept = has_name(names, b_echo);
 	json_decref(names);
-	assert_false(stolen);  /* fails: beta's echo is listed as "p__echo", alpha's name */
+	assert_false(stolen);  /* before the fix: beta's echo was listed as "p__echo", alpha's name */
 	assert_true(kept);
 }
 
 /*
  * FIXED BUG (src/aggregate/aggregate.c, on_list_page): the same root cause without a
- * crash. A refresh answered with an error logs "tools/list failed;
- * keeping what was listed" but replaces the backend's list with the
- * (empty) pages gathered, so its tools vanish until the next
- * list_changed. Left out of main().
+ * crash. A refresh answered with an error logged "tools/list failed;
+ * keeping what was listed" but replaced the backend's list with the
+ * (empty) pages gathered, so its tools vanished until the next
+ * list_changed.
  */
 static void test_failed_refresh_keeps_list(void **state)
 {
@@ -1248,7 +1247,7 @@ static void test_failed_refresh_keeps_list(void **state)
 	json_t *names = list_names("tools", 1);
 	bool kept = has_name(names, "p__echo");
 	json_decref(names);
-	assert_true(kept);  /* fails: the list is empty */
+	assert_true(kept);  /* before the fix: the list was empty */
 }
 
 /* list_changed from a backend: that backend's list is fetched again, the
@@ -1323,7 +1322,7 @@ static void test_list_without_raw_output(void **state)
 	client_init();
 	csend("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
 	pump();
-	result_of(reply_to(1));  /* fails: no response with id 1 */
+	result_of(reply_to(1));  /* before the fix: no response with id 1 */
 }
 
 /* One list_changed round trip at backend B, with the test's own records
@@ -1339,13 +1338,13 @@ static void list_changed_cycle(struct fbe *b)
 
 /*
  * FIXED BUG (src/aggregate/aggregate.c, clear_maps/rebuild): every rebuild of a list
- * (each list_changed, backend down or ready) allocates a new mapping and
+ * (each list_changed, backend down or ready) allocated a new mapping and
  * a copy of the original name for every tool and prompt of every backend
- * and links them into R.maps; clear_maps() only drops the hash map, so
- * the old mappings stay until aggregate_free. A backend that sends
- * list_changed often makes mcp-chain grow without bound (here ~10 tools:
+ * and linked them into R.maps; clear_maps() only dropped the hash map, so
+ * the old mappings stayed until aggregate_free. A backend that sent
+ * list_changed often made mcp-chain grow without bound (here ~10 tools:
  * several hundred bytes per notification). Measured with mallinfo2, so
- * not under ASan. Left out of main().
+ * not under ASan.
  */
 static void test_list_changed_memory_bounded(void **state)
 {
@@ -1365,7 +1364,7 @@ static void test_list_changed_memory_bounded(void **state)
 	size_t after = mallinfo2().uordblks;
 	long grown = (long)after - (long)before;
 	print_message("heap grew by %ld bytes over 500 list_changed\n", grown);
-	assert_true(grown < 500 * 16);  /* fails: ~ 500 * 10 * (mapping + name) */
+	assert_true(grown < 500 * 16);  /* before the fix: ~ 500 * 10 * (mapping + name) */
 }
 
 /* ---- a stuck backend, a per-backend policy, lists before any backend ---- */

@@ -167,20 +167,6 @@ static inline uint64_t load_short(const unsigned char *p, size_t n)
 	return p[0] | 0x2020202020202000u;
 }
 
-/* Copies the N bytes at P (1 to 8) to O, as load_short reads them. */
-static inline void copy_short(char *o, const unsigned char *p, size_t n)
-{
-	if (n >= 4) {
-		memcpy(o, p, 4);
-		memcpy(o + n - 4, p + n - 4, 4);
-	} else if (n >= 2) {
-		memcpy(o, p, 2);
-		memcpy(o + n - 2, p + n - 2, 2);
-	} else {
-		o[0] = (char)p[0];
-	}
-}
-
 /*
  * Writes the N bytes at S as a JSON string at O (room: 6 * N + 2
  * bytes), escaped as json_dumps does (quote, backslash and controls;
@@ -202,7 +188,7 @@ static char *str_text(char *o, const char *s, size_t n)
 			continue;
 		}
 		if (left <= 8 && !word_special(load_short(p, left))) {
-			copy_short(o, p, left);
+			buf_copy_short(o, p, left);
 			o += left;
 			break;
 		}
@@ -318,7 +304,7 @@ static inline char *member_text(char *o, const char *key, size_t klen, const cha
 	if (n > 0 && n <= 8 && !word_special(load_short((const unsigned char *)s, n))) {
 		/* most members are a few plain bytes: inline, no call */
 		*v++ = '"';
-		copy_short(v, (const unsigned char *)s, n);
+		buf_copy_short(v, s, n);
 		v[n] = '"';
 		return v + n + 1;
 	}

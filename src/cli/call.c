@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "names.h"
 #include "rpc.h"
 
 #define PROGRESS_TOKEN "mcp-chain-cli"
@@ -27,6 +28,7 @@ struct call_state {
 	struct conn *conn;
 	json_int_t inflight;   /* the request sent, or 0 */
 	bool unlisted;         /* the name asked for is not in the list */
+	char hint[NAMES_MAX_LEN + 1];   /* then the listed name nearest it, or "" */
 	bool bar_drawn;
 	bool interactive;
 	ev_signal sigint, sigterm;
@@ -189,9 +191,31 @@ static void print_json(json_t *result)
 static void print_rpc_error(struct call_state *s, json_t *error)
 {
 	cli_error("%s", cli_error_message(error));
-	if (s->unlisted)
+	if (s->unlisted && s->hint[0])
+		cli_error("(no %s named \"%s\" is listed; did you mean \"%s\"? mcp-chain list shows them)",
+			  strcmp(s->o->cmd, "call") == 0 ? "tool" : "prompt", s->o->pos[0], s->hint);
+	else if (s->unlisted)
 		cli_error("(no %s named \"%s\" is listed; mcp-chain list shows them)",
 			  strcmp(s->o->cmd, "call") == 0 ? "tool" : "prompt", s->o->pos[0]);
+}
+
+/* Keeps in S->hint the name of ITEMS nearest NAME, if one is near enough. */
+static void find_hint(struct call_state *s, json_t *items, const char *name)
+{
+	size_t n = json_array_size(items), k = 0;
+	const char **names = calloc(n + 1, sizeof *names);
+	s->hint[0] = '\0';
+	if (!names)
+		return;   /* no hint then: the error says the rest */
+	for (size_t i = 0; i < n; i++) {
+		const char *v = json_string_value(json_object_get(json_array_get(items, i), "name"));
+		if (v)
+			names[k++] = v;
+	}
+	const char *near = names_nearest(name, names);
+	if (near)
+		snprintf(s->hint, sizeof s->hint, "%s", near);
+	free(names);
 }
 
 /* tools/call answered. */
@@ -288,6 +312,8 @@ static void on_names(struct conn *c, json_t *items, json_t *error, void *arg)
 	json_t *item = cli_tool_find(items, name, s->sep);
 	json_t *unlisted = item ? NULL : json_pack("{s:s}", "name", name);
 	s->unlisted = !item;
+	if (!item)
+		find_hint(s, items, name);
 	item = item ? item : unlisted;
 	json_t *schema = !tool ? prompt_schema(item) :
 		json_incref(json_object_get(item, "inputSchema"));

@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "names.h"
+
 struct ctx {
 	const char *file;
 	struct cfg_errors *errs;
@@ -360,7 +362,11 @@ static void check_keys(struct ctx *c, json_t *obj, const char *path,
 			continue;
 		char p[512];
 		path_join(p, sizeof p, path, k);
-		bad(c, p, "unknown key");
+		const char *near = names_nearest(k, list);
+		if (near)
+			bad(c, p, "unknown key (did you mean \"%s\"?)", near);
+		else
+			bad(c, p, "unknown key");
 	}
 }
 

@@ -14,6 +14,7 @@
 #include "buf.h"
 #include "config.h"
 #include "log.h"
+#include "names.h"
 #include "rpc.h"
 
 struct pipeline {
@@ -34,51 +35,57 @@ void mw_error(struct mw_build *b, const char *key, const char *fmt, ...)
 	b->nerr++;
 }
 
-/* Reports unknown option keys. */
-int mw_check_keys(struct mw_build *b, json_t *opts, const char *const *keys)
+/*
+ * Reports the members of OBJ that are neither in KEYS (NULL-terminated, or
+ * NULL for none) nor ALSO (NULL for none), each at PREFIX/KEY with the
+ * key escaped as a JSON pointer segment (RFC 6901), with the nearest
+ * known key as a hint. Returns how many there were.
+ */
+static int unknown_keys(struct mw_build *b, const char *prefix, json_t *obj,
+			const char *const *keys, const char *also)
 {
+	static const char *const none[] = { NULL };
 	const char *k;
 	json_t *v;
 	int bad = 0;
-	json_object_foreach(opts, k, v) {
-		bool ok = strcmp(k, "use") == 0;
+	json_object_foreach(obj, k, v) {
+		bool ok = also && strcmp(k, also) == 0;
 		for (size_t i = 0; keys && keys[i] && !ok; i++)
 			ok = strcmp(keys[i], k) == 0;
-		if (!ok) {
-			char key[300];
-			snprintf(key, sizeof key, "/%s", k);
-			mw_error(b, key, "unknown option");
-			bad++;
+		if (ok)
+			continue;
+		char at[400];
+		size_t l = (size_t)snprintf(at, sizeof at, "%s/", prefix);
+		for (const char *c = k; *c && l + 3 < sizeof at; c++) {
+			if (*c == '~' || *c == '/') {
+				at[l++] = '~';
+				at[l++] = *c == '~' ? '0' : '1';
+			} else {
+				at[l++] = *c;
+			}
 		}
+		at[l < sizeof at ? l : sizeof at - 1] = '\0';
+		const char *near = names_nearest(k, keys ? keys : none);
+		if (near)
+			mw_error(b, at, "unknown option (did you mean \"%s\"?)", near);
+		else
+			mw_error(b, at, "unknown option");
+		bad++;
 	}
 	return bad;
+}
+
+/* Reports unknown option keys. */
+int mw_check_keys(struct mw_build *b, json_t *opts, const char *const *keys)
+{
+	return unknown_keys(b, "", opts, keys, "use");
 }
 
 /* Reports unknown keys of a nested option object. */
 void mw_check_keys_at(struct mw_build *b, const char *key, json_t *obj,
 		      const char *const *keys)
 {
-	const char *k;
-	json_t *v;
-	json_object_foreach(obj, k, v) {
-		size_t i = 0;
-		while (keys[i] && strcmp(keys[i], k) != 0)
-			i++;
-		if (!keys[i]) {
-			char bad[400];
-			size_t l = (size_t)snprintf(bad, sizeof bad, "%s/", key);
-			for (const char *c = k; *c && l + 3 < sizeof bad; c++) {
-				if (*c == '~' || *c == '/') {  /* RFC 6901 escapes */
-					bad[l++] = '~';
-					bad[l++] = *c == '~' ? '0' : '1';
-				} else {
-					bad[l++] = *c;
-				}
-			}
-			bad[l < sizeof bad ? l : sizeof bad - 1] = '\0';
-			mw_error(b, bad, "unknown option");
-		}
-	}
+	unknown_keys(b, key, obj, keys, NULL);
 }
 
 /* The modules pipelines are built from (see mw_use_registry). */
@@ -126,9 +133,16 @@ static struct mw_module *build_one(json_t *entry, struct mw_build *b)
 	const struct mw_def *d = mw_find(json_string_value(use));
 	if (!d) {
 		char names[256];
+		const char *known[32];
+		size_t n = 0;
+		for (const struct mw_def *r = registry; r->name && n + 1 < 32; r++)
+			known[n++] = r->name;
+		known[n] = NULL;
+		const char *near = names_nearest(json_string_value(use), known);
 		list_modules(names, sizeof names);
-		mw_error(b, "/use", "unknown module \"%s\" (available: %s)",
-			 json_string_value(use), names);
+		mw_error(b, "/use", "unknown module \"%s\" (%s%s%savailable: %s)",
+			 json_string_value(use), near ? "did you mean \"" : "",
+			 near ? near : "", near ? "\"? " : "", names);
 		return NULL;
 	}
 	int before = b->nerr;

@@ -175,6 +175,15 @@ static void test_call_unlisted_rpc_error(void **state)
 	assert_string_equal(json_string_value(json_object_get(p, "name")), "nosuch");
 	assert_int_equal(json_integer_value(json_object_get(json_object_get(p, "arguments"), "a")), 1);
 	run_done(&r);
+
+	/* a slip of the name: the listed name nearest it is offered */
+	const char *slip[] = { "fs__ehco", "text=a", NULL };
+	run_cmd(&r, "{" TOOLS ", \"tools/call\": {\"error\": {\"code\": -32602, \"message\":"
+		" \"Unknown tool\"}}}", "call", false, false, 0, slip);
+	assert_int_equal(r.code, CLI_EXIT_RPC_ERROR);
+	assert_non_null(strstr(r.cap.err, "(no tool named \"fs__ehco\" is listed; did you mean "
+			       "\"fs__echo\"? mcp-chain list shows them)"));
+	run_done(&r);
 }
 
 /* Arguments that fail the schema, or do not parse, are not sent: exit 2. */
@@ -347,6 +356,15 @@ static void test_prompt(void **state)
 		"prompt", false, false, 0, nosuch);
 	assert_int_equal(r.code, CLI_EXIT_RPC_ERROR);
 	assert_non_null(strstr(r.cap.err, "(no prompt named \"nosuch\" is listed"));
+	assert_null(strstr(r.cap.err, "did you mean"));
+	run_done(&r);
+
+	const char *slip[] = { "fs__gret", "who=a", NULL };
+	run_cmd(&r, "{" PROMPTS ", \"prompts/get\": {\"error\": {\"code\": -32602, \"message\": \"no\"}}}",
+		"prompt", false, false, 0, slip);
+	assert_int_equal(r.code, CLI_EXIT_RPC_ERROR);
+	assert_non_null(strstr(r.cap.err, "(no prompt named \"fs__gret\" is listed; did you mean "
+			       "\"fs__greet\"?"));
 	run_done(&r);
 }
 

@@ -17,6 +17,7 @@
 
 #include "cfg_test.h"
 #include "config.h"
+#include "middleware.h"
 
 #define NAME "cfg.json"
 
@@ -179,9 +180,13 @@ static void test_unknown_keys(void **state)
 {
 	(void)state;
 	expect_error("{\"mcpServers\":{\"fs\":{\"comand\":\"x\"}}}",
-		     NAME ": /mcpServers/fs/comand: unknown key");
+		     NAME ": /mcpServers/fs/comand: unknown key (did you mean \"command\"?)");
 	expect_error("{\"mcpServers\":{\"fs\":{\"command\":\"x\"}},\"loglevel\":\"info\"}",
-		     NAME ": /loglevel: unknown key");
+		     NAME ": /loglevel: unknown key (did you mean \"logLevel\"?)");
+	expect_error("{\"mcpServers\":{\"fs\":{\"command\":\"x\",\"timeoutMs\":5}}}",
+		     NAME ": /mcpServers/fs/timeoutMs: unknown key (did you mean \"timeout\"?)");
+	expect_error("{\"mcpServers\":{\"fs\":{\"command\":\"x\"}},\"listen\":{\"adress\":\"::1\"}}",
+		     NAME ": /listen/adress: unknown key (did you mean \"address\"?)");
 	/* pointer segments are escaped per RFC 6901 */
 	expect_error("{\"mcpServers\":{\"a/b~c\":{\"command\":\"x\",\"bogus\":1}}}",
 		     NAME ": /mcpServers/a~1b~0c/bogus: unknown key");
@@ -245,6 +250,16 @@ static void test_middleware_pipelines(void **state)
 				    "\"middleware\":[{\"use\":\"no-such-module\"}]}", NAME, &e));
 	assert_true(cfgt_has_error_prefix(&e, NAME ": /middleware/0/use: unknown module \"no-such-module\""));
 	cfg_errors_release(&e);
+	/* a module name one slip away is offered, before the list (the core
+	 * links no module: a table of names stands for main()'s) */
+	static const struct mw_def named[] = { { "log", NULL }, { "policy", NULL }, { NULL, NULL } };
+	mw_use_registry(named);
+	assert_null(cfg_load_string("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},"
+				    "\"middleware\":[{\"use\":\"polcy\"}]}", NAME, &e));
+	assert_true(cfgt_has_error_prefix(&e, NAME ": /middleware/0/use: unknown module \"polcy\" "
+					  "(did you mean \"policy\"? available: log, policy)"));
+	cfg_errors_release(&e);
+	mw_use_registry(NULL);
 }
 
 /* "protocol": the era spoken to a backend; errors name the key's path. */
@@ -468,7 +483,7 @@ static void test_several_errors(void **state)
 	if (e.count != 7)
 		dump_errors(&e);
 	assert_true(cfgt_has_error(&e, NAME ": /extra: unknown key"));
-	assert_true(cfgt_has_error(&e, NAME ": /mcpServers/a/comand: unknown key"));
+	assert_true(cfgt_has_error(&e, NAME ": /mcpServers/a/comand: unknown key (did you mean \"command\"?)"));
 	assert_true(cfgt_has_error(&e, NAME ": /mcpServers/a: missing \"command\""));
 	assert_true(cfgt_has_error(&e, NAME ": /mcpServers/b/args/0: must be a string"));
 	assert_true(cfgt_has_error(&e, NAME ": /mcpServers/b/enabled: must be true or false"));
@@ -667,7 +682,8 @@ static void test_load_file(void **state)
 	/* a validation error names the file and the pointer */
 	path = temp_file("{\"mcpServers\":{\"fs\":{\"comand\":\"srv\"}}}");
 	assert_null(cfg_load(path, &e));
-	snprintf(want, sizeof want, "%s: /mcpServers/fs/comand: unknown key", path);
+	snprintf(want, sizeof want, "%s: /mcpServers/fs/comand: unknown key (did you mean \"command\"?)",
+		 path);
 	assert_true(cfgt_has_error(&e, want));
 	cfg_errors_release(&e);
 	unlink(path);

@@ -1141,9 +1141,19 @@ static void test_module_option_errors(void **state)
 	static const char *const keys[] = { "rules", NULL };
 	assert_int_equal(mw_check_keys(&b, opts, keys), 2);
 	assert_int_equal(b.nerr, 3);
-	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/rulez: unknown option"));
+	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/rulez: unknown option (did you mean \"rules\"?)"));
 	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/x: unknown option"));
 	assert_int_equal(mw_check_keys(&b, opts, (const char *const[]){ "rules", "rulez", "x", NULL }), 0);
+	json_decref(opts);
+	/* a key is a pointer segment at either level (RFC 6901), with its hint */
+	opts = json_loads("{\"use\":\"m\",\"a/b~\":1}", 0, NULL);
+	assert_int_equal(mw_check_keys(&b, opts, NULL), 1);
+	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/a~1b~0: unknown option"));
+	json_decref(opts);
+	opts = json_loads("{\"alow\":[]}", 0, NULL);
+	mw_check_keys_at(&b, "/rules/0", opts, (const char *const[]){ "allow", "deny", "ask", NULL });
+	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/rules/0/alow: unknown option "
+				   "(did you mean \"allow\"?)"));
 	json_decref(opts);
 	cfg_errors_release(&e);
 }

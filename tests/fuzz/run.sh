@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # run.sh - builds the libFuzzer targets of tests/fuzz in their own build
 # directory (clang, ASan + UBSan) and runs each for a bounded time.
-#   tests/fuzz/run.sh [TARGET...]       (default: every target)
+#   tests/fuzz/run.sh [TARGET...]       (default: every target; jscan or fuzz_jscan)
 # Environment: FUZZ_SECONDS per target (default 30), FUZZ_BUILD (default
 # build-fuzz), FUZZ_ARGS extra libFuzzer flags. Installs clang and
 # libclang-rt-14-dev with apt-get when missing (through sudo when not
@@ -41,6 +41,14 @@ fi
 ninja -C "$build" >&2
 
 tests=()
-for t in "$@"; do tests+=("fuzz-$t"); done
+known=$(meson test -C "$build" --suite fuzz --list 2>/dev/null | grep '^fuzz-')
+for t in "$@"; do
+	t=${t#fuzz_}   # fuzz_jscan and jscan name the same target
+	if ! grep -qx "fuzz-$t" <<<"$known"; then
+		say "no fuzz target named \"$t\" (targets: $(echo $known | sed 's/fuzz-//g'))"
+		exit 2
+	fi
+	tests+=("fuzz-$t")
+done
 say "running the fuzz targets, ${FUZZ_SECONDS} s each"
 meson test -C "$build" --suite fuzz --print-errorlogs --num-processes 1 "${tests[@]}" </dev/null

@@ -23,6 +23,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "log.h"
 #include "middleware.h"
@@ -88,7 +89,14 @@ struct cfg_listen {
 	char **origins;           /* extra allowed Origin values, NULL-terminated */
 	char **hosts;             /* extra allowed Host names, NULL-terminated */
 	unsigned max_connections; /* default 256 */
-	double conn_timeout;      /* seconds a connection may idle; default 60 */
+	double conn_timeout;      /* seconds a connection may idle, a request's head
+				   * may take to arrive whole, or a body or an
+				   * answer may make no progress; default 60 */
+	uint64_t body_budget;     /* bytes of request bodies being received at
+				   * once, all connections; 0: twice maxMessageBytes */
+	unsigned max_sessions;    /* sessions open at once; default 4096 */
+	unsigned max_sessions_per_client;    /* ... from one client address; default 1024 */
+	unsigned max_sessions_per_principal; /* ... with one bearer token; default 256 */
 	double session_idle;      /* seconds before an idle session expires; default 1800 */
 	size_t stream_buffer;     /* bytes held for a slow reader or a closed
 				   * GET stream; default 8 MiB */

@@ -3,10 +3,10 @@
  * HTTP (MCP revisions 2025-03-26 to 2025-11-25 with sessions, 2026-07-28
  * without), on the loop.
  *
- * libmicrohttpd runs in its external epoll mode: one ev_io watches its
- * epoll descriptor and one ev_timer follows MHD_get_timeout after every
- * MHD_run; a response stream waiting for messages suspends its connection
- * and the session's output resumes it. No thread, no blocking call.
+ * The HTTP/1.1 connections are http_conn.h's, on the loop: a request's
+ * head is checked before its body is read, and a response stream waiting
+ * for messages is asked again when the session's output resumes it. No
+ * thread, no blocking call.
  *
  * Each Mcp-Session-Id is one struct session (session.h). What a session
  * writes goes to the POST that carried the request it answers (or whose

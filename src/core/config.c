@@ -610,7 +610,8 @@ static const char *const top_keys[] = {
 static const char *const listen_keys[] = {
 	"address", "port", "path", "ssePath", "messagesPath", "allowedOrigins", "allowedHosts",
 	"maxConnections", "connectionTimeoutMs", "sessionIdleMs", "streamBufferBytes",
-	"resumeGraceMs", "maxScopedSessions", "maxProcesses", "maxStartsPerSecond", NULL
+	"resumeGraceMs", "maxScopedSessions", "maxProcesses", "maxStartsPerSecond",
+	"maxBodyBufferBytes", "maxSessions", "maxSessionsPerClient", "maxSessionsPerPrincipal", NULL
 };
 
 /* True when S is a numeric IPv4 or IPv6 address. */
@@ -729,6 +730,7 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 	double sbuf = 8 << 20, scoped = CFG_DEFAULT_MAX_SCOPED_SESSIONS;
 	double grace = CFG_DEFAULT_RESUME_GRACE_MS;
 	double procs = CFG_DEFAULT_MAX_PROCESSES, starts = CFG_DEFAULT_MAX_STARTS;
+	double budget = 0, sessions = 4096, per_client = 1024, per_principal = 256;
 	const char *path = "/listen";
 	l->address = strdup(CFG_DEFAULT_LISTEN_ADDRESS);
 	l->path = strdup(CFG_DEFAULT_LISTEN_PATH);
@@ -766,7 +768,15 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 		opt_int_at(c, v, path, "maxScopedSessions", 1, 65536, &scoped);
 		opt_int_at(c, v, path, "maxProcesses", 1, 65536, &procs);
 		opt_int_at(c, v, path, "maxStartsPerSecond", 1, 10000, &starts);
+		opt_int_at(c, v, path, "maxBodyBufferBytes", 4096, 68719476736.0, &budget);
+		opt_int_at(c, v, path, "maxSessions", 1, 1000000, &sessions);
+		opt_int_at(c, v, path, "maxSessionsPerClient", 1, 1000000, &per_client);
+		opt_int_at(c, v, path, "maxSessionsPerPrincipal", 1, 1000000, &per_principal);
 	}
+	l->body_budget = (uint64_t)budget;
+	l->max_sessions = (unsigned)sessions;
+	l->max_sessions_per_client = (unsigned)per_client;
+	l->max_sessions_per_principal = (unsigned)per_principal;
 	l->max_scoped_sessions = (unsigned)scoped;
 	l->max_processes = (unsigned)procs;
 	l->max_starts = (unsigned)starts;

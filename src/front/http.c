@@ -1,15 +1,15 @@
 /*
- * http.c - the Streamable HTTP front: libmicrohttpd driven from libev,
- * one struct session per Mcp-Session-Id, and the routing of what each
- * session writes to the HTTP stream that waits for it (http_front.h,
- * docs/http-front.md).
+ * http.c - the Streamable HTTP front: requests from the HTTP/1.1 layer
+ * (http_conn.h), one struct session per Mcp-Session-Id, and the routing
+ * of what each session writes to the HTTP stream that waits for it
+ * (http_front.h, docs/http-front.md).
  *
  * Objects: a struct hreq is one HTTP request; a POST that carries
  * requests, and a GET, become response streams (an SSE stream, or a JSON
  * body sent in chunks). A stream is owned jointly by its connection (the
- * request context, released in on_completed) and its response (the
- * reader's context, released when libmicrohttpd destroys the response):
- * it is freed when both have let go. A struct hsess is one session; it
+ * request context, released in on_end), by its session's kept list while
+ * it may be resumed, and by the calls held for the tool list: it is
+ * freed when all have let go. A struct hsess is one session; it
  * lists its open streams, and a stream points back to it until it is
  * detached (its request ended, or the session did).
  */
@@ -34,7 +34,7 @@
 #include "hmap.h"
 #include "http_util.h"
 #include "log.h"
-#include "mhd_dl.h"
+#include "http_conn.h"
 #include "msg.h"
 #include "rpc.h"
 #include "era.h"
@@ -42,14 +42,11 @@
 #include "stateless.h"
 #include "http_int.h"
 
-static void front_kick(struct http_front *f);
-static enum MHD_Result reply_now_or_stream(struct hreq *r, const char *sid);
-static struct http_front *f_of(struct MHD_Connection *c);
-static const char *bearer(struct MHD_Connection *c, size_t *n);
+static int reply_now_or_stream(struct hreq *r, const char *sid);
+static const char *bearer(struct hc_conn *c, size_t *n);
 static void ring_keep(struct hsess *hs, uint64_t seq, const char *bytes, size_t n);
 static void kept_remove(struct hreq *r);
 static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, size_t n);
-static void unwatch_eof(struct hreq *r);
 static void sess_add_stream(struct hsess *hs, struct hreq *r);
 
 /* The monotonic clock, in seconds (request durations). */
@@ -67,7 +64,6 @@ static void req_unref(struct hreq *r)
 {
 	if (--r->refs > 0)
 		return;
-	unwatch_eof(r);
 	ev_timer_stop(EV_DEFAULT, &r->grace);
 	buf_release(&r->body);
 	buf_release(&r->out);
@@ -85,50 +81,11 @@ static void req_unref(struct hreq *r)
 	free(r);
 }
 
-#define WATCH_DELAY 0.02  /* s a connection is suspended before its EOF is watched */
-
-/* Stops watching R's connection for its client's EOF. */
-static void unwatch_eof(struct hreq *r)
-{
-	ev_timer_stop(EV_DEFAULT, &r->watch_soon);
-	ev_io_stop(EV_DEFAULT, &r->watch);
-}
-
-/* R has been suspended WATCH_DELAY: its client's EOF is watched now. */
-static void on_watch_soon(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	struct hreq *r = w->data;
-	(void)loop;
-	(void)revents;
-	if (!r->suspended || !r->conn)
-		return;
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (ci) {
-		ev_io_set(&r->watch, ci->connect_fd, EV_READ);
-		ev_io_start(EV_DEFAULT, &r->watch);
-	}
-}
-
-/* Suspends R's connection until something for it comes; its client's EOF
- * is watched once the wait lasts (a client that leaves is seen then). */
-static void defer_wait(struct hreq *r)
-{
-	MHD_suspend_connection(r->conn);
-	r->suspended = true;
-	ev_timer_set(&r->watch_soon, WATCH_DELAY, 0.);
-	ev_timer_start(EV_DEFAULT, &r->watch_soon);
-}
-
-/* Lets a suspended stream's connection run again. */
+/* Something new for R: its connection takes it before the loop sleeps. */
 static void stream_wake(struct hreq *r)
 {
-	if (!r->suspended)
-		return;
-	r->suspended = false;
-	unwatch_eof(r);
-	MHD_resume_connection(r->conn);
-	front_kick(r->f);
+	if (r->conn)
+		hc_resume(r->conn);
 }
 
 /*
@@ -306,9 +263,9 @@ static void defer_note(struct hreq *r, const char *line, size_t n)
 	json_t *err = json_object_get(m, "error");
 	json_int_t code = json_integer_value(json_object_get(err, "code"));
 	if (err && !json_object_get(m, "method"))
-		r->status_hint = code == RPC_METHOD_NOT_FOUND ? MHD_HTTP_NOT_FOUND :
+		r->status_hint = code == RPC_METHOD_NOT_FOUND ? 404 :
 			code == RPC_INVALID_PARAMS || code == RPC_UNSUPPORTED_VERSION ||
-			code == RPC_MISSING_CLIENT_CAPABILITY || code == -32020 ? MHD_HTTP_BAD_REQUEST : 0;
+			code == RPC_MISSING_CLIENT_CAPABILITY || code == -32020 ? 400 : 0;
 	json_decref(m);
 }
 
@@ -374,36 +331,15 @@ static void stream_send(struct hreq *r, const char *line, size_t n)
 	stream_wake(r);
 }
 
-/* The client closed its end while its stream was suspended. */
-static void on_watch(struct ev_loop *loop, ev_io *w, int revents)
-{
-	struct hreq *r = w->data;
-	char c;
-	(void)loop;
-	(void)revents;
-	ssize_t n = recv(w->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n > 0) {
-		ev_io_stop(EV_DEFAULT, w);  /* the client sent more: not an end */
-		return;
-	}
-	if (n < 0 && (errno == EAGAIN || errno == EINTR))
-		return;
-	if (r->sess)
-		log_debug("http: session #%u: client closed a stream", r->sess->serial);
-	stream_lost(r, "the client disconnected");
-}
-
-/* The response's reader: what is queued, or suspend until more comes. */
-static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
+/* The response's reader: what is queued, or HC_READ_WAIT until more comes. */
+static ssize_t stream_read(void *cls, char *out, size_t max)
 {
 	struct hreq *r = cls;
-	(void)pos;
 	if (r->aborted)
-		return MHD_CONTENT_READER_END_WITH_ERROR;
+		return HC_READ_ERROR;
 	size_t n = buf_pending(&r->out);
 	if (n > 0) {
 		n = n < max ? n : max;
-		r->f->bytes_out += n;
 		memcpy(out, r->out.data + r->out.off, n);
 		buf_consume(&r->out, n);
 		buf_shrink(&r->out, 65536);
@@ -411,92 +347,63 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max)
 	}
 	if (r->keep && r->ring.unsent > 0) {
 		n = http_ring_read(&r->ring, out, max);
-		r->f->bytes_out += n;
 		http_ring_trim(&r->ring, r->f->stream_buffer);  /* what a resume may still ask for */
 		return (ssize_t)n;
 	}
-	if (r->done)
-		return MHD_CONTENT_READER_END_OF_STREAM;
-	defer_wait(r);
-	return 0;
-}
-
-/* The response let go of its stream. */
-static void stream_free_cb(void *cls)
-{
-	req_unref(cls);
+	return r->done ? HC_READ_END : HC_READ_WAIT;
 }
 
 /* ---- replies ---- */
 
+/* The headers every SSE response carries: nginx then passes each event
+ * on at once even where proxy_buffering is on (else progress and the GET
+ * stream wait in its buffer). */
+#define SSE_HEADERS "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
+
 /* Queues a complete response; CTYPE may be NULL for an empty body. */
-static enum MHD_Result reply(struct hreq *r, struct MHD_Connection *c, unsigned status,
-			     const char *ctype, const char *body, size_t n, const char *sid)
+static int reply(struct hreq *r, struct hc_conn *c, unsigned status,
+		 const char *ctype, const char *body, size_t n, const char *sid)
 {
-	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(n, (void *)body, MHD_RESPMEM_MUST_COPY);
-	if (!resp)
-		return MHD_NO;
+	char h[512] = "";
+	int len = 0;
 	if (ctype)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
-	if (ctype && strcmp(ctype, SSE_TYPE) == 0) {   /* as reply_stream's */
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-		MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-	}
+		len += snprintf(h + len, sizeof h - (size_t)len, "Content-Type: %s\r\n%s", ctype,
+				strcmp(ctype, SSE_TYPE) == 0 ? SSE_HEADERS : "");
 	if (sid)
-		MHD_add_response_header(resp, SID_HEADER, sid);
-	if (status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, "GET, POST, DELETE");
-	struct http_front *f = f_of(c);
-	if (f && status < 600)
-		f->responses[status]++;
-	if (f)
-		f->bytes_out += n;
-	if (status == MHD_HTTP_UNAUTHORIZED)
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-			bearer(c, &(size_t){ 0 }) ?
-			"Bearer realm=\"mcp-chain\", error=\"invalid_token\"" : "Bearer realm=\"mcp-chain\"");
-	enum MHD_Result rc = MHD_queue_response(c, status, resp);
-	MHD_destroy_response(resp);
+		len += snprintf(h + len, sizeof h - (size_t)len, SID_HEADER ": %s\r\n", sid);
+	if (status == 405)
+		len += snprintf(h + len, sizeof h - (size_t)len, "Allow: GET, POST, DELETE\r\n");
+	if (status == 401)
+		snprintf(h + len, sizeof h - (size_t)len, "WWW-Authenticate: %s\r\n",
+			 bearer(c, &(size_t){ 0 }) ? "Bearer realm=\"mcp-chain\", error=\"invalid_token\""
+						  : "Bearer realm=\"mcp-chain\"");
 	if (r)
 		r->queued = true;
-	return rc;
+	return hc_reply(c, status, h, body, n) < 0 ? -1 : 0;
 }
 
 /* Queues STATUS with a JSON-RPC error body (id null) saying TEXT. */
-static enum MHD_Result reply_error(struct hreq *r, struct MHD_Connection *c, unsigned status,
+static int reply_error(struct hreq *r, struct hc_conn *c, unsigned status,
 				   int code, const char *text)
 {
 	json_t *e = rpc_error(NULL, code, text, NULL);
 	char *s = json_dumps(e, JSON_COMPACT);
 	json_decref(e);
-	enum MHD_Result rc = reply(r, c, status, JSON_TYPE, s ? s : "", s ? strlen(s) : 0, NULL);
+	int rc = reply(r, c, status, JSON_TYPE, s ? s : "", s ? strlen(s) : 0, NULL);
 	free(s);
 	return rc;
 }
 
 /* Queues R's stream response: SSE or a JSON body, as it comes. */
-static enum MHD_Result reply_stream(struct hreq *r, const char *sid)
+static int reply_stream(struct hreq *r, const char *sid)
 {
-	struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
-		stream_read, r, stream_free_cb);
-	if (!resp)
-		return MHD_NO;
-	r->refs++;
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->sse ? SSE_TYPE : JSON_TYPE);
-	if (r->sse) {
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-		/* nginx then passes each event on at once even where proxy_buffering
-		 * is on (else progress and the GET stream wait in its buffer) */
-		MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-	}
+	char h[256];
+	int len = snprintf(h, sizeof h, "Content-Type: %s\r\n%s", r->sse ? SSE_TYPE : JSON_TYPE,
+			   r->sse ? SSE_HEADERS : "");
 	if (sid)
-		MHD_add_response_header(resp, SID_HEADER, sid);
-	enum MHD_Result rc = MHD_queue_response(r->conn, MHD_HTTP_OK, resp);
-	MHD_destroy_response(resp);
-	r->f->responses[MHD_HTTP_OK]++;
+		snprintf(h + len, sizeof h - (size_t)len, SID_HEADER ": %s\r\n", sid);
 	r->queued = true;
-	return rc;
+	return hc_stream(r->conn, 200, h, stream_read) < 0 ? -1 : 0;
 }
 
 /* ---- sessions ---- */
@@ -790,8 +697,7 @@ static bool probe_hold(struct http_front *f, struct hreq *r, json_t *params)
 	}
 	r->refs++;
 	r->pnext = f->probe_wait;
-	f->probe_wait = r;
-	defer_wait(r);
+	f->probe_wait = r;   /* no answer yet: probe_end takes it again */
 	if (start)
 		probe_send(f, NULL);   /* may end at once (an answer from a cache) */
 	return true;
@@ -1002,6 +908,7 @@ static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, s
 	}
 	hs->f = f;
 	hs->serial = ++f->serial;
+	hs->used = ev_now(EV_DEFAULT);
 	hs->held_tail = &hs->held;
 	http_ring_init(&hs->ring);
 	hs->chain = f->chain_make ? f->chain_make(f->chain_arg, hs->serial, stateless, why, n) : f->chain;
@@ -1029,6 +936,141 @@ static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, s
 	return hs;
 }
 
+/* ---- the session caps (listen.maxSessions, ...PerClient, ...PerPrincipal) ---- */
+
+/* The SHA-256 of a bearer token TOK (N bytes): sessions are counted per
+ * token without keeping it; 0 or -1. */
+static int cred_key(const char *tok, size_t n, unsigned char out[32])
+{
+	unsigned len = 0;
+	return EVP_Digest(tok, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32 ? 0 : -1;
+}
+
+/* Who a new session would belong to, and what the caps find for it. */
+struct cap_scan {
+	const char *peer;
+	const unsigned char *cred;   /* NULL: no bearer token */
+	size_t all, same_peer, same_cred;
+	struct hsess *idlest, *idlest_peer, *idlest_cred;   /* may make room */
+	bool own_chains_only;        /* only sessions with a chain of their own */
+	struct hsess *idlest_own;
+};
+
+/* True when HS may be ended to make room: a handshake-era session with no
+ * request open and no stream (a GET stream, a POST still answering or
+ * waiting for a resume). */
+static bool sess_evictable(const struct hsess *hs)
+{
+	return !hs->stateless && !hs->streams && !hs->kept && hs != hs->f->probe &&
+	       !session_busy(hs->s);
+}
+
+/* Keeps the idler of *BEST and HS in *BEST. */
+static void keep_idler(struct hsess **best, struct hsess *hs)
+{
+	if (!*best || hs->used < (*best)->used)
+		*best = hs;
+}
+
+/* Counts one session for a cap_scan (a hmap_each callback). */
+static void cap_count(void *value, void *arg)
+{
+	struct hsess *hs = value;
+	struct cap_scan *cs = arg;
+	if (hs->stateless)
+		return;   /* a call's own, ended with it */
+	bool peer = strcmp(hs->peer, cs->peer) == 0;
+	bool cred = cs->cred && hs->has_cred && memcmp(hs->cred, cs->cred, 32) == 0;
+	cs->all++;
+	cs->same_peer += peer;
+	cs->same_cred += cred;
+	if (!sess_evictable(hs))
+		return;
+	keep_idler(&cs->idlest, hs);
+	if (peer)
+		keep_idler(&cs->idlest_peer, hs);
+	if (cred)
+		keep_idler(&cs->idlest_cred, hs);
+	if (hs->chain != hs->f->chain)
+		keep_idler(&cs->idlest_own, hs);
+}
+
+/* Ends HS to make room for a new session (WHAT: the cap it made room under). */
+static void sess_evict(struct hsess *hs, const char *what)
+{
+	log_info("http: session #%u is ended to make room for a new one (%s; it was the idlest "
+		 "without a request or stream open)", hs->serial, what);
+	sess_end(hs, "ended to make room for a new session");
+}
+
+/*
+ * Room for a new session of the client of C under each cap: the idlest
+ * session of the group at a cap that has nothing open is ended first.
+ * NULL, or why there is no room (the client gets 503).
+ */
+static const char *sess_make_room(struct http_front *f, struct hc_conn *c)
+{
+	size_t n = 0;
+	unsigned char key[32];
+	const char *tok = bearer(c, &n);
+	struct cap_scan cs = { .peer = hc_peer(c), .cred = tok && cred_key(tok, n, key) == 0 ? key : NULL };
+	hmap_each(&f->sessions, cap_count, &cs);
+	if (cs.same_peer >= f->max_per_client) {
+		if (!cs.idlest_peer)
+			return "Service Unavailable: too many sessions from this client address, each "
+			       "with a request or stream open (listen.maxSessionsPerClient)";
+		sess_evict(cs.idlest_peer, "listen.maxSessionsPerClient");
+		return NULL;
+	}
+	if (cs.cred && cs.same_cred >= f->max_per_principal) {
+		if (!cs.idlest_cred)
+			return "Service Unavailable: too many sessions with this bearer token, each "
+			       "with a request or stream open (listen.maxSessionsPerPrincipal)";
+		sess_evict(cs.idlest_cred, "listen.maxSessionsPerPrincipal");
+		return NULL;
+	}
+	if (cs.all >= f->max_sessions) {
+		if (!cs.idlest)
+			return "Service Unavailable: too many sessions, each with a request or stream "
+			       "open (listen.maxSessions)";
+		sess_evict(cs.idlest, "listen.maxSessions");
+	}
+	return NULL;
+}
+
+/* The idlest session with a chain of its own that may be ended, or NULL. */
+static struct hsess *idlest_own_chain(struct http_front *f)
+{
+	struct cap_scan cs = { .peer = "" };
+	hmap_each(&f->sessions, cap_count, &cs);
+	return cs.idlest_own;
+}
+
+/*
+ * A new handshake-era session for the client of C (see sess_new), room
+ * made under the caps first; when its chain cannot be made because
+ * sessions with chains of their own are at their bound, the idlest of
+ * them that has nothing open makes room. NULL with WHY (N bytes).
+ */
+static struct hsess *sess_open(struct http_front *f, struct hc_conn *c, char *why, size_t n)
+{
+	const char *full = sess_make_room(f, c);
+	if (full) {
+		snprintf(why, n, "%s", full);
+		return NULL;
+	}
+	struct hsess *hs = sess_new(f, false, why, n);
+	struct hsess *old;
+	if (!hs && why[0] && (old = idlest_own_chain(f))) {
+		sess_evict(old, "listen.maxScopedSessions");
+		why[0] = '\0';
+		hs = sess_new(f, false, why, n);
+	}
+	if (hs)
+		snprintf(hs->peer, sizeof hs->peer, "%s", hc_peer(c));
+	return hs;
+}
+
 /* Adds R to HS's open streams. */
 static void sess_add_stream(struct hsess *hs, struct hreq *r)
 {
@@ -1040,16 +1082,16 @@ static void sess_add_stream(struct hsess *hs, struct hreq *r)
 /* ---- requests ---- */
 
 /* A header of C, or NULL. */
-static const char *header(struct MHD_Connection *c, const char *name)
+static const char *header(struct hc_conn *c, const char *name)
 {
-	return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
+	return hc_header(c, name);
 }
 
 /*
  * Finds the session a request names: 0 with *HS, or an HTTP status (400
  * without a session id, 404 for one we do not know) with *WHY.
  */
-static unsigned find_session(struct http_front *f, struct MHD_Connection *c,
+static unsigned find_session(struct http_front *f, struct hc_conn *c,
 			     struct hsess **hs, const char **why)
 {
 	const char *sid = header(c, SID_HEADER);
@@ -1057,25 +1099,26 @@ static unsigned find_session(struct http_front *f, struct MHD_Connection *c,
 	*hs = NULL;
 	if (!sid) {
 		*why = "Bad Request: Mcp-Session-Id header is required";
-		return MHD_HTTP_BAD_REQUEST;
+		return 400;
 	}
 	if (!http_sid_valid(sid) || !(*hs = hmap_get(&f->sessions, sid, HTTP_SID_LEN)) ||
 	    (*hs)->legacy) {   /* an HTTP+SSE session is reached by its own endpoint */
 		*hs = NULL;
 		*why = "Session not found";
-		return MHD_HTTP_NOT_FOUND;
+		return 404;
 	}
 	if (v && !session_version_supported(v)) {
 		*why = "Bad Request: unsupported MCP-Protocol-Version";
 		*hs = NULL;
-		return MHD_HTTP_BAD_REQUEST;
+		return 400;
 	}
 	if (hf_bind_credential(*hs, c) < 0) {
 		*why = "Unauthorized: this session belongs to another bearer token";
 		*hs = NULL;
-		return MHD_HTTP_UNAUTHORIZED;
+		return 401;
 	}
 	ev_timer_again(EV_DEFAULT, &(*hs)->idle);
+	(*hs)->used = ev_now(EV_DEFAULT);
 	return 0;
 }
 
@@ -1167,23 +1210,23 @@ static void stream_open_resumable(struct hsess *hs, struct hreq *r)
 }
 
 /* Hands R's body to HS's session and queues what answers it. */
-static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is_init)
+static int post_to_session(struct hreq *r, struct hsess *hs, bool is_init)
 {
-	struct MHD_Connection *c = r->conn;
+	struct hc_conn *c = r->conn;
 	const char *sid = is_init ? hs->sid : NULL;
 	for (size_t i = 0; i < r->nids; i++) {
 		if (http_routes_add_id(&hs->routes, &r->ids[i], r) != 0) {
 			for (size_t j = 0; j < i; j++)
 				http_routes_drop_id(&hs->routes, &r->ids[j], r);
 			r->nids = 0;  /* nothing of ours to cancel */
-			return reply_error(r, c, MHD_HTTP_BAD_REQUEST, RPC_INVALID_REQUEST,
+			return reply_error(r, c, 400, RPC_INVALID_REQUEST,
 				"Bad Request: a request with this id is already open in this session");
 		}
 	}
 	for (size_t i = 0; i < r->ntokens; i++)
 		http_routes_add_token(&hs->routes, &r->tokens[i], r);
 	r->pending = r->nids;
-	r->sse = http_accepts(header(c, MHD_HTTP_HEADER_ACCEPT), SSE_TYPE);
+	r->sse = http_accepts(header(c, "Accept"), SSE_TYPE);
 	r->stream_no = ++hs->next_stream;
 	r->t0 = mono_now();
 	r->deferred = r->nids > 0;   /* one body or a stream: its first line decides */
@@ -1200,12 +1243,12 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 	if (buf_pending(&r->err) > 0) {
 		r->deferred = false;
 		stream_detach(r, NULL);  /* refused whole: nothing of it is open */
-		return reply(r, c, MHD_HTTP_BAD_REQUEST, JSON_TYPE, r->err.data,
+		return reply(r, c, 400, JSON_TYPE, r->err.data,
 			     buf_pending(&r->err), sid);
 	}
 	if (r->nids == 0) {
 		stream_detach(r, NULL);
-		return reply(r, c, MHD_HTTP_ACCEPTED, NULL, "", 0, sid);
+		return reply(r, c, 202, NULL, "", 0, sid);
 	}
 	if (!r->done && !(r->sse && r->nfirst > 0)) {
 		/*
@@ -1215,9 +1258,8 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
 		 * else, for an SSE reader, a stream starts with it.
 		 */
 		if (sid && !(r->sid = strdup(sid)))
-			return MHD_NO;
-		defer_wait(r);
-		return MHD_YES;
+			return -1;
+		return 0;   /* no answer yet: on_resume gives it */
 	}
 	return reply_now_or_stream(r, sid);
 }
@@ -1229,18 +1271,18 @@ static enum MHD_Result post_to_session(struct hreq *r, struct hsess *hs, bool is
  * else the SSE events a stream would have carried. Not all of it yet: an
  * SSE stream that begins with the lines held.
  */
-static enum MHD_Result reply_now_or_stream(struct hreq *r, const char *sid)
+static int reply_now_or_stream(struct hreq *r, const char *sid)
 {
-	struct MHD_Connection *c = r->conn;
+	struct hc_conn *c = r->conn;
 	const char *held = r->first.data + r->first.off;
 	size_t n = buf_pending(&r->first);
 	r->deferred = false;
 	if (r->done && n == 0 && !r->sse)   /* cancelled by its client: nothing will answer */
-		return reply(r, c, MHD_HTTP_ACCEPTED, NULL, "", 0, sid);
+		return reply(r, c, 202, NULL, "", 0, sid);
 	if (r->done && (!r->sse || r->status_hint)) {
 		if (n > 0 && held[n - 1] == '\n')
 			n--;
-		return reply(r, c, r->status_hint ? r->status_hint : MHD_HTTP_OK, JSON_TYPE, held, n,
+		return reply(r, c, r->status_hint ? r->status_hint : 200, JSON_TYPE, held, n,
 			     sid);
 	}
 	if (r->done) {
@@ -1251,8 +1293,8 @@ static enum MHD_Result reply_now_or_stream(struct hreq *r, const char *sid)
 			rc = http_sse_event(&body, r->stream_no, ++r->seq, held + i, len);
 			i += len + 1;
 		}
-		enum MHD_Result res = rc < 0 ? MHD_NO :
-			reply(r, c, MHD_HTTP_OK, SSE_TYPE, body.data + body.off, buf_pending(&body), sid);
+		int res = rc < 0 ? -1 :
+			reply(r, c, 200, SSE_TYPE, body.data + body.off, buf_pending(&body), sid);
 		buf_release(&body);
 		return res;
 	}
@@ -1265,7 +1307,7 @@ static enum MHD_Result reply_now_or_stream(struct hreq *r, const char *sid)
 		int rc = r->keep ? http_ring_add_event(&r->ring, r->stream_no, ++r->seq, held + i, len)
 			: http_sse_event(&r->out, r->stream_no, ++r->seq, held + i, len);
 		if (rc < 0)
-			return MHD_NO;
+			return -1;
 		r->primed = true;
 		i += len + 1;
 	}
@@ -1275,19 +1317,19 @@ static enum MHD_Result reply_now_or_stream(struct hreq *r, const char *sid)
 }
 
 /* Replies STATUS with the error response E (stolen). */
-static enum MHD_Result reply_json_error(struct hreq *r, struct MHD_Connection *c, unsigned status,
+static int reply_json_error(struct hreq *r, struct hc_conn *c, unsigned status,
 					json_t *e)
 {
 	char *s = json_dumps(e, JSON_COMPACT);
 	json_decref(e);
-	enum MHD_Result rc = reply(r, c, status, JSON_TYPE, s ? s : "", s ? strlen(s) : 0, NULL);
+	int rc = reply(r, c, status, JSON_TYPE, s ? s : "", s ? strlen(s) : 0, NULL);
 	free(s);
 	return rc;
 }
 
 /* The value of header C:NAME, decoded from the "=?base64?...?=" form
  * (malloc'd), or NULL when absent or badly encoded (*BAD set). */
-static char *header_value(struct MHD_Connection *c, const char *name, bool *bad)
+static char *header_value(struct hc_conn *c, const char *name, bool *bad)
 {
 	const char *v = header(c, name);
 	*bad = false;
@@ -1326,7 +1368,7 @@ static char *param_header(void *c, const char *name, bool *bad)
 	return header_value(c, name, bad);
 }
 
-static const char *check_stateless_headers(struct http_front *f, struct MHD_Connection *c,
+static const char *check_stateless_headers(struct http_front *f, struct hc_conn *c,
 					   json_t *body, const char *method, char *why, size_t n)
 {
 	json_t *params = json_object_get(body, "params");
@@ -1377,9 +1419,9 @@ static const char *check_stateless_headers(struct http_front *f, struct MHD_Conn
  * whose call it continues.
  */
 static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_discover,
-			      enum MHD_Result *rc)
+			      int *rc)
 {
-	struct MHD_Connection *c = r->conn;
+	struct hc_conn *c = r->conn;
 	const char *hv = header(c, VERSION_HEADER);
 	json_t *body = json_loadb(r->body.data ? r->body.data : "", buf_pending(&r->body), 0, NULL);
 	json_t *params = json_object_get(body, "params");
@@ -1393,7 +1435,7 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 	json_t *id = json_object_get(body, "id");
 	const char *bad = id && method ? check_stateless_headers(f, c, body, method, why, sizeof why) : NULL;
 	if (bad) {
-		*rc = reply_json_error(r, c, MHD_HTTP_BAD_REQUEST, rpc_error(id, -32020, bad, NULL));
+		*rc = reply_json_error(r, c, 400, rpc_error(id, -32020, bad, NULL));
 		json_decref(body);
 		return true;
 	}
@@ -1401,20 +1443,20 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 	int code;
 	const char *wrong = id && method ? era_check_envelope(params, &code) : NULL;
 	if (id && method && era_stateless_removed(method)) {
-		*rc = reply_json_error(r, c, MHD_HTTP_NOT_FOUND, rpc_errorf(id, RPC_METHOD_NOT_FOUND,
+		*rc = reply_json_error(r, c, 404, rpc_errorf(id, RPC_METHOD_NOT_FOUND,
 			"Method not found: %s is not part of protocol " ERA_STATELESS_VERSION, method));
 		json_decref(body);
 		return true;
 	}
 	if (wrong) {
-		*rc = reply_json_error(r, c, MHD_HTTP_BAD_REQUEST, code == RPC_UNSUPPORTED_VERSION ?
+		*rc = reply_json_error(r, c, 400, code == RPC_UNSUPPORTED_VERSION ?
 			era_unsupported_error(id, era_request_version(params)) : rpc_error(id, code, wrong, NULL));
 		json_decref(body);
 		return true;
 	}
 	if (id && method && strcmp(method, "tools/call") == 0 && probe_hold(f, r, params)) {
 		json_decref(body);   /* held until the marks its headers follow are known */
-		*rc = MHD_YES;
+		*rc = 0;
 		return true;
 	}
 	struct hsess *hs = NULL;
@@ -1426,11 +1468,11 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 		char refused[300] = "";
 		if (!f->stopped && !(hs = sess_new(f, true, refused, sizeof refused)) && refused[0]) {
 			/* no chain for a client without a session: it may fall back to one */
-			*rc = reply_error(r, c, MHD_HTTP_BAD_REQUEST, RPC_UNSUPPORTED_VERSION, refused);
+			*rc = reply_error(r, c, 400, RPC_UNSUPPORTED_VERSION, refused);
 			return true;
 		}
 		if (!hs) {
-			*rc = reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+			*rc = reply_error(r, c, 503, -32000,
 					  "Service Unavailable: cannot serve a request now");
 			return true;
 		}
@@ -1448,40 +1490,32 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 }
 
 /* A complete POST. */
-static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
+static int on_post(struct http_front *f, struct hreq *r)
 {
-	struct MHD_Connection *c = r->conn;
+	struct hc_conn *c = r->conn;
 	json_t *err = NULL;
 	bool is_init, is_discover;
 	struct hsess *hs;
 	const char *why;
-	if (r->reject)
-		return reply_error(r, c, (unsigned)r->reject, -32000, r->reject_text);
-	if (r->too_big) {
-		char text[160];
-		snprintf(text, sizeof text, "message too large: it exceeds maxMessageBytes (%zu)",
-			 f->max_message);
-		return reply_error(r, c, MHD_HTTP_CONTENT_TOO_LARGE, RPC_INVALID_REQUEST, text);
-	}
 	if (!scan_body(r, &is_init, &is_discover, &err)) {
 		char *s = json_dumps(err, JSON_COMPACT);
 		json_decref(err);
-		enum MHD_Result rc = reply(r, c, MHD_HTTP_BAD_REQUEST, JSON_TYPE, s ? s : "",
+		int rc = reply(r, c, 400, JSON_TYPE, s ? s : "",
 					   s ? strlen(s) : 0, NULL);
 		free(s);
 		return rc;
 	}
 	if (f->draining && r->nids > 0)
-		return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+		return reply_error(r, c, 503, -32000,
 				   "Service Unavailable: mcp-chain is shutting down");
-	enum MHD_Result src;
+	int src;
 	if ((!is_init || era_of_version(header(c, VERSION_HEADER)) == ERA_STATELESS) &&
 	    !header(c, SID_HEADER) && on_stateless_post(f, r, is_discover, &src))
 		return src;
 	if (is_init && !header(c, SID_HEADER)) {
 		char refused[300] = "";
-		if (f->stopped || !(hs = sess_new(f, false, refused, sizeof refused)))
-			return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, refused[0] ?
+		if (f->stopped || !(hs = sess_open(f, c, refused, sizeof refused)))
+			return reply_error(r, c, 503, -32000, refused[0] ?
 					   refused : "Service Unavailable: cannot open a session now");
 		hf_bind_credential(hs, c);
 	} else {
@@ -1500,7 +1534,7 @@ static enum MHD_Result on_post(struct http_front *f, struct hreq *r)
  * it go yet, is closed. 400 when HS keeps no such stream (it ended, or was
  * not resumed within resumeGraceMs and its requests were cancelled).
  */
-static enum MHD_Result resume_post(struct hsess *hs, struct hreq *g, unsigned stream,
+static int resume_post(struct hsess *hs, struct hreq *g, unsigned stream,
 				   uint64_t seq)
 {
 	struct hreq *r = hs->kept;
@@ -1508,7 +1542,7 @@ static enum MHD_Result resume_post(struct hsess *hs, struct hreq *g, unsigned st
 	while (r && r->stream_no != stream)
 		r = r->knext;
 	if (!r)
-		return reply_error(g, g->conn, MHD_HTTP_BAD_REQUEST, -32000,
+		return reply_error(g, g->conn, 400, -32000,
 			"Bad Request: Last-Event-ID names a stream this session does not keep (it "
 			"ended, or was not resumed within listen.resumeGraceMs)");
 	size_t count = http_ring_rewind(&r->ring, seq, &lost);
@@ -1552,7 +1586,7 @@ static enum MHD_Result resume_post(struct hsess *hs, struct hreq *g, unsigned st
 	kept_add(hs, g);
 	kept_remove(r);
 	if (http_sse_head(&g->out, g->stream_no, hs->f->retry_ms, false) < 0)
-		return MHD_NO;
+		return -1;
 	return reply_stream(g, NULL);
 }
 
@@ -1561,15 +1595,15 @@ static enum MHD_Result resume_post(struct hsess *hs, struct hreq *g, unsigned st
  * Last-Event-ID of it: resumed), or, with Last-Event-ID of a POST stream's
  * event, that stream resumed.
  */
-static enum MHD_Result on_get(struct http_front *f, struct hreq *r)
+static int on_get(struct http_front *f, struct hreq *r)
 {
-	struct MHD_Connection *c = r->conn;
+	struct hc_conn *c = r->conn;
 	struct hsess *hs;
 	const char *why;
 	unsigned stream;
 	uint64_t seq;
-	if (!http_accepts(header(c, MHD_HTTP_HEADER_ACCEPT), SSE_TYPE))
-		return reply_error(r, c, MHD_HTTP_NOT_ACCEPTABLE, -32000,
+	if (!http_accepts(header(c, "Accept"), SSE_TYPE))
+		return reply_error(r, c, 406, -32000,
 				   "Not Acceptable: the GET stream is text/event-stream");
 	unsigned status = find_session(f, c, &hs, &why);
 	if (status)
@@ -1578,10 +1612,10 @@ static enum MHD_Result on_get(struct http_front *f, struct hreq *r)
 	if (resume && stream > 0)
 		return resume_post(hs, r, stream, seq);
 	if (f->draining)
-		return reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+		return reply_error(r, c, 503, -32000,
 				   "Service Unavailable: mcp-chain is shutting down");
 	if (hs->get)
-		return reply_error(r, c, MHD_HTTP_CONFLICT, -32000,
+		return reply_error(r, c, 409, -32000,
 				   "Conflict: this session's GET stream is already open");
 	r->sse = true;
 	sess_add_stream(hs, r);
@@ -1605,7 +1639,7 @@ static enum MHD_Result on_get(struct http_front *f, struct hreq *r)
 }
 
 /* A DELETE: the client ends its session. */
-static enum MHD_Result on_delete(struct http_front *f, struct hreq *r)
+static int on_delete(struct http_front *f, struct hreq *r)
 {
 	struct hsess *hs;
 	const char *why;
@@ -1613,15 +1647,15 @@ static enum MHD_Result on_delete(struct http_front *f, struct hreq *r)
 	if (status)
 		return reply_error(r, r->conn, status, -32000, why);
 	sess_end(hs, "deleted by the client");
-	return reply(r, r->conn, MHD_HTTP_OK, NULL, "", 0, NULL);
+	return reply(r, r->conn, 200, NULL, "", 0, NULL);
 }
 
 /* /healthz and /readyz. */
-static enum MHD_Result on_health(struct http_front *f, struct MHD_Connection *c, bool ready)
+static int on_health(struct http_front *f, struct hc_conn *c, bool ready)
 {
 	bool ok = !ready || !f->ready || f->ready(f->ready_arg);
 	const char *body = ok ? "ok\n" : "not ready\n";
-	return reply(NULL, c, ok ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, "text/plain",
+	return reply(NULL, c, ok ? 200 : 503, "text/plain",
 		     body, strlen(body), NULL);
 }
 
@@ -1629,232 +1663,157 @@ static enum MHD_Result on_health(struct http_front *f, struct MHD_Connection *c,
  * Checks what the headers allow before any body is read: 0, or an HTTP
  * status with *WHY. Host and Origin first (DNS rebinding), then the method.
  */
-static unsigned check_headers(struct http_front *f, struct MHD_Connection *c,
+static unsigned check_headers(struct http_front *f, struct hc_conn *c,
 			      const char *method, enum req_kind *kind, const char **why)
 {
 	*kind = strcmp(method, "POST") == 0 ? REQ_POST : strcmp(method, "GET") == 0 ? REQ_GET :
 		strcmp(method, "DELETE") == 0 ? REQ_DELETE : REQ_OTHER;
-	if (f->conns > f->max_conns) {
+	if (hc_over(c)) {
 		*why = "Service Unavailable: too many connections";
-		return MHD_HTTP_SERVICE_UNAVAILABLE;
+		return 503;
 	}
-	if (!http_host_allowed(header(c, MHD_HTTP_HEADER_HOST), f->port, f->hosts)) {
+	if (!http_host_allowed(header(c, "Host"), f->port, f->hosts)) {
 		*why = "Forbidden: Host not allowed";
-		return MHD_HTTP_FORBIDDEN;
+		return 403;
 	}
 	if (!http_origin_allowed(header(c, "Origin"), f->port, f->origins)) {
 		*why = "Forbidden: Origin not allowed";
-		return MHD_HTTP_FORBIDDEN;
+		return 403;
 	}
 	if (*kind == REQ_OTHER) {
 		*why = "Method Not Allowed";
-		return MHD_HTTP_METHOD_NOT_ALLOWED;
+		return 405;
 	}
-	if (*kind == REQ_POST && !http_is_json_type(header(c, MHD_HTTP_HEADER_CONTENT_TYPE))) {
+	if (*kind == REQ_POST && !http_is_json_type(header(c, "Content-Type"))) {
 		*why = "Unsupported Media Type: POST application/json";
-		return MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
+		return 415;
 	}
 	return 0;
 }
 
-/* libmicrohttpd's request handler: called for the headers, each piece of
- * body, and once more at the end of the body. */
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-				  const char *method, const char *version, const char *data,
-				  size_t *size, void **req_cls)
+/* The answer to a request the HTTP layer refuses itself (bad framing,
+ * too large, over the bounds): a JSON-RPC error, as the front's own. */
+static void on_refuse(void *cls, struct hc_conn *c, unsigned status, const char *why)
 {
 	struct http_front *f = cls;
-	struct hreq *r = *req_cls;
-	(void)version;
-	if (!r) {
-		int ep = http_sse_endpoint(f, url);
-		if (ep < 0) {
-			if (strcmp(method, "GET") == 0 && strcmp(url, "/healthz") == 0)
-				return on_health(f, c, false);
-			if (strcmp(method, "GET") == 0 && strcmp(url, "/readyz") == 0)
-				return on_health(f, c, true);
-			if (strcmp(method, "GET") == 0 && strcmp(url, "/metrics") == 0)
-				return hf_on_metrics(f, c);
-			return reply(NULL, c, MHD_HTTP_NOT_FOUND, "text/plain", "not found\n", 10, NULL);
-		}
-		if (!(r = calloc(1, sizeof *r)))
-			return MHD_NO;
-		r->f = f;
-		r->conn = c;
-		r->refs = 1;
-		r->ep = (enum http_ep)ep;
-		ev_init(&r->watch, on_watch);
-		r->watch.data = r;
-		ev_init(&r->watch_soon, on_watch_soon);
-		r->watch_soon.data = r;
-		ev_init(&r->grace, on_grace);
-		r->grace.data = r;
-		http_ring_init(&r->ring);
-		*req_cls = r;
-		const char *why = NULL;
-		unsigned status = check_headers(f, c, method, &r->kind, &why);
-		if (!status)
-			status = hf_check_auth(f, c, &why);
-		if (!status && ((r->ep == EP_SSE && r->kind != REQ_GET) ||
-				(r->ep == EP_MESSAGES && r->kind != REQ_POST))) {
-			status = MHD_HTTP_METHOD_NOT_ALLOWED;
-			why = "Method Not Allowed";
-		}
-		if (status && r->kind == REQ_POST) {
-			r->reject = (int)status;  /* answered once the body is read (and dropped) */
-			r->reject_text = why;
-			return MHD_YES;
-		}
-		if (status)
-			return reply_error(r, c, status, -32000, why);
-		if ((r->kind == REQ_GET || r->kind == REQ_DELETE) && !header(c, SID_HEADER) &&
-		    era_of_version(header(c, VERSION_HEADER)) == ERA_STATELESS)
-			return reply_error(r, c, MHD_HTTP_METHOD_NOT_ALLOWED, -32000,
-				"Method Not Allowed: protocol " ERA_STATELESS_VERSION " uses POST only");
-		if (r->kind == REQ_GET)
-			return r->ep == EP_SSE ? http_sse_open(f, r) : on_get(f, r);
-		if (r->kind == REQ_DELETE)
-			return on_delete(f, r);
-		return MHD_YES;
+	char text[200];
+	if (status == 413) {
+		snprintf(text, sizeof text, "message too large: it exceeds maxMessageBytes (%zu)",
+			 f->max_message);
+		why = text;
 	}
-	if (*size > 0) {
-		f->bytes_in += *size;
-		if (!r->reject && !r->too_big && buf_pending(&r->body) + *size > f->max_message) {
-			r->too_big = true;
-			buf_release(&r->body);
-		}
-		if (!r->reject && !r->too_big && buf_append(&r->body, data, *size) < 0)
-			return MHD_NO;
-		*size = 0;
-		return MHD_YES;
+	reply_error(NULL, c, status, status == 413 ? RPC_INVALID_REQUEST : -32000, why);
+}
+
+/* A request to one of the front's other paths: health, readiness, metrics. */
+static int on_other_path(struct http_front *f, struct hc_conn *c, const char *url,
+			 const char *method)
+{
+	if (strcmp(method, "GET") == 0 && strcmp(url, "/healthz") == 0)
+		return on_health(f, c, false);
+	if (strcmp(method, "GET") == 0 && strcmp(url, "/readyz") == 0)
+		return on_health(f, c, true);
+	if (strcmp(method, "GET") == 0 && strcmp(url, "/metrics") == 0)
+		return hf_on_metrics(f, c);
+	return reply(NULL, c, 404, "text/plain", "not found\n", 10, NULL);
+}
+
+/* A request's head: checked before any of its body is read; GET and
+ * DELETE are answered, a POST's body is read (on_body). */
+static int on_head(void *cls, struct hc_conn *c)
+{
+	struct http_front *f = cls;
+	const char *url = hc_path(c), *method = hc_method(c);
+	int ep = http_sse_endpoint(f, url);
+	if (ep < 0)
+		return on_other_path(f, c, url, method);
+	struct hreq *r = calloc(1, sizeof *r);
+	if (!r)
+		return -1;
+	r->f = f;
+	r->conn = c;
+	r->refs = 1;   /* the connection's: on_end lets go */
+	r->ep = (enum http_ep)ep;
+	ev_init(&r->grace, on_grace);
+	r->grace.data = r;
+	http_ring_init(&r->ring);
+	hc_set_ctx(c, r);
+	const char *why = NULL;
+	unsigned status = check_headers(f, c, method, &r->kind, &why);
+	if (!status)
+		status = hf_check_auth(f, c, &why);
+	if (!status && ((r->ep == EP_SSE && r->kind != REQ_GET) ||
+			(r->ep == EP_MESSAGES && r->kind != REQ_POST))) {
+		status = 405;
+		why = "Method Not Allowed";
 	}
-	if (r->deferred) {   /* resumed: its first line (or its end) came */
-		if (r->aborted)
-			return MHD_NO;
-		if (!r->done && !r->sse) {   /* a JSON body waits for all of it */
-			defer_wait(r);
-			return MHD_YES;
-		}
+	uint64_t length;
+	if (!status && r->kind == REQ_POST && hc_has_body(c, &length) && length != UINT64_MAX &&
+	    length > f->max_message)
+		status = 413;   /* before any of it is read */
+	if (status == 413) {
+		on_refuse(f, c, 413, NULL);
+		return 0;
+	}
+	if (status)   /* a body not read closes its connection after the answer */
+		return reply_error(r, c, status, -32000, why);
+	if ((r->kind == REQ_GET || r->kind == REQ_DELETE) && !header(c, SID_HEADER) &&
+	    era_of_version(header(c, VERSION_HEADER)) == ERA_STATELESS)
+		return reply_error(r, c, 405, -32000,
+			"Method Not Allowed: protocol " ERA_STATELESS_VERSION " uses POST only");
+	if (r->kind == REQ_GET)
+		return r->ep == EP_SSE ? http_sse_open(f, r) : on_get(f, r);
+	if (r->kind == REQ_DELETE)
+		return on_delete(f, r);
+	hc_read_body(c);
+	return 0;
+}
+
+/* A POST's body is whole. */
+static int on_body(void *cls, struct hc_conn *c, struct buf *body)
+{
+	struct http_front *f = cls;
+	struct hreq *r = hc_ctx(c);
+	if (!r)
+		return -1;
+	r->body = *body;   /* taken */
+	memset(body, 0, sizeof *body);
+	return r->ep == EP_MESSAGES ? http_sse_post(f, r) : on_post(f, r);
+}
+
+/* Something came for a request that has no answer yet. */
+static int on_resume(void *cls, struct hc_conn *c)
+{
+	struct http_front *f = cls;
+	struct hreq *r = hc_ctx(c);
+	if (!r)
+		return 0;
+	if (r->aborted)   /* its client left, or it was dropped */
+		return -1;
+	if (r->deferred) {   /* its first line (or its end) came */
+		if (!r->done && !r->sse)   /* a JSON body waits for all of it */
+			return 0;
 		return reply_now_or_stream(r, r->sid);
 	}
-	if (r->kind == REQ_POST && !r->queued) {
-		if (r->aborted)   /* its client left while it was held */
-			return MHD_NO;
+	if (r->kind == REQ_POST && !r->queued)   /* held for the tool list: taken again */
 		return r->ep == EP_MESSAGES ? http_sse_post(f, r) : on_post(f, r);
-	}
-	return MHD_YES;
+	return 0;
 }
 
 /* A request ended: a stream still waiting was left by its client. */
-static void on_completed(void *cls, struct MHD_Connection *c, void **req_cls,
-			 enum MHD_RequestTerminationCode toe)
+static void on_end(void *cls, struct hc_conn *c, void *ctx, bool ok)
 {
-	struct hreq *r = *req_cls;
+	struct hreq *r = ctx;
 	(void)cls;
 	(void)c;
-	if (!r)
-		return;
-	*req_cls = NULL;
-	unwatch_eof(r);
-	r->suspended = false;
 	r->conn = NULL;
-	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+	if (ok) {
 		stream_detach(r, NULL);
 		kept_remove(r);            /* all of it was sent: nothing to resume */
 	} else if (!r->parked && (r->sess || r->keep)) {
 		stream_lost(r, "the client disconnected");
 	}
 	req_unref(r);
-}
-
-/* Counts connections (for the 503 above the limit). */
-static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
-			  enum MHD_ConnectionNotificationCode toe)
-{
-	struct http_front *f = cls;
-	(void)c;
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
-		f->conns++;
-		*socket_context = f;   /* for f_of() */
-	}
-	else if (f->conns > 0)
-		f->conns--;
-}
-
-/* libmicrohttpd's own messages, at debug level. */
-static void mhd_log(void *cls, const char *fmt, va_list ap)
-{
-	(void)cls;
-	if (log_enabled(LOG_DEBUG))
-		log_vmsg(LOG_DEBUG, fmt, ap);
-}
-
-/* ---- the loop ---- */
-
-/* Arms the timer from libmicrohttpd's next deadline (or at once). */
-static void front_arm(struct http_front *f)
-{
-	MHD_UNSIGNED_LONG_LONG ms = 0;
-	ev_timer_stop(EV_DEFAULT, &f->tm);
-	if (f->kick) {
-		f->kick = false;
-		ev_timer_set(&f->tm, 0., 0.);
-	} else if (MHD_get_timeout(f->d, &ms) == MHD_YES) {
-		ev_timer_set(&f->tm, (double)ms / 1000.0, 0.);
-	} else {
-		return;
-	}
-	ev_timer_start(EV_DEFAULT, &f->tm);
-}
-
-/* Lets libmicrohttpd do what is ready, then re-arms. */
-static void front_run(struct http_front *f)
-{
-	MHD_UNSIGNED_LONG_LONG ms = 1;
-	f->in_run = true;
-	MHD_run(f->d);
-	/* a request just read is often only parsed by the next run: that
-	 * run now, rather than after one more poll of the loop */
-	if (MHD_get_timeout(f->d, &ms) == MHD_YES && ms == 0)
-		MHD_run(f->d);
-	f->in_run = false;
-	front_arm(f);
-}
-
-/*
- * A connection was resumed: run libmicrohttpd before the loop sleeps
- * (on_prepare), in this iteration: the answer a backend just gave leaves
- * without one more poll.
- */
-static void front_kick(struct http_front *f)
-{
-	f->kick = true;
-}
-
-/* Before the loop sleeps: libmicrohttpd's turn if a connection was
- * resumed. First of the prepare watchers, so that what it hands the
- * chain is flushed by the writers' own (writer.c) before the poll. */
-static void on_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
-{
-	struct http_front *f = w->data;
-	(void)loop;
-	(void)revents;
-	if (f->kick && !f->in_run && f->d)
-		front_run(f);
-}
-
-static void on_io(struct ev_loop *loop, ev_io *w, int revents)
-{
-	(void)loop;
-	(void)revents;
-	front_run(w->data);
-}
-
-static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
-{
-	(void)loop;
-	(void)revents;
-	front_run(w->data);
 }
 
 /* ---- life ---- */
@@ -1889,65 +1848,49 @@ static bool loopback(const struct sockaddr_storage *ss)
 	return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
 }
 
-/* Starts libmicrohttpd on the address; 0 or -1 (logged). */
-static int front_listen(struct http_front *f, unsigned port, unsigned timeout)
+/* Listens on the address with L's bounds; 0 or -1 (logged). */
+static int front_listen(struct http_front *f, const struct cfg_listen *l)
 {
+	static const struct hc_handler handler = {
+		.on_head = on_head, .on_body = on_body, .on_resume = on_resume,
+		.on_end = on_end, .on_refuse = on_refuse,
+	};
 	struct sockaddr_storage ss;
-	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+	socklen_t len;
 	memset(&ss, 0, sizeof ss);
 	struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
 	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
 	if (inet_pton(AF_INET, f->address, &v4->sin_addr) == 1) {
 		v4->sin_family = AF_INET;
-		v4->sin_port = htons((uint16_t)port);
+		v4->sin_port = htons((uint16_t)l->port);
+		len = sizeof *v4;
 	} else if (inet_pton(AF_INET6, f->address, &v6->sin6_addr) == 1) {
 		v6->sin6_family = AF_INET6;
-		v6->sin6_port = htons((uint16_t)port);
-		flags |= MHD_USE_IPv6;
+		v6->sin6_port = htons((uint16_t)l->port);
+		len = sizeof *v6;
 	} else {
 		return log_fail("http: %s is not a numeric address", f->address);
 	}
 	if (!loopback(&ss))
 		log_warn("http: listening on %s, which other machines may reach: check "
 			 "\"allowedHosts\", \"allowedOrigins\" and add authentication", f->address);
-	f->d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, f,
-		MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-		MHD_OPTION_CONNECTION_LIMIT, f->max_conns + 16,
-		MHD_OPTION_CONNECTION_TIMEOUT, timeout,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, f,
-		MHD_OPTION_NOTIFY_CONNECTION, on_connection, f,
-		MHD_OPTION_EXTERNAL_LOGGER, mhd_log, f,
-		MHD_OPTION_END);
-	if (!f->d)
-		return log_fail("http: cannot listen on %s port %u: %s", f->address, port,
+	struct hc_limits lim = {
+		.max_conns = f->max_conns,
+		.timeout = l->conn_timeout >= 1 ? l->conn_timeout : 60,
+		.max_head = HTTP_MAX_HEAD,
+		.max_body = f->max_message,
+		.body_budget = l->body_budget ? l->body_budget : 2 * (uint64_t)f->max_message,
+	};
+	f->hs = hc_server_new((struct sockaddr *)&ss, len, &lim, &handler, f, &f->port);
+	if (!f->hs)
+		return log_fail("http: cannot listen on %s port %u: %s", f->address, l->port,
 				strerror(errno));
-	const union MHD_DaemonInfo *di = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_BIND_PORT);
-	f->port = di ? di->port : port;
-	di = MHD_get_daemon_info(f->d, MHD_DAEMON_INFO_EPOLL_FD);
-	if (!di)
-		return log_fail("http: libmicrohttpd has no epoll descriptor");
-	ev_io_init(&f->io, on_io, di->epoll_fd, EV_READ);
-	f->io.data = f;
-	ev_io_start(EV_DEFAULT, &f->io);
-	ev_init(&f->tm, on_timer);
-	f->tm.data = f;
-	ev_prepare_init(&f->pre, on_prepare);
-	ev_set_priority(&f->pre, EV_MAXPRI);
-	f->pre.data = f;
-	ev_prepare_start(EV_DEFAULT, &f->pre);
-	ev_unref(EV_DEFAULT);   /* it alone must not keep the loop alive */
-	front_arm(f);
 	return 0;
 }
 
 /* Starts the front. */
 struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *l, size_t max)
 {
-	char err[300];
-	if (mhd_dl_load(err, sizeof err) < 0) {   /* only now: its memory is not every run's */
-		log_error("http: %s", err);
-		return NULL;
-	}
 	struct http_front *f = calloc(1, sizeof *f);
 	struct hmap empty = HMAP_INIT;
 	if (!f)
@@ -1966,6 +1909,9 @@ struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *
 	f->origins = strv_dup(l->origins);
 	f->hosts = strv_dup(l->hosts);
 	f->max_conns = l->max_connections ? l->max_connections : 256;
+	f->max_sessions = l->max_sessions ? l->max_sessions : 4096;
+	f->max_per_client = l->max_sessions_per_client ? l->max_sessions_per_client : 1024;
+	f->max_per_principal = l->max_sessions_per_principal ? l->max_sessions_per_principal : 256;
 	f->session_idle = l->session_idle > 0 ? l->session_idle : 1800;
 	f->stream_buffer = l->stream_buffer ? l->stream_buffer : (8 << 20);
 	f->resume_grace = l->resume_grace;
@@ -1974,8 +1920,7 @@ struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *
 	double retry = l->resume_grace * 1000 / 3;
 	f->retry_ms = l->resume_grace <= 0 ? 0 : retry > 1000 ? 1000 : retry < 1 ? 1 : (unsigned)retry;
 	f->max_message = max;
-	unsigned timeout = l->conn_timeout >= 1 ? (unsigned)l->conn_timeout : 60;
-	if (front_listen(f, l->port, timeout) < 0) {
+	if (front_listen(f, l) < 0) {
 		http_front_free(f);
 		return NULL;
 	}
@@ -2024,12 +1969,10 @@ static void end_all(struct http_front *f, const char *reason)
 /* Closes the listening socket: no new connection. */
 static void stop_accepting(struct http_front *f)
 {
-	if (!f->d || f->draining)
+	if (!f->hs || f->draining)
 		return;
 	f->draining = true;
-	MHD_socket s = MHD_quiesce_daemon(f->d);
-	if (s != MHD_INVALID_SOCKET)
-		close(s);
+	hc_server_quiesce(f->hs);
 }
 
 /* Ends the GET stream of a session (a hmap_each callback). */
@@ -2075,27 +2018,19 @@ void http_front_stop(struct http_front *f, const char *reason)
 		return;
 	f->stopped = true;
 	stop_accepting(f);
+	if (f->hs)
+		hc_server_stop(f->hs);
 	end_all(f, reason);
 }
 
-/* Frees the front: every connection is resumed before the daemon stops. */
+/* Frees the front: its sessions end, then its connections close. */
 void http_front_free(struct http_front *f)
 {
 	if (!f)
 		return;
 	http_front_stop(f, "mcp-chain is shutting down");
-	if (f->d) {
-		front_run(f);
-		ev_io_stop(EV_DEFAULT, &f->io);
-		ev_timer_stop(EV_DEFAULT, &f->tm);
-		if (ev_is_active(&f->pre)) {
-			ev_ref(EV_DEFAULT);
-			ev_prepare_stop(EV_DEFAULT, &f->pre);
-		}
-		struct MHD_Daemon *d = f->d;
-		f->d = NULL;
-		MHD_stop_daemon(d);
-	}
+	hc_server_free(f->hs);
+	f->hs = NULL;
 	hmap_release(&f->sessions);
 	hmap_release(&f->instances);
 	param_table_release(&f->params);
@@ -2111,25 +2046,25 @@ void http_front_free(struct http_front *f)
 
 /* ---- shared with http_sse.c (http_int.h) ---- */
 
-const char *hf_header(struct MHD_Connection *c, const char *name) { return header(c, name); }
+const char *hf_header(struct hc_conn *c, const char *name) { return header(c, name); }
 
-enum MHD_Result hf_reply(struct hreq *r, struct MHD_Connection *c, unsigned status,
+int hf_reply(struct hreq *r, struct hc_conn *c, unsigned status,
 			 const char *ctype, const char *body, size_t n, const char *sid)
 {
 	return reply(r, c, status, ctype, body, n, sid);
 }
 
-enum MHD_Result hf_reply_error(struct hreq *r, struct MHD_Connection *c, unsigned status,
+int hf_reply_error(struct hreq *r, struct hc_conn *c, unsigned status,
 			       int code, const char *text)
 {
 	return reply_error(r, c, status, code, text);
 }
 
-enum MHD_Result hf_reply_stream(struct hreq *r) { return reply_stream(r, NULL); }
+int hf_reply_stream(struct hreq *r) { return reply_stream(r, NULL); }
 
-struct hsess *hf_sess_new(struct http_front *f, char *why, size_t n)
+struct hsess *hf_sess_new(struct http_front *f, struct hc_conn *c, char *why, size_t n)
 {
-	return sess_new(f, false, why, n);
+	return sess_open(f, c, why, n);
 }
 
 void hf_sess_add_stream(struct hsess *hs, struct hreq *r) { sess_add_stream(hs, r); }
@@ -2141,9 +2076,9 @@ void hf_sess_end(struct hsess *hs, const char *reason) { sess_end(hs, reason); }
 /* ---- bearer credentials (the auth module checks them through the core) ---- */
 
 /* The bearer token of C's Authorization header (*N bytes), or NULL. */
-static const char *bearer(struct MHD_Connection *c, size_t *n)
+static const char *bearer(struct hc_conn *c, size_t *n)
 {
-	const char *v = header(c, MHD_HTTP_HEADER_AUTHORIZATION);
+	const char *v = header(c, "Authorization");
 	if (!v || strncasecmp(v, "Bearer ", 7) != 0)
 		return NULL;
 	v += 7;
@@ -2161,7 +2096,7 @@ static const char *bearer(struct MHD_Connection *c, size_t *n)
  * bearer token is missing or unknown. The token goes to the modules
  * through the core (chain_check_credential), never to a log.
  */
-unsigned hf_check_auth(struct http_front *f, struct MHD_Connection *c, const char **why)
+unsigned hf_check_auth(struct http_front *f, struct hc_conn *c, const char **why)
 {
 	size_t n = 0;
 	const char *tok = bearer(c, &n);
@@ -2169,27 +2104,25 @@ unsigned hf_check_auth(struct http_front *f, struct MHD_Connection *c, const cha
 		return 0;
 	*why = tok ? "Unauthorized: the bearer token is not valid" :
 		     "Unauthorized: a bearer token is required (Authorization: Bearer ...)";
-	return MHD_HTTP_UNAUTHORIZED;
+	return 401;
 }
 
 /* Binds C's bearer token to HS (modules read it as ctx->credential);
  * -1 when HS is bound to another. */
-int hf_bind_credential(struct hsess *hs, struct MHD_Connection *c)
+int hf_bind_credential(struct hsess *hs, struct hc_conn *c)
 {
 	size_t n = 0;
 	const char *tok = bearer(c, &n);
-	return tok ? session_set_credential(hs->s, tok, n) : 0;
+	if (!tok)
+		return 0;
+	if (session_set_credential(hs->s, tok, n) < 0)
+		return -1;
+	if (!hs->has_cred)
+		hs->has_cred = cred_key(tok, n, hs->cred) == 0;
+	return 0;
 }
 
 /* ---- /metrics ---- */
-
-/* The front a connection belongs to (set when it started: on_connection). */
-static struct http_front *f_of(struct MHD_Connection *c)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
-	return ci ? ci->socket_context : NULL;
-}
 
 void http_front_set_metrics(struct http_front *f, void (*fn)(struct buf *out, void *arg),
 			    void *arg)
@@ -2264,21 +2197,22 @@ static void front_metrics(struct http_front *f, struct buf *b)
 		   "mcp_chain_http_connections %u\n"
 		   "# HELP mcp_chain_http_responses_total HTTP responses, by status.\n"
 		   "# TYPE mcp_chain_http_responses_total counter\n",
-		   f->sessions.count - legacy, legacy, f->serial, f->conns);
+		   f->sessions.count - legacy, legacy, f->serial, hc_server_conns(f->hs));
 	for (unsigned s = 100; s < 600; s++)
-		if (f->responses[s])
+		if (hc_server_responses(f->hs, s))
 			buf_printf(b, "mcp_chain_http_responses_total{code=\"%u\"} %llu\n", s,
-				   f->responses[s]);
+				   hc_server_responses(f->hs, s));
 	buf_printf(b, "# HELP mcp_chain_http_received_bytes_total Request bodies received.\n"
 		   "# TYPE mcp_chain_http_received_bytes_total counter\n"
 		   "mcp_chain_http_received_bytes_total %llu\n"
 		   "# HELP mcp_chain_http_sent_bytes_total Response bodies sent.\n"
 		   "# TYPE mcp_chain_http_sent_bytes_total counter\n"
-		   "mcp_chain_http_sent_bytes_total %llu\n", f->bytes_in, f->bytes_out);
+		   "mcp_chain_http_sent_bytes_total %llu\n", hc_server_bytes_in(f->hs),
+		   hc_server_bytes_out(f->hs));
 	request_metrics(f, b);
 }
 
-enum MHD_Result hf_on_metrics(struct http_front *f, struct MHD_Connection *c)
+int hf_on_metrics(struct http_front *f, struct hc_conn *c)
 {
 	enum req_kind kind;
 	const char *why = NULL;
@@ -2291,7 +2225,7 @@ enum MHD_Result hf_on_metrics(struct http_front *f, struct MHD_Connection *c)
 	front_metrics(f, &b);
 	if (f->metrics)
 		f->metrics(&b, f->metrics_arg);
-	enum MHD_Result rc = reply(NULL, c, MHD_HTTP_OK, "text/plain; version=0.0.4; charset=utf-8",
+	int rc = reply(NULL, c, 200, "text/plain; version=0.0.4; charset=utf-8",
 				   b.data ? b.data : "", buf_pending(&b), NULL);
 	buf_release(&b);
 	return rc;

@@ -8,7 +8,7 @@
 #include <ev.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include "mhd_dl.h"
+#include "http_conn.h"
 
 #include "buf.h"
 #include "hmap.h"
@@ -21,6 +21,7 @@
 #define SSE_TYPE "text/event-stream"
 #define SID_HEADER "Mcp-Session-Id"
 #define VERSION_HEADER "MCP-Protocol-Version"
+#define HTTP_MAX_HEAD 16384   /* bytes of a request's head */
 
 enum req_kind { REQ_POST, REQ_GET, REQ_DELETE, REQ_OTHER };
 
@@ -44,13 +45,10 @@ struct held {
 /* One HTTP request; a POST with requests, or a GET, is also a stream. */
 struct hreq {
 	struct http_front *f;
-	struct MHD_Connection *conn;
+	struct hc_conn *conn;
 	enum req_kind kind;
 	int refs;
-	struct buf body;          /* the POST body as it arrives */
-	bool too_big;             /* over maxMessageBytes: discarded */
-	int reject;               /* an HTTP status decided from the headers */
-	const char *reject_text;
+	struct buf body;          /* the POST body, once whole */
 	/* as a stream */
 	struct hsess *sess;       /* NULL once detached */
 	struct buf out;           /* bytes the reader has not taken */
@@ -59,7 +57,6 @@ struct hreq {
 	bool queued;              /* its response is queued */
 	bool done;                /* end once OUT is sent */
 	bool aborted;             /* close the connection */
-	bool suspended;
 	bool deferred;            /* no response queued yet: what comes for it is
 				   * held in FIRST until its first line shows
 				   * whether one JSON body will do */
@@ -78,9 +75,6 @@ struct hreq {
 	size_t nids;
 	struct msg_val *tokens;   /* their progress tokens */
 	size_t ntokens;
-	ev_io watch;              /* the client's EOF while suspended */
-	ev_timer watch_soon;      /* starts WATCH once suspended a while: most
-				   * waits are over before, and cost no epoll_ctl */
 	struct hreq *next;        /* in the session's streams */
 	enum http_ep ep;          /* the endpoint it came to */
 	/* as a stream a client may resume (docs/http-front.md, "Resuming a stream") */
@@ -126,26 +120,28 @@ struct hsess {
 	struct chain *chain;      /* its chain: the front's, or one made for it */
 	bool stateless;           /* a 2026-07-28 client's: no session id, one call */
 	uint64_t instance;        /* its requestStates' instance, once registered */
+	/* what the session caps count (listen.maxSessions*) */
+	char peer[48];            /* the client address that opened it */
+	unsigned char cred[32];   /* SHA-256 of its bearer token, when HAS_CRED */
+	bool has_cred;
+	double used;              /* ev_now of its last request */
 };
 
 struct http_front {
 	struct chain *chain;
-	struct MHD_Daemon *d;
+	struct hc_server *hs;     /* the HTTP/1.1 connections */
 	char *address, *path;
 	char *sse_path, *messages_path;  /* legacy HTTP+SSE; NULL: off */
 	char **origins, **hosts;
 	unsigned port;
-	unsigned max_conns, conns;
+	unsigned max_conns;
+	unsigned max_sessions, max_per_client, max_per_principal;
 	double session_idle;
 	size_t max_message, stream_buffer;
 	double resume_grace;      /* seconds a dropped POST stream waits for a
 				   * resume; 0: its requests are cancelled at once */
 	unsigned retry_ms;        /* the SSE retry hint of resumable streams */
-	ev_io io;
-	ev_timer tm;
-	ev_prepare pre;           /* runs libmicrohttpd before the loop sleeps
-				   * when a connection was resumed (kick) */
-	bool in_run, kick, stopped;
+	bool stopped;
 	bool draining;            /* no new connection, session or stream */
 	struct hmap sessions;     /* sid -> hsess */
 	struct hmap instances;    /* stateless: requestState instance -> hsess */
@@ -168,9 +164,8 @@ struct http_front {
 	void *ready_arg;
 	void (*metrics)(struct buf *out, void *arg);  /* the rest of /metrics */
 	void *metrics_arg;
-	/* counted where they happen, read by /metrics */
-	unsigned long long responses[600];   /* by HTTP status */
-	unsigned long long bytes_in, bytes_out;  /* bodies */
+	/* counted where they happen, read by /metrics (responses by status
+	 * and bytes: the HTTP layer's) */
 	/* Streamable HTTP requests by method (http_methods) and how they
 	 * ended; the answered ones' durations as a histogram */
 	unsigned long long outcomes[HTTP_NMETHODS][REQ_NOUTCOMES];
@@ -181,20 +176,20 @@ struct http_front {
 /* ---- http.c, for http_sse.c ---- */
 
 /* A header of C, or NULL. */
-const char *hf_header(struct MHD_Connection *c, const char *name);
+const char *hf_header(struct hc_conn *c, const char *name);
 /* Queues a complete response (CTYPE may be NULL: empty body); SID adds
  * Mcp-Session-Id. */
-enum MHD_Result hf_reply(struct hreq *r, struct MHD_Connection *c, unsigned status,
+int hf_reply(struct hreq *r, struct hc_conn *c, unsigned status,
 			 const char *ctype, const char *body, size_t n, const char *sid);
 /* Queues STATUS with a JSON-RPC error body (id null) saying TEXT. */
-enum MHD_Result hf_reply_error(struct hreq *r, struct MHD_Connection *c, unsigned status,
+int hf_reply_error(struct hreq *r, struct hc_conn *c, unsigned status,
 			       int code, const char *text);
 /* Queues R's stream response (SSE when r->sse). */
-enum MHD_Result hf_reply_stream(struct hreq *r);
-/* A new session (logged), or NULL. */
-/* A new session (its chain from the front's factory); NULL with the
- * reason in WHY (N bytes) when it cannot be made. */
-struct hsess *hf_sess_new(struct http_front *f, char *why, size_t n);
+int hf_reply_stream(struct hreq *r);
+/* A new session for the client of C (its chain from the front's
+ * factory; room made under the session caps); NULL with the reason in
+ * WHY (N bytes) when it cannot be made. */
+struct hsess *hf_sess_new(struct http_front *f, struct hc_conn *c, char *why, size_t n);
 /* Makes R a stream of HS. */
 void hf_sess_add_stream(struct hsess *hs, struct hreq *r);
 /* Appends one message line to the stream R (framed as SSE when r->sse). */
@@ -204,12 +199,12 @@ void hf_sess_end(struct hsess *hs, const char *reason);
 
 /* 0, or 401 with *WHY: a module checks credentials and C's bearer token
  * is missing or unknown. */
-unsigned hf_check_auth(struct http_front *f, struct MHD_Connection *c, const char **why);
+unsigned hf_check_auth(struct http_front *f, struct hc_conn *c, const char **why);
 /* Binds C's bearer token to HS; -1 when HS is bound to another. */
-int hf_bind_credential(struct hsess *hs, struct MHD_Connection *c);
+int hf_bind_credential(struct hsess *hs, struct hc_conn *c);
 
 /* GET /metrics: Prometheus text (Host/Origin and auth checked). */
-enum MHD_Result hf_on_metrics(struct http_front *f, struct MHD_Connection *c);
+int hf_on_metrics(struct http_front *f, struct hc_conn *c);
 
 /* ---- http_sse.c ---- */
 
@@ -217,9 +212,9 @@ enum MHD_Result hf_on_metrics(struct http_front *f, struct MHD_Connection *c);
  * ones when they are on; -1 for none of ours. */
 int http_sse_endpoint(const struct http_front *f, const char *url);
 /* GET on the legacy stream path: a new session whose stream R becomes. */
-enum MHD_Result http_sse_open(struct http_front *f, struct hreq *r);
+int http_sse_open(struct http_front *f, struct hreq *r);
 /* A complete POST to the legacy messages path: 202, answers on the stream. */
-enum MHD_Result http_sse_post(struct http_front *f, struct hreq *r);
+int http_sse_post(struct http_front *f, struct hreq *r);
 /* What a legacy session writes: all of it goes down its one stream. */
 void http_sse_route(struct hsess *hs, const char *line, size_t n);
 /* The legacy stream R of HS closed: the session ends soon (not now: the

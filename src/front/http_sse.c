@@ -58,16 +58,16 @@ void http_sse_route(struct hsess *hs, const char *line, size_t n)
 	/* else: the stream is gone and the session ends on the next turn */
 }
 
-enum MHD_Result http_sse_open(struct http_front *f, struct hreq *r)
+int http_sse_open(struct http_front *f, struct hreq *r)
 {
-	struct MHD_Connection *c = r->conn;
+	struct hc_conn *c = r->conn;
 	struct hsess *hs;
 	if (f->draining || f->stopped)
-		return hf_reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+		return hf_reply_error(r, c, 503, -32000,
 				      "Service Unavailable: mcp-chain is shutting down");
 	char refused[300] = "";
-	if (!(hs = hf_sess_new(f, refused, sizeof refused)))
-		return hf_reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000, refused[0] ?
+	if (!(hs = hf_sess_new(f, c, refused, sizeof refused)))
+		return hf_reply_error(r, c, 503, -32000, refused[0] ?
 				      refused : "Service Unavailable: cannot open a session now");
 	hs->legacy = true;
 	hf_bind_credential(hs, c);
@@ -81,7 +81,7 @@ enum MHD_Result http_sse_open(struct http_front *f, struct hreq *r)
 			 f->messages_path, hs->sid);
 	if (n < 0 || (size_t)n >= sizeof ev || buf_append(&r->out, ev, (size_t)n) < 0) {
 		hf_sess_end(hs, "out of memory");
-		return MHD_NO;
+		return -1;
 	}
 	log_debug("http: session #%u: HTTP+SSE stream open", hs->serial);
 	return hf_reply_stream(r);
@@ -89,28 +89,28 @@ enum MHD_Result http_sse_open(struct http_front *f, struct hreq *r)
 
 /* The legacy session a POST names (sessionId=), or NULL with an HTTP
  * status and its text. */
-static struct hsess *find_legacy(struct http_front *f, struct MHD_Connection *c,
+static struct hsess *find_legacy(struct http_front *f, struct hc_conn *c,
 				 unsigned *status, const char **why)
 {
-	const char *sid = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, SID_PARAM);
+	const char *sid = hc_query(c, SID_PARAM);
 	const char *v = hf_header(c, "MCP-Protocol-Version");
 	struct hsess *hs = NULL;
-	*status = MHD_HTTP_BAD_REQUEST;
+	*status = 400;
 	*why = "Bad Request: the sessionId parameter is required";
 	if (!sid)
 		return NULL;
-	*status = MHD_HTTP_NOT_FOUND;
+	*status = 404;
 	*why = "Session not found";
 	if (!http_sid_valid(sid) || !(hs = hmap_get(&f->sessions, sid, HTTP_SID_LEN)) ||
 	    !hs->legacy || !hs->get)
 		return NULL;
 	if (v && !session_version_supported(v)) {
-		*status = MHD_HTTP_BAD_REQUEST;
+		*status = 400;
 		*why = "Bad Request: unsupported MCP-Protocol-Version";
 		return NULL;
 	}
 	if (hf_bind_credential(hs, c) < 0) {
-		*status = MHD_HTTP_UNAUTHORIZED;
+		*status = 401;
 		*why = "Unauthorized: this session belongs to another bearer token";
 		return NULL;
 	}
@@ -118,19 +118,11 @@ static struct hsess *find_legacy(struct http_front *f, struct MHD_Connection *c,
 	return hs;
 }
 
-enum MHD_Result http_sse_post(struct http_front *f, struct hreq *r)
+int http_sse_post(struct http_front *f, struct hreq *r)
 {
-	struct MHD_Connection *c = r->conn;
+	struct hc_conn *c = r->conn;
 	unsigned status;
 	const char *why;
-	if (r->reject)
-		return hf_reply_error(r, c, (unsigned)r->reject, -32000, r->reject_text);
-	if (r->too_big) {
-		char text[160];
-		snprintf(text, sizeof text, "message too large: it exceeds maxMessageBytes (%zu)",
-			 f->max_message);
-		return hf_reply_error(r, c, MHD_HTTP_CONTENT_TOO_LARGE, RPC_INVALID_REQUEST, text);
-	}
 	struct hsess *hs = find_legacy(f, c, &status, &why);
 	if (!hs)
 		return hf_reply_error(r, c, status, -32000, why);
@@ -139,7 +131,7 @@ enum MHD_Result http_sse_post(struct http_front *f, struct hreq *r)
 	if (msg_init_line(&m, r->body.data ? r->body.data : "", buf_pending(&r->body), &err) < 0) {
 		char *s = json_dumps(err, JSON_COMPACT);
 		json_decref(err);
-		enum MHD_Result rc = hf_reply(r, c, MHD_HTTP_BAD_REQUEST, "application/json",
+		int rc = hf_reply(r, c, 400, "application/json",
 					      s ? s : "", s ? strlen(s) : 0, NULL);
 		free(s);
 		return rc;
@@ -148,9 +140,9 @@ enum MHD_Result http_sse_post(struct http_front *f, struct hreq *r)
 	bool request = msg_classify(&m, &in) == RPC_REQUEST;
 	msg_release(&m);
 	if (f->draining && request)
-		return hf_reply_error(r, c, MHD_HTTP_SERVICE_UNAVAILABLE, -32000,
+		return hf_reply_error(r, c, 503, -32000,
 				      "Service Unavailable: mcp-chain is shutting down");
 	session_receive_line(hs->s, r->body.data ? r->body.data : "", buf_pending(&r->body));
 	buf_release(&r->body);
-	return hf_reply(r, c, MHD_HTTP_ACCEPTED, "text/plain", "Accepted", 8, NULL);
+	return hf_reply(r, c, 202, "text/plain", "Accepted", 8, NULL);
 }

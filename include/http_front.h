@@ -65,6 +65,14 @@ typedef void (*http_chain_release_fn)(void *arg, struct chain *c, unsigned seria
 void http_front_set_session_chains(struct http_front *f, http_chain_make_fn make,
 				   http_chain_release_fn release, void *arg);
 
+/*
+ * Ends the idlest handshake-era session that has a chain of its own (made
+ * by the factory above) and nothing open -- no request, no stream -- to
+ * make room for a new one; logged. False when there is none. The factory
+ * asks it at its bound (listen.maxScopedSessions) before refusing.
+ */
+bool http_front_make_room(struct http_front *f);
+
 /* Sessions open now. */
 size_t http_front_sessions(const struct http_front *f);
 

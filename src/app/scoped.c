@@ -3,6 +3,7 @@
  * chain per HTTP session, bounded, and the one 2026-07-28 calls share.
  */
 #include "app.h"
+#include "http_front.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +139,15 @@ size_t app_processes_running(const struct app *a)
 	return n;
 }
 
+/* Sessions whose backends of their own are live (not released). */
+static size_t scoped_live(const struct app *a)
+{
+	size_t live = 0;
+	for (const struct schain *sc = a->schains; sc; sc = sc->next)
+		live += !sc->released;
+	return live;
+}
+
 /*
  * Whether a session may start its own backends now: NEED child processes
  * against listen.maxScopedSessions, maxProcesses and maxStartsPerSecond
@@ -147,9 +157,9 @@ size_t app_processes_running(const struct app *a)
 int app_within_bounds(struct app *a, unsigned serial, size_t need, char *why, size_t n)
 {
 	const struct cfg_listen *l = &a->cfg->listen;
-	size_t live = 0;
-	for (struct schain *sc = a->schains; sc; sc = sc->next)
-		live += !sc->released;
+	size_t live = scoped_live(a);
+	if (live >= l->max_scoped_sessions && a->http && http_front_make_room(a->http))
+		live = scoped_live(a);   /* the idlest of them with nothing open made room */
 	double now = ev_now(EV_DEFAULT);
 	a->tokens += (now - a->tokens_at) * l->max_starts;
 	a->tokens_at = now;

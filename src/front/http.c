@@ -1038,20 +1038,8 @@ static const char *sess_make_room(struct http_front *f, struct hc_conn *c)
 	return NULL;
 }
 
-/* The idlest session with a chain of its own that may be ended, or NULL. */
-static struct hsess *idlest_own_chain(struct http_front *f)
-{
-	struct cap_scan cs = { .peer = "" };
-	hmap_each(&f->sessions, cap_count, &cs);
-	return cs.idlest_own;
-}
-
-/*
- * A new handshake-era session for the client of C (see sess_new), room
- * made under the caps first; when its chain cannot be made because
- * sessions with chains of their own are at their bound, the idlest of
- * them that has nothing open makes room. NULL with WHY (N bytes).
- */
+/* A new handshake-era session for the client of C (see sess_new), room
+ * made under the caps first; NULL with WHY (N bytes). */
 static struct hsess *sess_open(struct http_front *f, struct hc_conn *c, char *why, size_t n)
 {
 	const char *full = sess_make_room(f, c);
@@ -1060,15 +1048,20 @@ static struct hsess *sess_open(struct http_front *f, struct hc_conn *c, char *wh
 		return NULL;
 	}
 	struct hsess *hs = sess_new(f, false, why, n);
-	struct hsess *old;
-	if (!hs && why[0] && (old = idlest_own_chain(f))) {
-		sess_evict(old, "listen.maxScopedSessions");
-		why[0] = '\0';
-		hs = sess_new(f, false, why, n);
-	}
 	if (hs)
 		snprintf(hs->peer, sizeof hs->peer, "%s", hc_peer(c));
 	return hs;
+}
+
+/* Ends the idlest session with a chain of its own that has nothing open. */
+bool http_front_make_room(struct http_front *f)
+{
+	struct cap_scan cs = { .peer = "" };
+	hmap_each(&f->sessions, cap_count, &cs);
+	if (!cs.idlest_own)
+		return false;
+	sess_evict(cs.idlest_own, "listen.maxScopedSessions");
+	return true;
 }
 
 /* Adds R to HS's open streams. */

@@ -164,8 +164,8 @@ static void conn_read_on(struct hc_conn *c, bool on)
 static void conn_timer(struct hc_conn *c, double seconds)
 {
 	ev_timer_stop(EV_DEFAULT, &c->tm);
-	if (seconds > 0) {
-		ev_timer_set(&c->tm, seconds, 0.);
+	if (seconds > 0) {   /* the repeat too: ev_timer_again restarts it on progress */
+		ev_timer_set(&c->tm, seconds, seconds);
 		ev_timer_start(EV_DEFAULT, &c->tm);
 	}
 }

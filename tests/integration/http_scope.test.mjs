@@ -16,7 +16,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { ListRootsRequestSchema, LoggingMessageNotificationSchema } from '@modelcontextprotocol/sdk/types.js';
 
 import {
-  cmdline, request as rawRequest, processesUnder, withCheckedChain,
+  cmdline, request as rawRequest, openStream, processesUnder, withCheckedChain,
 } from './http_lib.mjs';
 
 import {
@@ -148,7 +148,8 @@ test('shared scope: the one backend is told notifications/initialized once, howe
   });
 });
 
-test('bounds: maxScopedSessions, maxProcesses and maxStartsPerSecond refuse with 503 and say which', T, async () => {
+test('bounds: maxScopedSessions, maxProcesses and maxStartsPerSecond refuse with 503 and say which ' +
+  '(maxScopedSessions once no session with backends of its own is idle)', T, async () => {
   const fixture = fixtureServer();
   const entry = { command: fixture.command, args: fixture.args };
   const FX = new RegExp(path.basename(fixture.command));
@@ -162,6 +163,9 @@ test('bounds: maxScopedSessions, maxProcesses and maxStartsPerSecond refuse with
       const first = await rawInit(chain.port);
       assert.equal(first.status, 200, `${bound}: the first session opens: ${first.body}`);
       const sid = first.headers['mcp-session-id'];
+      // a session with a stream open is not ended to make room
+      const get = await openStream(chain.port, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid } });
+      assert.equal(get.status, 200);
       const second = await rawInit(chain.port);
       assert.equal(second.status, 503, `${bound}: the second is refused: ${second.body}`);
       const err = JSON.parse(second.body).error;
@@ -171,6 +175,8 @@ test('bounds: maxScopedSessions, maxProcesses and maxStartsPerSecond refuse with
       await waitFor(() => new RegExp(`warn: http: session #2 refused: .*listen\\.${bound}`).test(chain.stderr),
         { what: `the log to name ${bound}` });
       assert.equal(servers(chain, FX).length, 1, `${bound}: one backend process`);
+      get.close();
+      await waitFor(() => get.ended, { what: 'the GET stream to close' });
       // once the first session ends (and, for maxProcesses, its process is
       // gone; for maxStartsPerSecond, a second has passed) a new one opens
       const del = await request(chain.port, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid } });
@@ -181,6 +187,19 @@ test('bounds: maxScopedSessions, maxProcesses and maxStartsPerSecond refuse with
       assert.equal(third.status, 200, `${bound}: a session opens again: ${third.body}`);
     });
   }
+  // at maxScopedSessions, the idlest such session with nothing open makes room
+  await withChain({ mcpServers: { fx: entry }, listen: { maxScopedSessions: 1 } }, async (chain) => {
+    const first = await rawInit(chain.port);
+    assert.equal(first.status, 200, first.body);
+    const second = await rawInit(chain.port);
+    assert.equal(second.status, 200, `an idle session makes room: ${second.body}`);
+    assert.match(chain.stderr, /session #1 is ended to make room for a new one \(listen\.maxScopedSessions/);
+    assert.doesNotMatch(chain.stderr, /session #2 refused/);
+    const gone = await request(chain.port, { headers: { ...JSON_HEADERS, 'Mcp-Session-Id': first.headers['mcp-session-id'] },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'ping' }) });
+    assert.equal(gone.status, 404, 'the session that made room is gone');
+    await waitFor(() => servers(chain, FX).length === 1, { timeoutMs: 6000, what: 'one backend process' });
+  });
 });
 
 test('2026-07-28 calls on session-scoped backends share one set of backends; handshake sessions keep their own', T, async () => {

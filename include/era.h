@@ -63,6 +63,23 @@ bool era_stateless_supported(const char *version);
 enum era era_of_version(const char *version);
 
 /*
+ * The entry of era_handshake_versions that reads VERSION (static: it
+ * outlives the caller's params), or NULL when it is none of them.
+ */
+const char *era_handshake_version(const char *version);
+
+/*
+ * The initialize RESULT (borrowed) that a backend gave one client's
+ * handshake, as another client that asked for revision ASKED is to get it
+ * (a new reference): naming ASKED when it is a handshake-era revision
+ * older than the one RESULT names (a server answers the revision a client
+ * asks for when it speaks it, and one that speaks a revision is taken to
+ * speak the older ones too), else RESULT itself. The client whose own
+ * request RESULT answers gets RESULT as it came: not this.
+ */
+json_t *era_result_for(json_t *result, const char *asked);
+
+/*
  * params._meta[KEY] of a request's PARAMS (borrowed; NULL when absent).
  */
 json_t *era_meta(json_t *params, const char *key);

@@ -18,6 +18,9 @@
  * depth, declines (jansson refuses it whatever the flags), while one in a
  * string value passes (JSON_ALLOW_NUL). An integer id's id_int keys as
  * rpc_id_key_int() (the id key rule in rpc.h); a real id declines.
+ * White space may hold raw CR and LF, as JSON allows: the scan says so
+ * (LINES), at no cost to compact input, so that the bytes never reach a
+ * line-framed peer as several lines (msg_init_line blanks them).
  * One difference is deliberate: a forwarded message keeps its bytes, so
  * an id written -0 goes back as -0, unless a module changed the message
  * and it is serialized from its tree, as 0 (the same number; JSON-RPC
@@ -70,6 +73,9 @@ struct jscan {
 	struct jspan uri;        /* params.uri, likewise */
 	int64_t id_int;          /* the id's value when it is an integer */
 	bool subject_escaped;    /* name or uri holds escapes */
+	bool lines;              /* a raw CR or LF in the white space (JSON
+				  * allows them nowhere else): the bytes are
+				  * not one line as they are (msg.c blanks them) */
 	bool is_error;           /* result.isError is true */
 	bool id_is_string;
 	bool has_jsonrpc;

@@ -13,6 +13,13 @@
  * wire (msg_bytes_current). Bytes the scanner declines are parsed at once,
  * so every input has one fate whatever reads it.
  *
+ * Whatever the form, a message is written as one line: JSON may hold raw
+ * CR and LF in its white space, and a peer framed by lines (stdio) would
+ * read what follows one as further messages that nothing here saw. So
+ * bytes that have them are copied with spaces in their place when the
+ * message is made (the same length: every span holds), and a tree is
+ * written compact. A message's bytes never hold a raw CR or LF.
+ *
  * This file and msg.c are the only code that knows both forms: the chain,
  * the pipeline and the fronts ask for facts and set values through it.
  *
@@ -94,14 +101,17 @@ struct msg {
 /*
  * Takes the line [LINE, LINE+LEN) (borrowed): scanned, or parsed when the
  * scanner declines. Returns 0, or -1 with *ERR a ready -32700 response
- * (new reference) when it is not JSON. A batch (array) comes back as a
- * tree with kind RPC_INVALID; check json_is_array(m->tree).
+ * (new reference) when it is not JSON (two values are not). A batch
+ * (array) comes back as a tree with kind RPC_INVALID; check
+ * json_is_array(m->tree). Bytes with raw CR or LF in them are copied
+ * (owned) with spaces there: release M whatever it holds.
  */
 int msg_init_line(struct msg *m, const char *line, size_t len, json_t **err);
 
 /*
  * Takes a response mcp-chain built itself as the line [LINE, LINE+LEN)
- * (borrowed, valid JSON by construction, so not scanned again): ID is the
+ * (borrowed, valid compact JSON by construction, so not scanned again and
+ * free of raw line breaks): ID is the
  * span of its integer id ID_INT, RESULT the span of its result object.
  */
 void msg_init_own(struct msg *m, const char *line, size_t len, struct jspan id,

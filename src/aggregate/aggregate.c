@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "chain.h"
+#include "era.h"
 #include "msg.h"
 #include "hmap.h"
 #include "log.h"
@@ -577,7 +578,10 @@ static int agg_initialize(struct peer *p, json_t *params,
 	if (a->init)
 		return -1;
 	if (a->peer.ready) {  /* a later session: answer from what we have */
-		json_t *resp = rpc_result(json_null(), merged_result(a));
+		json_t *merged = merged_result(a);
+		json_t *resp = rpc_result(json_null(), era_result_for(merged,
+			json_string_value(json_object_get(params, "protocolVersion"))));
+		json_decref(merged);
 		cb(arg, resp);
 		json_decref(resp);
 		return 0;

@@ -46,6 +46,28 @@ enum era era_of_version(const char *version)
 	return ERA_UNKNOWN;
 }
 
+const char *era_handshake_version(const char *version)
+{
+	for (const char *const *v = era_handshake_versions; version && *v; v++)
+		if (strcmp(*v, version) == 0)
+			return *v;
+	return NULL;
+}
+
+json_t *era_result_for(json_t *result, const char *asked)
+{
+	const char *v = json_string_value(json_object_get(result, "protocolVersion"));
+	/* revisions are dates, YYYY-MM-DD: their order is the strings' */
+	if (!era_handshake_supported(asked) || !era_handshake_supported(v) || strcmp(asked, v) >= 0)
+		return json_incref(result);
+	json_t *r = json_copy(result);   /* shallow: only the revision differs */
+	if (!r || json_object_set_new(r, "protocolVersion", json_string(asked)) < 0) {
+		json_decref(r);
+		return json_incref(result);
+	}
+	return r;
+}
+
 json_t *era_meta(json_t *params, const char *key)
 {
 	json_t *meta = json_is_object(params) ? json_object_get(params, "_meta") : NULL;

@@ -23,6 +23,7 @@ struct scan {
 	int depth;
 	bool ok;
 	unsigned seen;           /* SEEN_* */
+	bool lines;              /* a raw CR or LF in the white space */
 	struct jspan meta_token; /* params._meta.progressToken */
 	struct jspan params_token; /* params.progressToken */
 };
@@ -43,11 +44,23 @@ static inline __attribute__((always_inline)) bool is_ws(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* Skips white space, all of it: the hot paths come here only when there is some. */
-static const char *skip_ws(const char *p, const char *e)
+/*
+ * Skips white space, all of it: the hot paths come here only when there is
+ * some. A raw CR or LF sets *LINES (when LINES is given): the message
+ * cannot go to a line-framed peer as it is (jscan.h, "lines").
+ */
+static const char *skip_ws(const char *p, const char *e, bool *lines)
 {
-	while (p < e && is_ws(*p))
-		p++;
+	if (p + 1 < e && *p == ' ' && (unsigned char)p[1] > ' ')
+		return p + 1;   /* a lone space, as after ", " and ": " */
+	for (; p < e; p++) {
+		if (*p == ' ' || *p == '\t')
+			continue;
+		if (*p != '\n' && *p != '\r')
+			break;
+		if (lines)
+			*lines = true;
+	}
 	return p;
 }
 
@@ -56,7 +69,16 @@ static inline __attribute__((always_inline)) const char *ws(const char *p, const
 {
 	if (__builtin_expect(p < e && (unsigned char)*p > ' ', 1))
 		return p;
-	return skip_ws(p, e);
+	return skip_ws(p, e, NULL);
+}
+
+/* ws() for the scan of a message (S), noting a raw line break there. */
+static inline __attribute__((always_inline)) const char *sws(struct scan *s, const char *p,
+							     const char *e)
+{
+	if (__builtin_expect(p < e && (unsigned char)*p > ' ', 1))
+		return p;
+	return skip_ws(p, e, &s->lines);
 }
 
 /*
@@ -65,19 +87,20 @@ static inline __attribute__((always_inline)) const char *ws(const char *p, const
  * one test in all, that the caller's own test for A or B then repeats (the
  * compiler merges the two).
  */
-static inline __attribute__((always_inline)) const char *ws_unless(const char *p,
-								   const char *e, char a, char b)
+static inline __attribute__((always_inline)) const char *ws_unless(struct scan *s,
+								   const char *p, const char *e,
+								   char a, char b)
 {
 	if (__builtin_expect(p < e && (*p == a || *p == b), 1))
 		return p;
-	return skip_ws(p, e);
+	return skip_ws(p, e, &s->lines);
 }
 
 /* The byte after C at P (white space allowed before it), or NULL. */
-static inline __attribute__((always_inline)) const char *eat(const char *p, const char *e,
-							     char c)
+static inline __attribute__((always_inline)) const char *eat(struct scan *s, const char *p,
+							     const char *e, char c)
 {
-	p = ws_unless(p, e, c, c);
+	p = ws_unless(s, p, e, c, c);
 	return p < e && *p == c ? p + 1 : NULL;
 }
 
@@ -316,21 +339,21 @@ HOT const char *members(struct scan *s, const char *p, member_fn fn, void *ctx)
 {
 	const char *e = s->e;
 	for (;;) {
-		p = ws_unless(p, e, '"', '"');
+		p = ws_unless(s, p, e, '"', '"');
 		if (p >= e || *p != '"')
 			return NULL;
 		bool kesc = false;
 		const char *kend = string(p, e, &kesc);
 		if (!kend)
 			return NULL;
-		const char *v = eat(kend, e, ':');
-		if (!v || (v = ws(v, e)) >= e)
+		const char *v = eat(s, kend, e, ':');
+		if (!v || (v = sws(s, v, e)) >= e)
 			return NULL;
 		const char *vend = fn ? fn(ctx, p + 1, (size_t)(kend - p - 2), kesc, v, s) :
 			value(s, v);
 		if (!vend)
 			return NULL;
-		p = ws_unless(vend, e, ',', '}');
+		p = ws_unless(s, vend, e, ',', '}');
 		if (p < e && *p == ',') {
 			p++;
 			continue;
@@ -342,7 +365,7 @@ HOT const char *members(struct scan *s, const char *p, member_fn fn, void *ctx)
 /* Scans the object at P (its '{'), calling FN (if any) for each member. */
 HOT const char *object(struct scan *s, const char *p, member_fn fn, void *ctx)
 {
-	p = ws_unless(p + 1, s->e, '"', '"');
+	p = ws_unless(s, p + 1, s->e, '"', '"');
 	if (p < s->e && *p == '}')
 		return p + 1;
 	return members(s, p, fn, ctx);
@@ -413,7 +436,7 @@ next_value:
 		bool is_obj = *p == '{';
 		if (s->depth + open + 1 > MAX_DEPTH)
 			return NULL;
-		p = ws(p + 1, e);
+		p = sws(s, p + 1, e);
 		if (p < e && *p == (is_obj ? '}' : ']')) {
 			p++;
 		} else {
@@ -424,7 +447,7 @@ next_value:
 			goto next_value;
 		}
 	} else if (is_ws(*p)) {
-		p = skip_ws(p, e);
+		p = skip_ws(p, e, &s->lines);
 		goto next_value;
 	} else if (!(p = scalar(p, e))) {
 		return NULL;
@@ -433,7 +456,7 @@ after_value:
 	if (open == 0)
 		return p;
 	close = (obj & 1) ? '}' : ']';
-	p = ws_unless(p, e, ',', close);
+	p = ws_unless(s, p, e, ',', close);
 	if (p >= e)
 		return NULL;
 	if (*p == ',') {
@@ -449,14 +472,14 @@ after_value:
 	obj >>= 1;
 	goto after_value;
 next_key:
-	p = ws_unless(p, e, '"', '"');
+	p = ws_unless(s, p, e, '"', '"');
 	if (p >= e || *p != '"')
 		return NULL;
 	const char *k = p;
 	bool kesc = false;
 	if (!(p = string(p, e, &kesc)) || (kesc && key_has_nul(k, p)))
 		return NULL;   /* jansson refuses a NUL in a key, whatever the flags */
-	if (!(p = eat(p, e, ':')))
+	if (!(p = eat(s, p, e, ':')))
 		return NULL;
 	goto next_value;
 }
@@ -678,15 +701,15 @@ bool jscan_message(const char *p, size_t n, struct jscan *out)
 {
 	struct scan s = { .e = p + n, .ok = true, .depth = 1 };
 	memset(out, 0, sizeof *out);
-	const char *q = ws(p, s.e);
+	const char *q = sws(&s, p, s.e);
 	if (jsonrpc_first(q, s.e)) {
 		out->has_jsonrpc = true;   /* a repeat of it declines */
 		q += 17;
 		if (s.e - q > 5 && memcmp(q, "\"id\":", 5) == 0) {
 			/* and "id": next, as in every request and response we send */
-			q = ws(q + 5, s.e);
+			q = sws(&s, q + 5, s.e);
 			q = q < s.e ? id_member(out, q, &s) : NULL;
-			if (!q || !(q = eat(q, s.e, ',')))
+			if (!q || !(q = eat(&s, q, s.e, ',')))
 				return false;   /* (an id alone declines anyway) */
 		}
 	} else if (q < s.e && *q == '{') {
@@ -697,8 +720,9 @@ bool jscan_message(const char *p, size_t n, struct jscan *out)
 	q = members(&s, q, top_member, out);
 	if (!q || !s.ok || !out->has_jsonrpc)
 		return false;
-	if (q != s.e && skip_ws(q, s.e) != s.e)
+	if (q != s.e && skip_ws(q, s.e, &s.lines) != s.e)
 		return false;
+	out->lines = s.lines;
 	/* a request's token is in _meta; a progress notification's in params */
 	out->token = jspan_is(out->method, "notifications/progress") ? s.params_token :
 		out->id.p ? s.meta_token : (struct jspan){ NULL, 0 };

@@ -189,7 +189,32 @@ static bool take_scan(struct msg *m, const char *line, size_t len)
 	return true;
 }
 
-/* Takes a line: scanned, or parsed. */
+static int copy_bytes(struct msg *m);
+
+/*
+ * Makes M's bytes, whose white space holds raw CR or LF, a copy with
+ * spaces there: a peer that reads one message a line (a stdio backend or
+ * client) would take what follows a line break as messages of their own,
+ * that no module saw and whose ids no exchange maps. JSON has raw CR and
+ * LF nowhere but in white space (jscan.h), so every one of them goes; the
+ * length stays, and so does every span.
+ */
+static int blank_lines(struct msg *m)
+{
+	if (copy_bytes(m) < 0)
+		return -1;
+	for (char *p = m->own, *e = p + m->raw_len; p < e; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	m->js.lines = false;
+	return 0;
+}
+
+/*
+ * Takes a line: scanned, or parsed. Either way no raw line break is left
+ * in what will be written: a tree is written compact, and bytes with one
+ * are copied and blanked, which compact lines never pay for.
+ */
 int msg_init_line(struct msg *m, const char *line, size_t len, json_t **err)
 {
 	m->own = NULL;   /* on every message: what take_scan does not write */
@@ -197,7 +222,8 @@ int msg_init_line(struct msg *m, const char *line, size_t len, json_t **err)
 		m->set[i].heap = NULL;
 		m->set[i].n = 0;
 	}
-	if (take_scan(m, line, len))
+	if (take_scan(m, line, len) &&
+	    (__builtin_expect(!m->js.lines, 1) || blank_lines(m) == 0))
 		return 0;
 	memset(m, 0, sizeof *m);
 	json_t *t = rpc_parse(line, len, err);
@@ -537,17 +563,12 @@ void msg_set_tree(struct msg *m, json_t *t)
 	m->tree = t;
 }
 
-/* Copies borrowed bytes. */
-int msg_keep(struct msg *m)
+/* Copies M's borrowed bytes into OWN, its spans with them; -1 (M unchanged) without memory. */
+static int copy_bytes(struct msg *m)
 {
-	if (!m->raw || m->own)
-		return 0;
 	char *copy = malloc(m->raw_len ? m->raw_len : 1);
-	if (!copy) {
-		int r = msg_tree(m) ? 0 : -1;
-		drop_bytes(m);
-		return r;
-	}
+	if (!copy)
+		return -1;
 	memcpy(copy, m->raw, m->raw_len);
 	for (int i = 0; i < MSG_SPANS; i++)
 		if (m->js.span[i].p)
@@ -559,6 +580,16 @@ int msg_keep(struct msg *m)
 	m->js.method = (struct jspan){ NULL, 0 };   /* not kept (msg.h): METHOD is */
 	m->raw = m->own = copy;
 	return 0;
+}
+
+/* Copies borrowed bytes. */
+int msg_keep(struct msg *m)
+{
+	if (!m->raw || m->own || copy_bytes(m) == 0)
+		return 0;
+	int r = msg_tree(m) ? 0 : -1;   /* no memory for a copy: the tree, then */
+	drop_bytes(m);
+	return r;
 }
 
 /* ---- writing ---- */

@@ -15,12 +15,14 @@
 
 #include "be_era.h"
 #include "chain.h"
+#include "era.h"
 #include "log.h"
 #include "rpc.h"
 
 struct init_waiter {
 	void (*cb)(void *arg, json_t *response);
 	void *arg;
+	const char *asked;   /* the revision it asked for (static), or NULL */
 	struct init_waiter *next;
 };
 
@@ -115,6 +117,30 @@ static int peer_send_raw(struct peer *p, const struct iovec *iov, int n, bool re
 	return b->ops->send_raw(b, iov, n);
 }
 
+/* The handshake revision PARAMS (borrowed) ask for (static), or NULL. */
+static const char *asked_in(json_t *params)
+{
+	return era_handshake_version(json_string_value(json_object_get(params, "protocolVersion")));
+}
+
+/*
+ * The handshake's answer RESP (borrowed) as a client that asked for ASKED
+ * gets it (a new reference). One that asked what the handshake asked (its
+ * own request, or the same) gets it as it came; another is told the
+ * revision it asked for, where the backend speaks it (era_result_for): a
+ * shared backend's later sessions are not held to the first one's.
+ */
+static json_t *answer_for(const struct backend *b, json_t *resp, const char *asked)
+{
+	json_t *result = json_object_get(resp, "result");
+	if (!result || !asked || asked == asked_in(b->init_params))
+		return json_incref(resp);
+	json_t *r = json_copy(resp);
+	if (r)
+		json_object_set_new(r, "result", era_result_for(result, asked));
+	return r ? r : json_incref(resp);
+}
+
 /* Calls every waiter with the handshake's outcome. */
 static void wake_waiters(struct backend *b, json_t *resp)
 {
@@ -122,7 +148,9 @@ static void wake_waiters(struct backend *b, json_t *resp)
 	b->waiters = NULL;
 	while (w) {
 		struct init_waiter *next = w->next;
-		w->cb(w->arg, resp);
+		json_t *r = answer_for(b, resp, w->asked);
+		w->cb(w->arg, r);
+		json_decref(r);
 		free(w);
 		w = next;
 	}
@@ -296,9 +324,11 @@ static int peer_initialize(struct peer *p, json_t *params,
 {
 	struct backend *b = (struct backend *)p;
 	if (b->state == BACKEND_READY && b->init_result) {
-		json_t *r = rpc_result(json_null(), json_incref(b->init_result));
+		json_t *resp = rpc_result(json_null(), json_incref(b->init_result));
+		json_t *r = answer_for(b, resp, asked_in(params));
 		cb(arg, r);
 		json_decref(r);
+		json_decref(resp);
 		return 0;
 	}
 	if (b->state != BACKEND_STARTED && b->state != BACKEND_INITIALIZING)
@@ -308,6 +338,7 @@ static int peer_initialize(struct peer *p, json_t *params,
 		return -1;
 	w->cb = cb;
 	w->arg = arg;
+	w->asked = asked_in(params);
 	w->next = b->waiters;
 	b->waiters = w;
 	if (b->state == BACKEND_INITIALIZING)

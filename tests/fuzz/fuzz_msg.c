@@ -10,7 +10,9 @@
  *   - after the same changes (id, progress token, request id) write the
  *     same JSON, and a tree made afterwards from the bytes equal it;
  *   - a tree made from bytes and left alone still says what the bytes say
- *     (msg_bytes_current), so reading never changes the wire.
+ *     (msg_bytes_current), so reading never changes the wire;
+ *   - leave as one line: no raw CR or LF in what is written, whatever
+ *     white space came in (a stdio peer would read several messages).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -111,6 +113,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	CHECK(msg_set_id(&a, &id) == msg_set_id(&b, &id));
 	CHECK(msg_set_token(&a, &tok) == msg_set_token(&b, &tok));
 	CHECK(msg_set_rid(&a, &id) == msg_set_rid(&b, &id));
+	char *text;
+	ssize_t n = msg_dump(&a, &text);
+	CHECK(n >= 0 && !memchr(text, '\n', (size_t)n) && !memchr(text, '\r', (size_t)n));
+	free(text);
 	json_t *ja = dumped(&a), *jb = dumped(&b);
 	CHECK(json_equal(ja, jb));
 	json_decref(ja);

@@ -267,8 +267,9 @@ test('a server→client request (sampling) reaches the SDK client on its GET str
 
 test('a batch is answered in a 2025-03-26 session and refused (400) in a 2025-06-18 one',
   { ...T, skip: SKIP_NO_FIXTURE }, async () => {
-    // one chain each: a backend answers later sessions' initialize from its
-    // cached result, so every session of a chain gets the first one's version
+    // one chain each, so that each version is the backend's own first answer
+    // (a later session of a shared backend is told the version it asked for
+    // when it is older: http_inject.test.mjs checks that)
     const batch = JSON.stringify([
       { jsonrpc: '2.0', id: 'a', method: 'ping' },
       { jsonrpc: '2.0', method: 'notifications/roots/list_changed' },

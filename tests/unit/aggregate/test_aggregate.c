@@ -1112,6 +1112,44 @@ static void test_merged_initialize(void **state)
 		assert_int_equal(got_n(&B[i], "ping"), 0);
 }
 
+/*
+ * A later session is told the revision it asked for when it is older than
+ * the one the aggregate answered the first (a 2025-03-26 client keeps its
+ * batches), and that one when it asks a newer one; the first is unchanged.
+ */
+static void test_later_session_gets_asked_version(void **state)
+{
+	(void)state;
+	start(CFG3);
+	client_init();
+	assert_string_equal(json_string_value(json_object_get(result_of(reply_to(0)),
+							      "protocolVersion")), "2025-06-18");
+	static const struct { const char *asked, *want; } cases[] = {
+		{ "2025-03-26", "2025-03-26" }, { "2024-11-05", "2024-11-05" },
+		{ "2025-11-25", "2025-06-18" }, { "2025-06-18", "2025-06-18" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		struct session *s2 = session_new(CH, "client2", rec_write, &out);
+		char buf[300];
+		json_int_t id = 50 + (json_int_t)i;
+		snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
+			 ",\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"%s\","
+			 "\"capabilities\":{},\"clientInfo\":{\"name\":\"later\",\"version\":\"1\"}}}",
+			 id, cases[i].asked);
+		session_receive(s2, J(buf));
+		pump();
+		json_t *r = result_of(reply_to(id));
+		assert_string_equal(json_string_value(json_object_get(r, "protocolVersion")),
+				    cases[i].want);
+		expect_json(json_object_get(r, "serverInfo"),
+			    "{\"name\":\"mcp-chain\",\"version\":\"" MCPC_VERSION "\"}");
+		assert_int_equal(session_state(s2), SESSION_READY);
+		session_free(s2);
+	}
+	for (size_t i = 0; i < NB; i++)
+		assert_int_equal(B[i].init_calls, 1);   /* the backends: once, for the first */
+}
+
 /* With one backend the router is transparent: names and lists pass as they are. */
 static void test_single_backend_transparent(void **state)
 {
@@ -1878,6 +1916,7 @@ int main(void)
 		T(test_resources_status_and_failure),
 		T(test_resources_read_routing),
 		T(test_merged_initialize),
+		T(test_later_session_gets_asked_version),
 		T(test_single_backend_transparent),
 		T(test_backend_down_keeps_names),
 		T(test_list_changed_refetch),

@@ -52,6 +52,54 @@ static void test_versions_and_eras(void **state)
 		assert_true(strcmp(era_handshake_versions[i - 1], era_handshake_versions[i]) > 0);
 }
 
+/* The static entry for each handshake revision; NULL for anything else. */
+static void test_handshake_version(void **state)
+{
+	(void)state;
+	for (size_t i = 0; era_handshake_versions[i]; i++) {
+		char copy[32];
+		strcpy(copy, era_handshake_versions[i]);
+		assert_ptr_equal(era_handshake_version(copy), era_handshake_versions[i]);
+	}
+	assert_null(era_handshake_version(NULL));
+	assert_null(era_handshake_version("2026-07-28"));
+	assert_null(era_handshake_version("2025-06-1"));
+}
+
+/*
+ * Another client's answer: the revision asked when it is a handshake one
+ * older than the answer's; else the answer as it is (the same reference).
+ */
+static void test_result_for(void **state)
+{
+	(void)state;
+	json_t *res = parse("{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{\"tools\":{}},"
+			    "\"serverInfo\":{\"name\":\"s\",\"version\":\"1\"}}");
+	static const struct { const char *asked, *want; } cases[] = {
+		{ "2025-03-26", "2025-03-26" }, { "2024-11-05", "2024-11-05" },
+		{ "2025-06-18", "2025-06-18" }, { "2025-11-25", "2025-06-18" },
+		{ "2026-07-28", "2025-06-18" }, { "2024-10-07", "2025-06-18" },
+		{ "x", "2025-06-18" }, { NULL, "2025-06-18" },
+	};
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		json_t *r = era_result_for(res, cases[i].asked);
+		assert_string_equal(json_string_value(json_object_get(r, "protocolVersion")),
+				    cases[i].want);
+		if (strcmp(cases[i].want, "2025-06-18") == 0)
+			assert_ptr_equal(r, res);
+		assert_ptr_equal(json_object_get(r, "capabilities"), json_object_get(res, "capabilities"));
+		json_decref(r);
+	}
+	assert_string_equal(json_string_value(json_object_get(res, "protocolVersion")), "2025-06-18");
+	json_decref(res);
+	/* an answer naming no handshake revision is left alone */
+	res = parse("{\"protocolVersion\":\"2026-07-28\",\"capabilities\":{}}");
+	json_t *r = era_result_for(res, "2025-03-26");
+	assert_ptr_equal(r, res);
+	json_decref(r);
+	json_decref(res);
+}
+
 /* The supported list: the stateless revision first, then the handshake ones. */
 static void test_all_versions(void **state)
 {
@@ -239,6 +287,8 @@ int main(void)
 		cmocka_unit_test(test_meta_lookup),
 		cmocka_unit_test(test_envelope),
 		cmocka_unit_test(test_unsupported_error),
+		cmocka_unit_test(test_handshake_version),
+		cmocka_unit_test(test_result_for),
 		cmocka_unit_test(test_removed_methods),
 		cmocka_unit_test(test_strip_own_meta),
 	};

@@ -674,6 +674,128 @@ static void test_whitespace_everywhere(void **state)
 	assert_span(js.token, "9");
 	assert_span(js.meta, "{ 'progressToken' :\t9 }");
 	assert_true(js.has_params);
+	assert_true(js.lines);
+}
+
+/* Compact input, spaces and tabs, escaped \n and \r in strings: no raw line break. */
+static void test_lines_only_for_raw_breaks(void **state)
+{
+	(void)state;
+	struct jscan js;
+	assert_true(scan("{'jsonrpc':'2.0','id':1,'method':'m'}", &js));
+	assert_false(js.lines);
+	assert_true(scan(" {\t'jsonrpc' : '2.0' ,'id':1,'method':'m' } \t", &js));
+	assert_false(js.lines);
+	assert_true(scan("{'jsonrpc':'2.0','id':1,'method':'m','params':{'t':'a\\nb\\r\\n'}}", &js));
+	assert_false(js.lines);
+	assert_true(scan("{'jsonrpc':'2.0','id':1,'method':'m'}\n", &js));
+	assert_true(js.lines);
+	assert_true(scan("\r{'jsonrpc':'2.0','id':1,'method':'m'}", &js));
+	assert_true(js.lines);
+}
+
+/* True when [A, A+AN) and [B, B+BN) are the same text but for white space. */
+static bool same_but_ws(const char *a, size_t an, const char *b, size_t bn)
+{
+	size_t i = 0, j = 0;
+	for (;;) {
+		while (i < an && strchr(" \t\r\n", a[i]))
+			i++;
+		while (j < bn && strchr(" \t\r\n", b[j]))
+			j++;
+		if (i == an || j == bn)
+			return i == an && j == bn;
+		if (a[i++] != b[j++])
+			return false;
+	}
+}
+
+/* Fails unless spans A and B are both absent or hold the same but for white space. */
+static void same_span(struct jspan a, struct jspan b, const char *what, const char *text)
+{
+	if (!a.p && !b.p)
+		return;
+	if (!a.p || !b.p || !same_but_ws(a.p, a.n, b.p, b.n))
+		fail_msg("%s differs with white space added: %s", what, text);
+}
+
+/* True when white space may go at offset I of the compact JSON S (N bytes). */
+static bool ws_place(const char *s, size_t n, size_t i)
+{
+	size_t quotes = 0;
+	for (size_t k = 0; k < i; k++)
+		quotes += s[k] == '"';   /* (no escaped quotes in these messages) */
+	if (quotes % 2)
+		return false;   /* inside a string */
+	return i == 0 || i == n || strchr("{}[],:", s[i - 1]) || strchr("{}[],:", s[i]);
+}
+
+/*
+ * A raw CR, LF or CRLF (and runs of them) at every place white space may
+ * go: the scan accepts, says "lines", and finds what it finds in the
+ * compact message. A pretty-printing client sends such messages.
+ */
+static void test_lines_every_position(void **state)
+{
+	(void)state;
+	static const char *const msgs[] = {
+		"{'jsonrpc':'2.0','id':3,'method':'tools/call','params':{'name':'echo',"
+			"'_meta':{'progressToken':7},'arguments':{'a':[1,true,null,{'b':'x y'}]}}}",
+		"{'id':'r','result':{'content':[],'isError':true},'jsonrpc':'2.0'}",
+		"{'jsonrpc':'2.0','method':'notifications/cancelled','params':{'requestId':12}}",
+		"{'jsonrpc':'2.0','method':'notifications/progress','params':{'progressToken':'p','progress':1}}",
+		"{'jsonrpc':'2.0','id':5,'method':'resources/read','params':{'uri':'u:1'}}",
+	};
+	static const char *const breaks[] = { "\n", "\r", "\r\n", "\n\n", " \r\n\t" };
+	for (size_t m = 0; m < sizeof msgs / sizeof *msgs; m++) {
+		char *c = unq(msgs[m]);
+		size_t n = strlen(c);
+		struct jscan js0, js;
+		assert_true(jscan_message(c, n, &js0));
+		assert_false(js0.lines);
+		for (size_t i = 0; i <= n; i++) {
+			if (!ws_place(c, n, i))
+				continue;
+			for (size_t b = 0; b < sizeof breaks / sizeof *breaks; b++) {
+				size_t bn = strlen(breaks[b]);
+				char *t = xmalloc(n + bn + 1);
+				memcpy(t, c, i);
+				memcpy(t + i, breaks[b], bn);
+				memcpy(t + i + bn, c + i, n - i + 1);
+				if (!scan_raw(t, n + bn, &js))
+					fail_msg("declined with a line break at %zu: %s", i, t);
+				if (!js.lines)
+					fail_msg("no \"lines\" with a line break at %zu: %s", i, t);
+				for (int k = 0; k < JSCAN_SPANS; k++)
+					same_span(js0.span[k], js.span[k], "a span", t);
+				same_span(js0.method, js.method, "method", t);
+				same_span(js0.name, js.name, "name", t);
+				same_span(js0.uri, js.uri, "uri", t);
+				assert_int_equal(js0.id_int, js.id_int);
+				assert_int_equal(js0.is_error, js.is_error);
+				assert_int_equal(js0.id_is_string, js.id_is_string);
+				assert_int_equal(js0.has_params, js.has_params);
+				free(t);
+			}
+		}
+		free(c);
+	}
+}
+
+/* Two values, whatever is between them, are not one message. */
+static void test_decline_two_values(void **state)
+{
+	(void)state;
+	static const char *const between[] = { "", " ", "\n", "\r", "\r\n", "\t\n " };
+	for (size_t i = 0; i < sizeof between / sizeof *between; i++) {
+		char text[256];
+		struct jscan js;
+		snprintf(text, sizeof text, "{'jsonrpc':'2.0','id':1,'method':'ping'}%s"
+			 "{'jsonrpc':'2.0','id':2,'method':'ping'}", between[i]);
+		assert_false(scan(text, &js));
+		snprintf(text, sizeof text, "{'jsonrpc':'2.0','id':1,'method':'ping'}%s1", between[i]);
+		assert_false(scan(text, &js));
+	}
 }
 
 /* Members in any order: params first, jsonrpc last. */
@@ -1748,6 +1870,9 @@ int main(void)
 		cmocka_unit_test(test_response_nested_is_error_ignored),
 		cmocka_unit_test(test_response_with_params),
 		cmocka_unit_test(test_whitespace_everywhere),
+		cmocka_unit_test(test_lines_only_for_raw_breaks),
+		cmocka_unit_test(test_lines_every_position),
+		cmocka_unit_test(test_decline_two_values),
 		cmocka_unit_test(test_member_order),
 		cmocka_unit_test(test_unknown_members),
 		cmocka_unit_test(test_string_lengths),

@@ -307,6 +307,154 @@ static void test_forms(void **state)
 	msg_release(&m);
 }
 
+/* True when white space may go at offset I of the compact JSON S (N bytes). */
+static bool ws_place(const char *s, size_t n, size_t i)
+{
+	size_t quotes = 0;
+	for (size_t k = 0; k < i; k++)
+		quotes += s[k] == '"' && (k == 0 || s[k - 1] != '\\');
+	if (quotes % 2)
+		return false;   /* inside a string */
+	return i == 0 || i == n || strchr("{}[],:", s[i - 1]) || strchr("{}[],:", s[i]);
+}
+
+/* S with BREAK inserted at offset I, malloc'd. */
+static char *with_break(const char *s, size_t i, const char *brk)
+{
+	size_t n = strlen(s), bn = strlen(brk);
+	char *t = malloc(n + bn + 1);
+	assert_non_null(t);
+	memcpy(t, s, i);
+	memcpy(t + i, brk, bn);
+	memcpy(t + i + bn, s + i, n - i + 1);
+	return t;
+}
+
+/*
+ * A raw CR, LF or CRLF at every place JSON allows white space: the
+ * message stays bytes, but its own copy, with spaces there, so that what
+ * is written (the id and token spliced) is one line that says what the
+ * compact message says; the reader's buffer is neither changed nor
+ * needed after. Lines of the stdio framer never hold LF, but HTTP bodies
+ * and a line's CR do, and a peer that reads a line at a time would take
+ * each piece as a message of its own.
+ */
+static void test_line_breaks_blanked(void **state)
+{
+	(void)state;
+	static const char *const msgs[] = {
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\","
+			"\"_meta\":{\"progressToken\":7},\"arguments\":{\"a\":[1,true,{\"b\":\"x\\ny\"}]}}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":\"q\",\"result\":{\"content\":[],\"isError\":false}}",
+		"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":12}}",
+	};
+	static const char *const breaks[] = { "\n", "\r", "\r\n", "\n\r\n " };
+	struct msg_val tok = { .n = 0 };
+	msg_val_set(&tok, "\"t-9\"", 5);
+	for (size_t k = 0; k < sizeof msgs / sizeof *msgs; k++) {
+		size_t n = strlen(msgs[k]);
+		struct msg want;
+		json_t *err = NULL;
+		assert_int_equal(msg_init_line(&want, msgs[k], n, &err), 0);
+		assert_true(msg_is_raw(&want));
+		assert_null(want.own);   /* a compact line is not copied */
+		msg_set_id_int(&want, 77);
+		msg_set_token(&want, &tok);
+		msg_set_rid(&want, &tok);
+		json_t *jw = dumped(&want);
+		for (size_t i = 0; i <= n; i++) {
+			if (!ws_place(msgs[k], n, i))
+				continue;
+			for (size_t b = 0; b < sizeof breaks / sizeof *breaks; b++) {
+				char *t = with_break(msgs[k], i, breaks[b]), *kept = strdup(t);
+				size_t tn = strlen(t);
+				char out[512];
+				struct msg m;
+				assert_int_equal(msg_init_line(&m, t, tn, &err), 0);
+				assert_true(msg_is_raw(&m));
+				assert_string_equal(t, kept);   /* the reader's bytes are left alone */
+				memset(t, 'X', tn);             /* and not needed any more */
+				msg_set_id_int(&m, 77);
+				msg_set_token(&m, &tok);
+				msg_set_rid(&m, &tok);
+				iov_text(&m, out, sizeof out);
+				if (strpbrk(out, "\r\n"))
+					fail_msg("a line break left at %zu of %s: %s", i, kept, out);
+				json_t *jo = json_loads(out, 0, NULL);
+				if (!json_equal(jo, jw))
+					fail_msg("not the same message with a break at %zu: %s", i, out);
+				json_decref(jo);
+				/* read and not changed, it still leaves as those bytes */
+				assert_non_null(msg_tree(&m));
+				assert_true(msg_bytes_current(&m));
+				msg_release(&m);
+				free(t);
+				free(kept);
+			}
+		}
+		json_decref(jw);
+		msg_release(&want);
+	}
+	msg_val_release(&tok);
+}
+
+/* What the scanner declines is a tree, written compact: no line break survives either. */
+static void test_line_breaks_in_trees(void **state)
+{
+	(void)state;
+	static const char *const lines_[] = {
+		"[\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},\n{\"jsonrpc\":\"2.0\","
+			"\"id\":2,\"method\":\"ping\"}\n]",
+		"{\"jsonrpc\":\"2.0\",\n\"id\":1.5,\r\n\"method\":\"ping\"}",
+		"{\"jsonrpc\":\"2.0\",\n\"id\":1,\"method\":\"tools/call\",\"params\":{\"a\\u0041\":\n\"x\\ny\"}}",
+		"{\"jsonrpc\":\"2.0\",\n\"id\":1,\"error\":{\"code\":-1,\r\n\"message\":\"m\"}}",
+	};
+	for (size_t i = 0; i < sizeof lines_ / sizeof *lines_; i++) {
+		struct msg m;
+		json_t *err = NULL;
+		char *text;
+		assert_int_equal(msg_init_line(&m, lines_[i], strlen(lines_[i]), &err), 0);
+		assert_non_null(m.tree);
+		ssize_t n = msg_dump(&m, &text);
+		assert_true(n > 0);
+		if (memchr(text, '\n', (size_t)n) || memchr(text, '\r', (size_t)n))
+			fail_msg("a line break left in %s", text);
+		json_t *a = json_loads(lines_[i], JSON_DECODE_ANY, NULL), *b = json_loads(text, JSON_DECODE_ANY, NULL);
+		assert_true(json_equal(a, b));
+		json_decref(a);
+		json_decref(b);
+		free(text);
+		msg_release(&m);
+	}
+}
+
+/* Two JSON values in one line (or body) are no message: -32700, never forwarded. */
+static void test_two_values(void **state)
+{
+	(void)state;
+	static const char *const between[] = { "", " ", "\n", "\r\n", "\r", "\t \n" };
+	static const char *const second[] = {
+		"{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"tools/call\",\"params\":{\"name\":\"echo\"}}",
+		"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}",
+		"[]", "1", "\"s\"",
+	};
+	for (size_t i = 0; i < sizeof between / sizeof *between; i++) {
+		for (size_t j = 0; j < sizeof second / sizeof *second; j++) {
+			char line[256];
+			struct msg m;
+			json_t *err = NULL;
+			snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}%s%s",
+				 between[i], second[j]);
+			assert_int_equal(msg_init_line(&m, line, strlen(line), &err), -1);
+			assert_non_null(err);
+			assert_int_equal(json_integer_value(json_object_get(json_object_get(err, "error"),
+									    "code")),
+					 RPC_PARSE_ERROR);
+			json_decref(err);
+		}
+	}
+}
+
 /* The _meta question is conservative on bytes and exact on a tree. */
 static void test_meta_has(void **state)
 {
@@ -385,6 +533,9 @@ int main(void)
 		cmocka_unit_test(test_keep),
 		cmocka_unit_test(test_not_json),
 		cmocka_unit_test(test_forms),
+		cmocka_unit_test(test_line_breaks_blanked),
+		cmocka_unit_test(test_line_breaks_in_trees),
+		cmocka_unit_test(test_two_values),
 		cmocka_unit_test(test_meta_has),
 		cmocka_unit_test(test_values),
 	};

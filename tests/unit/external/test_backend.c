@@ -560,6 +560,92 @@ static void test_handshake_down_and_reinit(void **state)
 	ext_client_release(&cl);
 }
 
+/* initialize params asking for revision V. */
+static json_t *init_params(const char *v)
+{
+	return json_pack("{s:s,s:{},s:{s:s,s:s}}", "protocolVersion", v, "capabilities",
+			 "clientInfo", "name", "c", "version", "1");
+}
+
+/* The revision answer I of init_answers names. */
+static const char *answered(size_t i)
+{
+	json_t *r = json_object_get(json_array_get(init_answers, i), "result");
+	assert_non_null(r);
+	return json_string_value(json_object_get(r, "protocolVersion"));
+}
+
+/*
+ * A backend shared by several clients answers each with the revision it
+ * asked for, where the backend may speak it: a client that waited for the
+ * first one's handshake, and one that came when it was ready, asking an
+ * older revision than the handshake's get theirs (a 2025-03-26 client
+ * keeps its batches); one asking a newer one gets the handshake's; the
+ * handshake's own client gets the backend's answer as it came, even a
+ * revision newer than it asked.
+ */
+static void test_shared_answer_names_asked_version(void **state)
+{
+	(void)state;
+	init_answers = json_array();
+	make_fake("{\"initialDelayMs\":5,\"maxDelayMs\":5,\"maxRestarts\":10,\"windowMs\":60000}");
+	assert_int_equal(backend_start(BE), 0);
+	struct peer *p = backend_peer(BE);
+	json_t *first = init_params("2025-06-18"), *older = init_params("2025-03-26"),
+		*oldest = init_params("2024-11-05"), *newer = init_params("2025-11-25"),
+		*unknown = init_params("2030-01-01");
+	assert_int_equal(p->ops->initialize(p, first, on_init, &init_answers), 0);
+	assert_int_equal(p->ops->initialize(p, older, on_init, &init_answers), 0);  /* waits */
+	json_t *req = last_sent("initialize");
+	assert_true(json_equal(json_object_get(req, "params"), first));
+	reply(req, "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{\"tools\":{}},"
+		   "\"serverInfo\":{\"name\":\"srv\",\"version\":\"1\"}}");
+	assert_int_equal(json_array_size(init_answers), 2);
+	const char *got[2] = { answered(0), answered(1) };
+	/* the waiters are called in some order: one each */
+	assert_true((strcmp(got[0], "2025-06-18") == 0 && strcmp(got[1], "2025-03-26") == 0) ||
+		    (strcmp(got[0], "2025-03-26") == 0 && strcmp(got[1], "2025-06-18") == 0));
+	/* ready: later clients from the cached answer */
+	assert_int_equal(p->ops->initialize(p, oldest, on_init, &init_answers), 0);
+	assert_string_equal(answered(2), "2024-11-05");
+	assert_int_equal(p->ops->initialize(p, newer, on_init, &init_answers), 0);
+	assert_string_equal(answered(3), "2025-06-18");
+	assert_int_equal(p->ops->initialize(p, unknown, on_init, &init_answers), 0);
+	assert_string_equal(answered(4), "2025-06-18");
+	assert_int_equal(p->ops->initialize(p, first, on_init, &init_answers), 0);
+	assert_string_equal(answered(5), "2025-06-18");
+	/* the rest of the answer is the backend's, and what it keeps is unchanged */
+	json_t *r = json_object_get(json_array_get(init_answers, 2), "result");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "serverInfo"), "name")),
+			    "srv");
+	assert_non_null(json_object_get(json_object_get(r, "capabilities"), "tools"));
+	assert_string_equal(json_string_value(json_object_get(backend_init_result(BE),
+							      "protocolVersion")), "2025-06-18");
+	assert_int_equal(json_array_size(FT.sent), 1);   /* one handshake for all */
+	json_decref(init_answers);
+
+	/* the handshake's own client: as the backend answered, newer than it asked */
+	teardown(NULL);
+	setup(NULL);
+	init_answers = json_array();
+	make_fake("{\"initialDelayMs\":5,\"maxDelayMs\":5,\"maxRestarts\":10,\"windowMs\":60000}");
+	assert_int_equal(backend_start(BE), 0);
+	p = backend_peer(BE);
+	assert_int_equal(p->ops->initialize(p, older, on_init, &init_answers), 0);
+	reply(last_sent("initialize"), "{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},"
+		   "\"serverInfo\":{\"name\":\"srv\",\"version\":\"1\"}}");
+	assert_string_equal(answered(0), "2025-06-18");
+	assert_int_equal(p->ops->initialize(p, older, on_init, &init_answers), 0);
+	assert_string_equal(answered(1), "2025-06-18");   /* the same question, the same answer */
+	json_decref(init_answers);
+	init_answers = NULL;
+	json_decref(first);
+	json_decref(older);
+	json_decref(oldest);
+	json_decref(newer);
+	json_decref(unknown);
+}
+
 /* ---- the real stdio transport ---- */
 
 /* /bin/false exits at once: restarted with backoff until the crash loop. */
@@ -679,6 +765,7 @@ int main(void)
 		T(test_stop_no_restart),
 		T(test_stop_while_restarting),
 		T(test_handshake_down_and_reinit),
+		T(test_shared_answer_names_asked_version),
 		T(test_stdio_false_crash_loop),
 		T(test_stdio_false_no_restart),
 		/* regressions of bugs these tests found (fixed) */

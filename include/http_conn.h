@@ -97,7 +97,8 @@ struct hc_server *hc_server_new(const struct sockaddr *sa, socklen_t len,
 void hc_server_quiesce(struct hc_server *s);
 
 /* Quiesces, and closes each connection once its answer is written (idle
- * ones now). */
+ * ones now; one whose request head has begun to arrive is not idle: that
+ * request is answered first, within the timeout). */
 void hc_server_stop(struct hc_server *s);
 
 /* Closes every connection (on_end(false) for requests open) and frees S. */
@@ -135,7 +136,7 @@ void hc_set_ctx(struct hc_conn *c, void *ctx);
 void *hc_ctx(const struct hc_conn *c);
 
 /* Reads the request's body (sending "100 Continue" first when the client
- * waits for it); on_body follows. */
+ * waits for it); on_body follows. From on_head, or later (on_resume). */
 void hc_read_body(struct hc_conn *c);
 
 /*
@@ -150,7 +151,8 @@ int hc_reply(struct hc_conn *c, unsigned status, const char *headers, const char
  * Starts the response STATUS with HEADERS whose body READ gives, piece by
  * piece (chunked in HTTP/1.1; HTTP/1.0 ends it by closing), READ's CTX
  * being the request's context. READ is asked when the connection can
- * take more, and again after hc_resume once it said HC_READ_WAIT.
+ * take more, and again after hc_resume once it said HC_READ_WAIT. For a
+ * HEAD request READ is never asked (the answer has no body).
  */
 int hc_stream(struct hc_conn *c, unsigned status, const char *headers, hc_read_fn read);
 

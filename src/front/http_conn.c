@@ -37,6 +37,7 @@
 #define OUT_HIGH (64 * 1024)    /* a stream is not pulled beyond this much unwritten */
 #define LINGER_TIME 2.0         /* s a refused connection's input is drained */
 #define LINGER_BYTES (1 << 20)  /* bytes drained at most */
+#define ACCEPT_PAUSE 0.1        /* s the listening socket rests when out of descriptors */
 
 enum hc_state { ST_HEAD, ST_BODY, ST_APP, ST_LINGER };
 
@@ -88,6 +89,8 @@ struct hc_server {
 	ev_prepare pre;
 	ev_timer kick;              /* makes sure the loop does not sleep on pending work */
 	bool listening;             /* LIO started */
+	bool paused;                /* out of descriptors: not accepting until PAUSE */
+	ev_timer pause;
 	bool quiesced;
 	bool closing;               /* connections close once their answer is out */
 	bool in_pass;
@@ -102,7 +105,7 @@ struct hc_server {
 	unsigned long long bytes_in, bytes_out;
 };
 
-static void conn_close(struct hc_conn *c, bool ok);
+static void conn_close(struct hc_conn *c);
 static void conn_advance(struct hc_conn *c);
 static void conn_schedule(struct hc_conn *c);
 static void refuse(struct hc_conn *c, unsigned status, const char *why);
@@ -209,7 +212,8 @@ static void req_end(struct hc_conn *c, bool ok)
 /* Watches the listening socket while there is room for a connection. */
 static void listen_update(struct hc_server *s)
 {
-	bool want = !s->quiesced && s->fd >= 0 && s->nconns < s->lim.max_conns + HC_OVERFLOW;
+	bool want = !s->quiesced && !s->paused && s->fd >= 0 &&
+		s->nconns < s->lim.max_conns + HC_OVERFLOW;
 	if (want == s->listening)
 		return;
 	s->listening = want;
@@ -219,13 +223,15 @@ static void listen_update(struct hc_server *s)
 		ev_io_stop(EV_DEFAULT, &s->lio);
 }
 
-/* The idle connection that waited longest for a request, or NULL. */
-static struct hc_conn *oldest_idle(struct hc_server *s)
+/* The idle connection but EXCEPT that waited longest for a request, or NULL
+ * (connections accepted in one turn wait alike: the first met of them). */
+static struct hc_conn *oldest_idle(struct hc_server *s, const struct hc_conn *except)
 {
 	struct hc_conn *best = NULL;
 	for (struct hc_conn *c = s->conns; c; c = c->next)
-		if (!c->dead && c->state == ST_HEAD && !c->has_req && buf_pending(&c->in) == 0 &&
-		    !c->over && (!best || c->idle_since < best->idle_since))
+		if (c != except && !c->dead && c->state == ST_HEAD && !c->has_req &&
+		    buf_pending(&c->in) == 0 && !c->over &&
+		    (!best || c->idle_since < best->idle_since))
 			best = c;
 	return best;
 }
@@ -264,9 +270,9 @@ static void conn_new(struct hc_server *s, int fd, const struct sockaddr_storage 
 	c->idle_since = ev_now(EV_DEFAULT);
 	if (s->nconns > s->lim.max_conns) {
 		/* room is made by an idle keep-alive connection before anyone is refused */
-		struct hc_conn *idle = oldest_idle(s);
-		if (idle && idle != c)
-			conn_close(idle, true);
+		struct hc_conn *idle = oldest_idle(s, c);
+		if (idle)
+			conn_close(idle);
 		else
 			c->over = true;
 	}
@@ -286,12 +292,31 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 		socklen_t len = sizeof ss;
 		int fd = accept(s->fd, (struct sockaddr *)&ss, &len);
 		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
+			if (errno == EMFILE || errno == ENFILE) {
+				/* the connection stays in the backlog, the socket
+				 * readable: watched on, the loop turned without end
+				 * (and logged this each turn). Rest a moment (ev.pod,
+				 * "The special problem of accept()ing when you can't") */
 				log_warn("http: cannot accept a connection: %s", strerror(errno));
+				s->paused = true;
+				listen_update(s);
+				ev_timer_set(&s->pause, ACCEPT_PAUSE, 0.);
+				ev_timer_start(EV_DEFAULT, &s->pause);
+			}
 			return;
 		}
 		conn_new(s, fd, &ss);
 	}
+}
+
+/* The rest after running out of descriptors is over: accept again. */
+static void on_pause_end(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct hc_server *s = w->data;
+	(void)loop;
+	(void)revents;
+	s->paused = false;
+	listen_update(s);
 }
 
 /* ---- writing ---- */
@@ -300,6 +325,13 @@ static void on_accept(struct ev_loop *loop, ev_io *w, int revents)
 static int conn_pull(struct hc_conn *c)
 {
 	bool chunked = c->req.minor >= 1;
+	if (c->head_only) {
+		/* a HEAD answer has no content (RFC 9110 section 9.3.2), streamed
+		 * or not (hc_reply leaves its body out): the reader is not asked,
+		 * else its chunks went out as garbage before the next answer */
+		c->stream_end = true;
+		return 0;
+	}
 	while (!c->read_wait && !c->stream_end && buf_pending(&c->out) < OUT_HIGH) {
 		if (buf_reserve(&c->out, PULL_CHUNK + 12) < 0)
 			return -1;
@@ -390,18 +422,18 @@ static void conn_serve(struct hc_conn *c)
 	if (c->state == ST_APP && !c->responded && c->want_resume) {
 		c->want_resume = false;
 		if (s->h.on_resume && s->h.on_resume(s->arg, c) < 0) {
-			conn_close(c, false);
+			conn_close(c);
 			return;
 		}
 		if (c->dead)
 			return;
 	}
 	if (c->streaming && conn_pull(c) < 0) {
-		conn_close(c, false);
+		conn_close(c);
 		return;
 	}
 	if (conn_write(c) < 0) {
-		conn_close(c, false);
+		conn_close(c);
 		return;
 	}
 	if (c->state == ST_LINGER || buf_pending(&c->out) > 0 || !c->responded)
@@ -422,24 +454,31 @@ static void conn_schedule(struct hc_conn *c)
 	c->pnext = NULL;
 	*s->pending_tail = c;
 	s->pending_tail = &c->pnext;
-	if (!s->in_pass && !ev_is_active(&s->kick)) {
+	if (!ev_is_active(&s->kick)) {   /* in a pass too: it serves what was listed before it */
 		ev_timer_set(&s->kick, 0., 0.);
 		ev_timer_start(EV_DEFAULT, &s->kick);
 	}
 }
 
-/* Serves every pending connection (and those that become pending meanwhile). */
+/*
+ * Serves the connections pending when it starts. Those that become pending
+ * meanwhile (a pipelined request answered, a reader with more than
+ * OUT_HIGH to give) wait for the next pass, which the kick timer makes
+ * come after a poll that does not sleep: a connection always writing
+ * cannot keep the loop from the others.
+ */
 static void pending_pass(struct hc_server *s)
 {
 	if (s->in_pass)
 		return;
 	s->in_pass = true;
 	ev_timer_stop(EV_DEFAULT, &s->kick);
-	while (s->pending) {
-		struct hc_conn *c = s->pending;
-		s->pending = c->pnext;
-		if (!s->pending)
-			s->pending_tail = &s->pending;
+	struct hc_conn *list = s->pending;
+	s->pending = NULL;
+	s->pending_tail = &s->pending;
+	while (list) {
+		struct hc_conn *c = list;
+		list = c->pnext;
 		c->pending = false;
 		if (c->dead)
 			free(c);
@@ -474,8 +513,9 @@ static void on_conn_write(struct ev_loop *loop, ev_io *w, int revents)
 
 /* ---- closing ---- */
 
-/* Ends C: its request (if any) ended with OK; freed now or by the pending pass. */
-static void conn_close(struct hc_conn *c, bool ok)
+/* Ends C (a request still open ends without its answer written); freed
+ * by the pending pass, since a caller up the stack may still hold it. */
+static void conn_close(struct hc_conn *c)
 {
 	struct hc_server *s = c->s;
 	if (c->dead)
@@ -485,7 +525,6 @@ static void conn_close(struct hc_conn *c, bool ok)
 	ev_io_stop(EV_DEFAULT, &c->wio);
 	ev_timer_stop(EV_DEFAULT, &c->tm);
 	c->reading = false;
-	(void)ok;
 	req_end(c, false);           /* a request still open did not get its answer out */
 	req_clear(c);
 	close(c->fd);
@@ -519,7 +558,7 @@ static void on_conn_timer(struct ev_loop *loop, ev_timer *w, int revents)
 		log_debug("http: a client from %s stalled sending a body: closed", c->peer);
 	else if (c->state == ST_APP)
 		log_debug("http: a client from %s stopped reading its answer: closed", c->peer);
-	conn_close(c, false);
+	conn_close(c);
 }
 
 /* ---- reading ---- */
@@ -550,7 +589,7 @@ static void body_complete(struct hc_conn *c)
 	ev_timer_stop(EV_DEFAULT, &c->tm);
 	budget_release(c);   /* the handler owns it now */
 	if (s->h.on_body && s->h.on_body(s->arg, c, &c->body) < 0) {
-		conn_close(c, false);
+		conn_close(c);
 		return;
 	}
 	buf_release(&c->body);
@@ -652,7 +691,7 @@ static void head_advance(struct hc_conn *c)
 		return;
 	}
 	if (head_keep(c, (size_t)n) < 0) {
-		conn_close(c, false);
+		conn_close(c);
 		return;
 	}
 	buf_consume(&c->in, (size_t)n);
@@ -661,7 +700,7 @@ static void head_advance(struct hc_conn *c)
 		(c->req.body == HP_BODY_LENGTH && c->req.length == 0);
 	c->head_only = strcmp(c->req.method.p, "HEAD") == 0;
 	if (s->h.on_head && s->h.on_head(s->arg, c) < 0)
-		conn_close(c, false);
+		conn_close(c);
 }
 
 /* Moves C on with what its input holds. */
@@ -694,7 +733,7 @@ static void on_conn_read(struct ev_loop *loop, ev_io *w, int revents)
 			return;
 		c->linger_bytes += n > 0 ? (size_t)n : 0;
 		if (n <= 0 || c->linger_bytes > LINGER_BYTES)
-			conn_close(c, true);
+			conn_close(c);
 		return;
 	}
 	size_t want = READ_CHUNK;
@@ -711,7 +750,7 @@ static void on_conn_read(struct ev_loop *loop, ev_io *w, int revents)
 		if (buf_pending(&c->in) == 0)
 			buf_release(&c->in);
 		if (buf_reserve(&c->in, want) < 0) {
-			conn_close(c, false);
+			conn_close(c);
 			return;
 		}
 		to = c->in.data + c->in.len;
@@ -724,7 +763,7 @@ static void on_conn_read(struct ev_loop *loop, ev_io *w, int revents)
 		if (c->has_req)
 			log_debug("http: a client from %s closed its connection with a request open",
 				  c->peer);
-		conn_close(c, false);
+		conn_close(c);
 		return;
 	}
 	if (direct) {
@@ -749,7 +788,7 @@ static void refuse(struct hc_conn *c, unsigned status, const char *why)
 {
 	struct hc_server *s = c->s;
 	if (c->responded || c->dead) {
-		conn_close(c, false);
+		conn_close(c);
 		return;
 	}
 	req_end(c, false);           /* the handler's request (if any) is over */
@@ -878,6 +917,11 @@ void hc_read_body(struct hc_conn *c)
 	c->state = ST_BODY;
 	ev_timer_set(&c->tm, 0., s->lim.timeout);
 	ev_timer_again(EV_DEFAULT, &c->tm);
+	/* asked for later (from on_resume), the input may have been stopped
+	 * at max_head bytes while the handler had the request (conn_advance):
+	 * without this the rest of the body was never read, and the
+	 * connection timed out as if the client had stalled */
+	conn_read_on(c, true);
 	body_advance(c);
 }
 
@@ -979,6 +1023,8 @@ struct hc_server *hc_server_new(const struct sockaddr *sa, socklen_t len,
 	ev_unref(EV_DEFAULT);   /* it alone must not keep the loop alive */
 	ev_init(&s->kick, on_kick);
 	s->kick.data = s;
+	ev_init(&s->pause, on_pause_end);
+	s->pause.data = s;
 	listen_update(s);
 	return s;
 }
@@ -1000,8 +1046,11 @@ void hc_server_stop(struct hc_server *s)
 	s->closing = true;
 	for (struct hc_conn *c = s->conns, *next; c; c = next) {
 		next = c->next;
-		if (c->state == ST_HEAD && !c->has_req)
-			conn_close(c, true);   /* idle: nothing more will come for it */
+		/* idle: nothing more will come for it. A head begun (bytes in its
+		 * input) is a request on its way, not idle (as for oldest_idle):
+		 * it is answered, then closed, or closed by the timeout */
+		if (c->state == ST_HEAD && !c->has_req && buf_pending(&c->in) == 0)
+			conn_close(c);
 	}
 }
 
@@ -1011,13 +1060,14 @@ void hc_server_free(struct hc_server *s)
 		return;
 	hc_server_quiesce(s);
 	while (s->conns)
-		conn_close(s->conns, false);
+		conn_close(s->conns);
 	while (s->pending) {   /* closed connections the pass has not freed */
 		struct hc_conn *c = s->pending;
 		s->pending = c->pnext;
 		free(c);
 	}
 	ev_timer_stop(EV_DEFAULT, &s->kick);
+	ev_timer_stop(EV_DEFAULT, &s->pause);
 	ev_ref(EV_DEFAULT);
 	ev_prepare_stop(EV_DEFAULT, &s->pre);
 	free(s);

@@ -2,7 +2,7 @@
  * http_util.h - the pure parts of the Streamable HTTP front: header
  * checks (Host, Origin, Accept, Content-Type), session ids, SSE framing
  * and the table that routes a session's output to its HTTP streams.
- * Nothing here knows libmicrohttpd or the loop, so all of it is unit
+ * Nothing here knows the HTTP layer or the loop, so all of it is unit
  * tested (tests/unit/front/test_http_util.c).
  */
 #ifndef MCPC_HTTP_UTIL_H

@@ -63,7 +63,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *s = malloc(size + 1);
 	CHECK(s);
 	memcpy(s, data, size);
-	s[size] = '\0';   /* a header value as libmicrohttpd hands it (up to a NUL) */
+	s[size] = '\0';   /* a header value as the HTTP layer hands it (NUL-terminated; it refuses a NUL inside) */
 	char *const extra[] = { "example.test:8080", "http://app.example.test", NULL };
 	unsigned port = size ? data[0] * 256u + (size > 1 ? data[1] : 0) : 8080;
 	(void)http_host_allowed(s, port, extra);

@@ -66,7 +66,9 @@ struct schain {
 	size_t nall;
 	unsigned serial;           /* the session's number, for logs */
 	bool released;             /* its session ended: stopping */
-	bool stateless;            /* the one every 2026-07-28 call shares */
+	char *caps;                /* owned: 2026-07-28 calls declaring these
+				    * capabilities (canonical JSON) share it;
+				    * NULL: a session's own */
 	struct schain *next;
 };
 
@@ -92,7 +94,6 @@ struct app {
 	const struct cfg *first;   /* the configuration the app was made with: kept
 				    * until app_free, reloads or not (the --record
 				    * recorder reads it) */
-	struct schain *stateless_sc; /* the chain 2026-07-28 calls share, once made */
 	double tokens, tokens_at;  /* maxStartsPerSecond: a token bucket */
 	enum app_phase phase;
 	int signals;               /* SIGINT/SIGTERM received */
@@ -197,7 +198,7 @@ void app_write_metrics(struct buf *b, void *arg);
  * server, else a chain of the session's own, its backends started now.
  * NULL with WHY (N bytes) set when a bound or the stop refuses it.
  */
-struct chain *app_session_chain(void *arg, unsigned serial, bool stateless,
+struct chain *app_session_chain(void *arg, unsigned serial, const char *caps,
 				char *why, size_t n);
 
 /* The HTTP front gives a session's chain back: its own backends stop. */

@@ -69,11 +69,15 @@ void chain_peer_gone(struct peer *p, const char *reason);
 /*
  * The request EX, received from its requester under one id, is from now on
  * known under the id whose JSON text NEW_ID holds (borrowed): its response
- * and cancellation follow the new id; its progress keeps its token. Used
- * where one client request spans several of the client's own (a
- * 2026-07-28 input_required round trip). 0, or -1 when NEW_ID is in use.
+ * and cancellation follow the new id, and its progress the token whose
+ * JSON text NEW_TOKEN holds (borrowed; NULL or empty: none, and progress
+ * is dropped). Used where one client request spans several of the
+ * client's own (a 2026-07-28 input_required round trip: the request that
+ * got input_required is finished, the retry has its own token or none).
+ * 0, or -1 when NEW_ID is in use.
  */
-int chain_rebind_request(struct exchange *ex, const struct msg_val *new_id);
+int chain_rebind_request(struct exchange *ex, const struct msg_val *new_id,
+			 const struct msg_val *new_token);
 
 /*
  * Whether C's global modules accept the transport credential CRED (N

@@ -127,6 +127,9 @@ struct cfg {
 	double client_stall;      /* seconds the stdio client may leave a full
 				   * stdout unread before its session ends;
 				   * 0: wait forever */
+	bool offer_stateless;     /* "eras": "both": 2026-07-28 is offered to
+				   * every client, the backends' era whatever;
+				   * "follow" (default): only when they speak it */
 	char *separator;          /* between prefix and name (default "__") */
 	bool status;              /* expose the mcp-chain://status resource */
 	bool status_set;          /* "status" given explicitly */

@@ -52,6 +52,10 @@ enum era {
 	ERA_STATELESS,   /* 2026-07-28 */
 };
 
+/* The eras a server speaks, as bits (struct peer.eras). */
+#define ERA_BIT_HANDSHAKE 1u
+#define ERA_BIT_STATELESS 2u
+
 /* NULL-terminated, newest first. */
 extern const char *const era_handshake_versions[];
 extern const char *const era_stateless_versions[];

@@ -47,8 +47,9 @@ void http_front_set_metrics(struct http_front *f, void (*fn)(struct buf *out, vo
 
 /*
  * Where each session's chain comes from (all three borrowed). MAKE is
- * asked when a session is created (a client's initialize, or STATELESS: a
- * 2026-07-28 client's call), with the serial number that names it in logs
+ * asked when a session is created (a client's initialize, or a 2026-07-28
+ * client's call: then CAPS, borrowed, is the canonical JSON text of the
+ * capabilities that call declares, else NULL), with the serial number that names it in logs
  * ("session #SERIAL"): it returns the chain the session is to use -- the
  * one given to http_front_new, or one made for this session -- or NULL
  * with a reason in WHY (N bytes), which the client gets as a JSON-RPC
@@ -59,7 +60,7 @@ void http_front_set_metrics(struct http_front *f, void (*fn)(struct buf *out, vo
  * DELETE, idle expiry or shutdown); a chain made for the session is the
  * caller's to stop and free. Unset, every session uses the front's chain.
  */
-typedef struct chain *(*http_chain_make_fn)(void *arg, unsigned serial, bool stateless,
+typedef struct chain *(*http_chain_make_fn)(void *arg, unsigned serial, const char *caps,
 					   char *why, size_t n);
 typedef void (*http_chain_release_fn)(void *arg, struct chain *c, unsigned serial);
 void http_front_set_session_chains(struct http_front *f, http_chain_make_fn make,
@@ -93,6 +94,10 @@ void http_front_stop(struct http_front *f, const char *reason);
 
 /* How long a 2026-07-28 client's call waits for its retry (session_set_input_ttl). */
 void http_front_set_input_ttl(struct http_front *f, double seconds);
+
+/* Whether sessions that start afterwards offer 2026-07-28 whatever the
+ * backends speak (session_offer_stateless). */
+void http_front_offer_stateless(struct http_front *f, bool always);
 
 /* Stops (if needed) and frees everything. */
 void http_front_free(struct http_front *f);

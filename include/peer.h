@@ -78,6 +78,9 @@ struct peer {
 	char why_down[200];      /* why it is not ready, for error messages */
 	struct pipeline *pl;     /* backends: their own middleware (borrowed) */
 	json_t *init_result;     /* backends: their initialize result (borrowed) */
+	unsigned eras;           /* backends: the eras it speaks itself
+				  * (ERA_BIT_*), known once its handshake is
+				  * done; 0 before */
 	bool told_initialized;   /* backends: this run was sent
 				  * notifications/initialized (by whichever
 				  * client's aggregate came first: one for a

@@ -69,6 +69,15 @@ bool session_receive_line(struct session *s, const char *line, size_t len);
  */
 void session_set_input_ttl(struct session *s, double seconds);
 
+/*
+ * Whether a client that begins in the 2026-07-28 era may stay in it when
+ * the backends behind speak only the handshake era (ALWAYS: "eras":
+ * "both", the bridge), or is answered as they would answer it, so that a
+ * dual-era client negotiates what it negotiates with them directly
+ * (default).
+ */
+void session_offer_stateless(struct session *s, bool always);
+
 /* The era the session's client began with (era.h: ERA_UNKNOWN before its
  * first request). */
 int session_era(const struct session *s);

@@ -480,8 +480,21 @@ static json_t *merged_result(struct aggregate *a)
 		if (!json_object_get(caps, "resources"))
 			json_object_set_new(caps, "resources", json_object());
 	}
-	const char *asked = json_string_value(json_object_get(a->client_params, "protocolVersion"));
-	json_t *r = json_pack("{s:s,s:o,s:{s:s,s:s}}", "protocolVersion", asked ? asked : "2025-11-25",
+	/* it speaks 2026-07-28 itself when every backend that is up does */
+	unsigned eras = ERA_BIT_HANDSHAKE | ERA_BIT_STATELESS;
+	size_t up = 0;
+	for (size_t i = 0; i < a->n; i++) {
+		if (a->v[i]->removed || !a->v[i]->peer->ready)
+			continue;
+		up++;
+		if (!(a->v[i]->peer->eras & ERA_BIT_STATELESS))
+			eras &= ~ERA_BIT_STATELESS;
+	}
+	a->peer.eras = up ? eras : ERA_BIT_HANDSHAKE;
+	const char *asked = era_handshake_version(
+		json_string_value(json_object_get(a->client_params, "protocolVersion")));
+	json_t *r = json_pack("{s:s,s:o,s:{s:s,s:s}}", "protocolVersion",
+			      asked ? asked : era_handshake_versions[0],
 			      "capabilities", caps, "serverInfo", "name", "mcp-chain",
 			      "version", MCPC_VERSION);
 	if (instr)

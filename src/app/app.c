@@ -298,6 +298,7 @@ static int start_http(struct app *a, const char *spec)
 	http_front_set_ready(a->http, app_all_ready, a);
 	http_front_set_session_chains(a->http, app_session_chain, app_release_session_chain, a);
 	http_front_set_input_ttl(a->http, a->cfg->input_ttl);
+	http_front_offer_stateless(a->http, a->cfg->offer_stateless);
 	http_front_set_metrics(a->http, app_write_metrics, a);
 	return 0;
 }
@@ -346,6 +347,7 @@ int app_open_front(struct app *a, const char *listen)
 		return -1;
 	stdio_front_set_stall(a->front, a->cfg->client_stall);
 	session_set_input_ttl(stdio_front_session(a->front), a->cfg->input_ttl);
+	session_offer_stateless(stdio_front_session(a->front), a->cfg->offer_stateless);
 	return 0;
 }
 

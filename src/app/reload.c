@@ -232,9 +232,12 @@ void app_reload(struct app *a)
 	if (a->front) {
 		stdio_front_set_stall(a->front, n->client_stall);
 		session_set_input_ttl(stdio_front_session(a->front), n->input_ttl);
+		session_offer_stateless(stdio_front_session(a->front), n->offer_stateless);
 	}
-	if (a->http)   /* for the sessions that start afterwards */
+	if (a->http) {  /* for the sessions that start afterwards */
 		http_front_set_input_ttl(a->http, n->input_ttl);
+		http_front_offer_stateless(a->http, n->offer_stateless);
+	}
 	aggregate_reconfigure(a->agg, n);
 	reconcile_backends(a, n);
 	aggregate_reconfigure(a->agg, n);  /* names with the kept backends' new prefixes */

@@ -202,6 +202,7 @@ static void schain_free(struct schain *sc)
 	free(sc->pls);
 	free(sc->shared);
 	free(sc->all);
+	free(sc->caps);
 	free(sc);
 }
 
@@ -232,8 +233,6 @@ void app_sweep_session_chains(struct app *a, bool all)
 			continue;
 		}
 		*pp = sc->next;
-		if (sc == a->stateless_sc)
-			a->stateless_sc = NULL;
 		if (sc->released)
 			log_debug("http: session #%u: its backends are down", sc->serial);
 		schain_free(sc);
@@ -270,20 +269,25 @@ static struct backend *shared_backend(struct app *a, const struct cfg_server *s)
  * when the configuration has no session-scoped server, else a chain of
  * the session's own, its backends started now (they initialize with the
  * session's initialize), with the shared ones linked in (configuration
- * order, so names are those the entries give). A 2026-07-28 client has no session: its calls
- * share one such chain, made at the first and kept until shutdown (a
- * chain per call would start processes per request, and a notification
- * of one call's backend would never reach the stream that listens).
+ * order, so names are those the entries give). A 2026-07-28 client has no
+ * session: the calls that declare the same capabilities (CAPS) share one
+ * such chain, made at the first and kept until shutdown (a chain per call
+ * would start processes per request, and a notification of one call's
+ * backend would never reach the stream that listens). A set of backends
+ * per capability set: each is initialized with what its clients declare,
+ * so a server offers every client what that client's capabilities earn;
+ * they count against listen.maxScopedSessions like sessions.
  */
-struct chain *app_session_chain(void *arg, unsigned serial, bool stateless,
+struct chain *app_session_chain(void *arg, unsigned serial, const char *caps,
 				char *why, size_t n)
 {
 	struct app *a = arg;
 	struct cfg *cfg = a->cfg;
 	if (!cfg_has_session_scope(cfg))
 		return a->chain;
-	if (stateless && a->stateless_sc && !a->stateless_sc->released)
-		return a->stateless_sc->chain;  /* one set of backends for every such call */
+	for (struct schain *sc = caps ? a->schains : NULL; sc; sc = sc->next)
+		if (sc->caps && !sc->released && strcmp(sc->caps, caps) == 0)
+			return sc->chain;  /* the backends of these capabilities */
 	if (a->phase != APP_RUNNING) {
 		snprintf(why, n, "Service Unavailable: mcp-chain is shutting down");
 		return NULL;
@@ -300,6 +304,7 @@ struct chain *app_session_chain(void *arg, unsigned serial, bool stateless,
 	struct schain *sc = calloc(1, sizeof *sc);
 	if (!sc || !(sc->backends = calloc(count + 1, sizeof *sc->backends)) ||
 	    !(sc->pls = calloc(count + 1, sizeof *sc->pls)) ||
+	    (caps && !(sc->caps = strdup(caps))) ||
 	    app_chain_new(cfg, &sc->chain, &sc->agg, describe_session_backends, sc) < 0)
 		goto fail;
 	sc->a = a;
@@ -320,13 +325,9 @@ struct chain *app_session_chain(void *arg, unsigned serial, bool stateless,
 	}
 	sc->next = a->schains;
 	a->schains = sc;
-	if (stateless) {
-		/* 2026-07-28 has no sessions: its calls share one set of backends
-		 * (a set per call would spawn per request and lose every
-		 * notification), kept until shutdown */
-		sc->stateless = true;
-		a->stateless_sc = sc;
-		log_info("http: starting %zu backend(s) for 2026-07-28 calls", sc->nbackends);
+	if (caps) {
+		log_info("http: starting %zu backend(s) for 2026-07-28 calls declaring "
+			 "capabilities %.200s", sc->nbackends, caps);
 	} else {
 		log_info("http: session #%u: starting %zu backend(s) of its own%s", serial,
 			 sc->nbackends, sc->nshared ? ", with the shared ones" : "");
@@ -347,7 +348,7 @@ void app_release_session_chain(void *arg, struct chain *c, unsigned serial)
 	struct app *a = arg;
 	(void)serial;
 	for (struct schain *sc = a->schains; sc; sc = sc->next) {
-		if (sc->chain != c || sc->released || (sc->stateless && a->phase == APP_RUNNING))
+		if (sc->chain != c || sc->released || (sc->caps && a->phase == APP_RUNNING))
 			continue;   /* the stateless calls' chain outlives each call */
 		sc->released = true;
 		log_debug("http: session #%u: stopping its backends", sc->serial);

@@ -922,16 +922,23 @@ static void on_cancelled(struct peer *from, struct msg *m)
 }
 
 /* Moves EX to NEW_ID in its requester's table. */
-int chain_rebind_request(struct exchange *ex, const struct msg_val *new_id)
+int chain_rebind_request(struct exchange *ex, const struct msg_val *new_id,
+			 const struct msg_val *new_token)
 {
 	unsigned char key[RPC_KEY_MAX], old[RPC_KEY_MAX];
 	struct peer *from = ex->from;
 	size_t klen = msg_val_key(new_id, key);
 	if (!from || !klen || hmap_get(&from->received, key, klen))
 		return -1;
-	struct msg_val copy = { .n = 0 };
-	if (msg_val_set(&copy, msg_val_text(new_id), new_id->n) < 0)
+	struct msg_val copy = { .n = 0 }, token = { .n = 0 };
+	if (msg_val_set(&copy, msg_val_text(new_id), new_id->n) < 0 ||
+	    (new_token && new_token->n &&
+	     msg_val_set(&token, msg_val_text(new_token), new_token->n) < 0)) {
+		msg_val_release(&copy);
 		return -1;
+	}
+	msg_val_release(&ex->from_token);
+	ex->from_token = token;
 	if (ex->in_received)
 		hmap_del(&from->received, old, msg_val_key(&ex->from_id, old));
 	msg_val_release(&ex->from_id);

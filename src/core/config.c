@@ -604,7 +604,7 @@ static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
 static const char *const top_keys[] = {
 	"mcpServers", "maxMessageBytes", "maxOpenRequests", "shutdownGraceMs", "initTimeoutMs",
 	"initJoinMs", "clientStallMs", "inputTimeoutMs", "logLevel", "separator", "status",
-	"middleware", "listen", NULL
+	"eras", "middleware", "listen", NULL
 };
 
 static const char *const listen_keys[] = {
@@ -826,6 +826,13 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 		opt_bool(c, st, "/status", &cfg->status);
 		cfg->status_set = true;
 	}
+	json_t *eras = json_object_get(root, "eras");
+	if (eras && !(json_is_string(eras) && (strcmp(json_string_value(eras), "follow") == 0 ||
+					       strcmp(json_string_value(eras), "both") == 0)))
+		bad(c, "/eras", "must be \"follow\" (a client is offered the eras the backends "
+		    "speak) or \"both\" (2026-07-28 and the handshake era, whatever is behind)");
+	else
+		cfg->offer_stateless = eras && strcmp(json_string_value(eras), "both") == 0;
 	json_t *lvl = json_object_get(root, "logLevel");
 	if (lvl) {
 		if (!json_is_string(lvl) || log_parse_level(json_string_value(lvl), &cfg->log_level) < 0)

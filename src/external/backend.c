@@ -38,6 +38,8 @@ struct backend {
 				   * server/discover's in the stateless era) */
 	enum era era;             /* what it speaks, or is being probed with */
 	bool tried_init;          /* this handshake sent initialize already */
+	bool legacy_known;        /* a stdio server refused server/discover, or
+				   * exited while asked it: never again */
 	struct be_era *x;         /* owned: the stateless era's translation */
 	struct init_waiter *waiters;
 	ev_timer init_timer;
@@ -187,6 +189,7 @@ static void handshake_done(struct backend *b, json_t *result, json_t *resp)
 	b->init_result = result;
 	b->peer.init_result = b->init_result;
 	b->peer.told_initialized = false;   /* a new run: its own initialized */
+	b->peer.eras = b->era == ERA_STATELESS ? ERA_BIT_STATELESS : ERA_BIT_HANDSHAKE;
 	set_state(b, BACKEND_READY);
 	const char *v = json_string_value(json_object_get(result, "protocolVersion"));
 	json_t *si = json_object_get(result, "serverInfo");
@@ -217,6 +220,7 @@ static void on_discover_response(struct exchange *ex, json_t *msg, void *arg)
 	}
 	if (b->state == BACKEND_INITIALIZING && b->cfg->protocol == CFG_PROTO_AUTO &&
 	    !b->tried_init) {
+		b->legacy_known = true;
 		json_t *e = json_object_get(msg, "error");
 		log_info("%s: no server/discover (%s): speaking the handshake era", b->peer.name,
 			 json_string_value(json_object_get(e, "message")) ?: "no result");
@@ -284,8 +288,10 @@ static void send_initialize(struct backend *b)
 {
 	set_era(b, ERA_HANDSHAKE);
 	b->tried_init = true;
-	if (chain_call(&b->peer, "initialize", json_deep_copy(b->init_params),
-		       on_init_response, b) < 0)
+	json_t *params = json_deep_copy(b->init_params);
+	if (params && !asked_in(params))   /* a 2026-07-28 client's: our newest revision */
+		json_object_set_new(params, "protocolVersion", json_string(era_handshake_versions[0]));
+	if (chain_call(&b->peer, "initialize", params, on_init_response, b) < 0)
 		handshake_unsent(b);
 }
 
@@ -298,11 +304,15 @@ static void send_discover(struct backend *b)
 }
 
 /*
- * The handshake, in the era "protocol" says. "auto" never sends a stdio
- * server anything but initialize first (some legacy servers exit on an
- * unknown first request): a 2026-only server refuses it (-32022), and
- * then server/discover follows. An HTTP server is probed with
- * server/discover first, which a legacy one refuses (4xx, -32601).
+ * The handshake, in the era "protocol" says. With "auto", a stdio server
+ * gets what the client that starts it began with: initialize after the
+ * client's initialize (some legacy servers exit on an unknown first
+ * request, and a client of the handshake era would never have sent them
+ * one), server/discover after a 2026-07-28 client's probe (what that
+ * client sends such a server directly). A 2026-only server refuses
+ * initialize (-32022), and then server/discover follows; a legacy one
+ * refuses server/discover (-32601), and then initialize follows. An HTTP
+ * server is probed with server/discover first.
  */
 static void handshake(struct backend *b)
 {
@@ -312,7 +322,8 @@ static void handshake(struct backend *b)
 	ev_timer_start(EV_DEFAULT, &b->init_timer);
 	b->tried_init = false;
 	if (c->protocol == CFG_PROTO_STATELESS ||
-	    (c->protocol == CFG_PROTO_AUTO && c->transport == CFG_HTTP))
+	    (c->protocol == CFG_PROTO_AUTO &&
+	     (c->transport == CFG_HTTP || (!asked_in(b->init_params) && !b->legacy_known))))
 		send_discover(b);
 	else
 		send_initialize(b);
@@ -517,6 +528,9 @@ static void supervise(struct backend *b, const char *reason, double uptime, bool
 static void went_down(struct backend *b, const char *reason, enum down_kind kind)
 {
 	bool expected = b->state == BACKEND_STOPPING || b->state == BACKEND_GONE;
+	if (b->state == BACKEND_INITIALIZING && b->era == ERA_STATELESS && !b->tried_init &&
+	    b->cfg->protocol == CFG_PROTO_AUTO && b->cfg->transport == CFG_STDIO)
+		b->legacy_known = true;   /* it died of the probe: initialize next time */
 	char why[sizeof b->peer.why_down];
 	double uptime = b->stats.started_at ? ev_now(EV_DEFAULT) - b->stats.started_at : 0;
 	snprintf(why, sizeof why, "%s", reason);  /* REASON may be why_down itself */

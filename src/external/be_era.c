@@ -67,6 +67,9 @@ struct be_era {
 	struct hmap by_cur;       /* attempt id at the backend -> call */
 	struct hmap by_orig;      /* the chain's id -> call */
 	struct hmap inputs;       /* seq -> era_input */
+	struct hmap own_rounds;   /* ids at the backend of calls whose client
+				   * speaks 2026-07-28 itself: it owns their
+				   * rounds, their answers pass as they come */
 	uint64_t next_seq;
 	char *level;              /* owned: logging/setLevel's level, or NULL */
 	json_t *caps;             /* owned: the backend's capabilities, or NULL */
@@ -534,6 +537,8 @@ static int cancel_out(struct be_era *e, json_t *msg)
 	json_t *rid = json_object_get(json_object_get(msg, "params"), "requestId");
 	json_int_t orig = json_integer_value(rid);
 	struct era_call *c = json_is_integer(rid) ? hmap_get(&e->by_orig, &orig, sizeof orig) : NULL;
+	if (json_is_integer(rid))
+		hmap_del(&e->own_rounds, &orig, sizeof orig);
 	json_t *out = json_deep_copy(msg);
 	int rc = 0;
 	if (c && c->cur && c->cur != c->orig)
@@ -554,10 +559,18 @@ static int request_out(struct be_era *e, json_t *msg, const char *method)
 {
 	if (answer_here(e, method, msg))
 		return 0;
+	/* a 2026-07-28 client's own request: its rounds are its own
+	 * (input_required, inputResponses and requestState pass as they are) */
+	bool own = era_request_version(json_object_get(msg, "params")) != NULL;
 	json_t *out = json_deep_copy(msg);
 	add_envelope(e, out);
 	json_t *id = json_object_get(out, "id");
-	if (json_is_integer(id) && may_need_input(method)) {
+	if (own && json_is_integer(id)) {
+		json_int_t k = json_integer_value(id);
+		if (hmap_put(&e->own_rounds, &k, sizeof k, e) < 0)
+			own = false;
+	}
+	if (!own && json_is_integer(id) && may_need_input(method)) {
 		struct era_call *c = calloc(1, sizeof *c);
 		if (c) {
 			c->orig = c->cur = json_integer_value(id);
@@ -671,6 +684,8 @@ json_t *be_era_receive(struct be_era *e, json_t *msg)
 	}
 	json_t *result = json_object_get(msg, "result");
 	json_int_t k = json_integer_value(id);
+	if (json_is_integer(id) && hmap_del(&e->own_rounds, &k, sizeof k))
+		return msg;   /* for a client of the era: as it came */
 	struct era_call *c = json_is_integer(id) ? hmap_get(&e->by_cur, &k, sizeof k) : NULL;
 	const char *rt = json_string_value(json_object_get(result, "resultType"));
 	if (rt && strcmp(rt, "input_required") == 0) {
@@ -748,6 +763,7 @@ static void drop_calls(struct be_era *e)
 	free(all);
 	hmap_release(&e->by_cur);
 	hmap_release(&e->inputs);
+	hmap_release(&e->own_rounds);
 }
 
 /* The transport went down. */

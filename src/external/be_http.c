@@ -485,6 +485,12 @@ static int send_one(struct be_http *s, json_t *msg)
 		return -1;
 	if (o->is_init)
 		remember_init(s, msg);
+	if (o->version && backend_era(s->b) == ERA_HANDSHAKE) {
+		/* a 2026-07-28 client's request to a server of the handshake
+		 * era: it goes in that era, in the session (its _meta as sent) */
+		free(o->version);
+		o->version = NULL;
+	}
 	abort_cancelled(s, msg);
 	if (o->version && !o->id) {
 		/* the stateless era defines no notification from a client over

@@ -46,7 +46,7 @@ static int reply_now_or_stream(struct hreq *r, const char *sid);
 static const char *bearer(struct hc_conn *c, size_t *n);
 static void ring_keep(struct hsess *hs, uint64_t seq, const char *bytes, size_t n);
 static void kept_remove(struct hreq *r);
-static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, size_t n);
+static struct hsess *sess_new(struct http_front *f, json_t *params, char *why, size_t n);
 static void sess_add_stream(struct hsess *hs, struct hreq *r);
 
 /* The monotonic clock, in seconds (request durations). */
@@ -262,7 +262,9 @@ static void defer_note(struct hreq *r, const char *line, size_t n)
 	json_t *m = json_loadb(line, n, 0, NULL);
 	json_t *err = json_object_get(m, "error");
 	json_int_t code = json_integer_value(json_object_get(err, "code"));
-	if (err && !json_object_get(m, "method"))
+	if (err && !json_object_get(m, "method") && session_era(r->sess->s) != ERA_STATELESS)
+		r->status_hint = 400;   /* refused as the handshake-era servers behind refuse it */
+	else if (err && !json_object_get(m, "method"))
 		r->status_hint = code == RPC_METHOD_NOT_FOUND ? 404 :
 			code == RPC_INVALID_PARAMS || code == RPC_UNSUPPORTED_VERSION ||
 			code == RPC_MISSING_CLIENT_CAPABILITY || code == -32020 ? 400 : 0;
@@ -680,7 +682,7 @@ static bool probe_hold(struct http_front *f, struct hreq *r, json_t *params)
 		json_object_foreach(json_object_get(params, "_meta"), k, v)
 			if (strncmp(k, "io.modelcontextprotocol/", 24) == 0)
 				json_object_set(meta, k, v);
-		struct hsess *hs = sess_new(f, true, why, sizeof why);
+		struct hsess *hs = sess_new(f, params, why, sizeof why);
 		if (!hs) {
 			json_decref(meta);
 			return false;
@@ -897,7 +899,12 @@ static void on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 /* A new session (STATELESS: a 2026-07-28 client's call); NULL when out of
  * memory or randomness, or when its chain cannot be made (the reason in
  * WHY, N bytes). */
-static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, size_t n)
+/*
+ * A new session; PARAMS (borrowed): a 2026-07-28 call's, whose declared
+ * capabilities choose the backends it may share, or NULL for a session
+ * of the handshake era.
+ */
+static struct hsess *sess_new(struct http_front *f, json_t *params, char *why, size_t n)
 {
 	struct hsess *hs = calloc(1, sizeof *hs);
 	char name[32];
@@ -911,7 +918,18 @@ static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, s
 	hs->used = ev_now(EV_DEFAULT);
 	hs->held_tail = &hs->held;
 	http_ring_init(&hs->ring);
-	hs->chain = f->chain_make ? f->chain_make(f->chain_arg, hs->serial, stateless, why, n) : f->chain;
+	char *caps = NULL;
+	if (params) {
+		json_t *c = era_meta(params, ERA_META_CLIENT_CAPS);
+		caps = json_dumps(json_is_object(c) ? c : json_object(),
+				  JSON_COMPACT | JSON_SORT_KEYS);
+		if (!caps) {
+			free(hs);
+			return NULL;
+		}
+	}
+	hs->chain = f->chain_make ? f->chain_make(f->chain_arg, hs->serial, caps, why, n) : f->chain;
+	free(caps);
 	if (!hs->chain) {
 		free(hs);
 		return NULL;
@@ -928,6 +946,7 @@ static struct hsess *sess_new(struct http_front *f, bool stateless, char *why, s
 	}
 	session_set_write_raw(hs->s, sess_write_raw);
 	session_set_unanswered(hs->s, sess_unanswered);
+	session_offer_stateless(hs->s, f->offer_stateless);
 	ev_init(&hs->idle, on_idle);
 	hs->idle.repeat = f->session_idle;
 	hs->idle.data = hs;
@@ -1047,7 +1066,7 @@ static struct hsess *sess_open(struct http_front *f, struct hc_conn *c, char *wh
 		snprintf(why, n, "%s", full);
 		return NULL;
 	}
-	struct hsess *hs = sess_new(f, false, why, n);
+	struct hsess *hs = sess_new(f, NULL, why, n);
 	if (hs)
 		snprintf(hs->peer, sizeof hs->peer, "%s", hc_peer(c));
 	return hs;
@@ -1456,10 +1475,13 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 	uint64_t inst;
 	if (stateless_state_instance(json_string_value(json_object_get(params, "requestState")), &inst))
 		hs = hmap_get(&f->instances, &inst, sizeof inst);
-	json_decref(body);
 	if (!hs) {
 		char refused[300] = "";
-		if (!f->stopped && !(hs = sess_new(f, true, refused, sizeof refused)) && refused[0]) {
+		if (!f->stopped)
+			hs = sess_new(f, params, refused, sizeof refused);
+		json_decref(body);   /* PARAMS with it */
+		body = NULL;
+		if (!hs && refused[0]) {
 			/* no chain for a client without a session: it may fall back to one */
 			*rc = reply_error(r, c, 400, RPC_UNSUPPORTED_VERSION, refused);
 			return true;
@@ -1475,6 +1497,7 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 		hs->idle.repeat = 0.5;   /* it ends soon after its call */
 		ev_timer_again(EV_DEFAULT, &hs->idle);
 	}
+	json_decref(body);
 	*rc = post_to_session(r, hs, false);
 	if (!hs->instance && (hs->instance = session_instance(hs->s)) &&
 	    hmap_put(&f->instances, &hs->instance, sizeof hs->instance, hs) < 0)
@@ -1945,6 +1968,7 @@ void http_front_set_session_chains(struct http_front *f, http_chain_make_fn make
 }
 
 void http_front_set_input_ttl(struct http_front *f, double seconds) { f->input_ttl = seconds; }
+void http_front_offer_stateless(struct http_front *f, bool always) { f->offer_stateless = always; }
 
 /* Ends every session (the map changes under us: one at a time). */
 static void end_all(struct http_front *f, const char *reason)

@@ -159,6 +159,7 @@ struct http_front {
 	http_chain_release_fn chain_release;
 	void *chain_arg;
 	double input_ttl;         /* seconds a stateless call waits for its retry */
+	bool offer_stateless;     /* session_offer_stateless for new sessions */
 	unsigned serial;
 	bool (*ready)(void *arg);
 	void *ready_arg;

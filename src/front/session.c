@@ -45,6 +45,7 @@ struct session {
 	double round_ttl;       /* seconds a call waits for a stateless client's retry */
 	struct stateless *st;   /* ERA_STATELESS: the era's own state */
 	json_t *init_result;    /* the backend's initialize result (for server/discover) */
+	bool offer_stateless;   /* 2026-07-28 whatever the backends speak ("eras": "both") */
 };
 
 static void handle(struct session *s, struct msg *m);
@@ -203,6 +204,12 @@ void session_set_input_ttl(struct session *s, double seconds)
 {
 	if (seconds > 0)
 		s->round_ttl = seconds;
+}
+
+/* Offers 2026-07-28 whatever the backends speak, or only when they do. */
+void session_offer_stateless(struct session *s, bool always)
+{
+	s->offer_stateless = always;
 }
 
 /* The era the client began with. */
@@ -395,6 +402,56 @@ static json_t *discover_result(struct session *s)
 	return r;
 }
 
+/*
+ * The backends speak the handshake era only and the client is offered what
+ * they speak: its stateless start is answered as they would answer it --
+ * server/discover is a method they do not have, any other request comes
+ * before initialize -- and the session waits for the client's initialize.
+ * The backends were initialized with the capabilities and clientInfo the
+ * client's probe declared (the ones its initialize declares); its
+ * initialize is answered from their result, and its initialized reaches
+ * them before they may ask it anything.
+ */
+static void refuse_stateless(struct session *s)
+{
+	json_t *q = s->queue;
+	size_t i;
+	json_t *m;
+	s->queue = NULL;
+	s->state = SESSION_UNINITIALIZED;
+	s->peer.ready = false;
+	stateless_free(s->st);
+	s->st = NULL;
+	s->era = ERA_UNKNOWN;
+	log_info("%s: the backends speak the handshake era: %s is offered that era, as they "
+		 "would offer it (\"eras\": \"both\" offers 2026-07-28 whatever is behind)",
+		 s->name, s->principal ? s->principal : "the client");
+	json_array_foreach(q, i, m) {
+		json_t *id = json_object_get(m, "id");
+		const char *method = json_string_value(json_object_get(m, "method"));
+		if (!id || !method)
+			continue;
+		json_t *e = strcmp(method, "server/discover") == 0
+			? rpc_error(id, RPC_METHOD_NOT_FOUND, "Method not found: server/discover "
+				    "(the servers behind speak the handshake era: send initialize)", NULL)
+			: rpc_error(id, RPC_NOT_INITIALIZED,
+				    "Server not initialized: send initialize first", NULL);
+		send_msg(s, e, NULL);
+		json_decref(e);
+	}
+	json_decref(q);
+}
+
+/* True when the client may stay in the stateless era: the peer that
+ * answers it speaks 2026-07-28, or every client is offered it. */
+static bool stateless_offered(struct session *s)
+{
+	if (s->offer_stateless)
+		return true;
+	struct peer *t = chain_init_target(&s->peer);
+	return t && (t->eras & ERA_BIT_STATELESS);
+}
+
 /* The backends are ready (or not) for a client of the stateless era. */
 static void on_stateless_ready(void *arg, json_t *resp)
 {
@@ -402,6 +459,10 @@ static void on_stateless_ready(void *arg, json_t *resp)
 	json_t *result = json_object_get(resp, "result");
 	if (s->state != SESSION_INITIALIZING)
 		return;
+	if (result && !stateless_offered(s)) {
+		refuse_stateless(s);
+		return;
+	}
 	if (result) {
 		json_decref(s->init_result);
 		s->init_result = json_incref(result);
@@ -469,7 +530,7 @@ static bool begin_stateless(struct session *s, struct msg *m, const char *method
 	s->era = ERA_STATELESS;
 	json_t *caps = era_meta(params, ERA_META_CLIENT_CAPS);
 	json_t *info = era_meta(params, ERA_META_CLIENT_INFO);
-	json_t *init = json_pack("{s:s,s:o,s:o}", "protocolVersion", era_handshake_versions[0],
+	json_t *init = json_pack("{s:s,s:o,s:o}", "protocolVersion", ERA_STATELESS_VERSION,
 		"capabilities", json_is_object(caps) ? json_deep_copy(caps) : json_object(),
 		"clientInfo", json_is_object(info) ? json_deep_copy(info)
 			: json_pack("{s:s,s:s}", "name", "stateless-client", "version", "0"));
@@ -538,7 +599,9 @@ static bool answer_locally(struct session *s, struct msg *m, const char *method)
 	if (s->state == SESSION_UNINITIALIZED && begin_stateless(s, m, method))
 		return true;
 	if (strcmp(method, "server/discover") == 0 && s->state == SESSION_READY) {
-		reply_to(s, m, rpc_result(NULL, discover_result(s)));
+		reply_to(s, m, stateless_offered(s) ? rpc_result(NULL, discover_result(s))
+			 : rpc_error(NULL, RPC_METHOD_NOT_FOUND, "Method not found: server/discover "
+				     "(the servers behind speak the handshake era)", NULL));
 		return true;
 	}
 	if (strcmp(method, "ping") == 0 && s->state != SESSION_READY) {

@@ -34,6 +34,10 @@ struct round {
 	json_t *fresh;          /* backend requests not yet put to the client */
 	json_t *held;           /* the call's response, come while waiting */
 	json_t *client_id;      /* the id the client last used for the call */
+	bool pre;               /* a call not sent yet: the round asks what the
+				 * backends asked outside any call first, and
+				 * the retry is then sent as this call; false:
+				 * the call is open at the backend */
 	ev_timer expiry;
 	ev_timer gather;        /* asks once every request of this turn came in */
 };
@@ -54,6 +58,8 @@ struct stateless {
 	uint64_t instance;      /* binds requestState to this session */
 	uint64_t next_serial;
 	struct round *rounds;
+	json_t *pending;        /* backend requests no call carried: asked on
+				 * the client's next call that may be asked */
 	struct listen *listens;
 	int log_level;          /* the level the client's requests last asked for; -1: none */
 };
@@ -182,6 +188,21 @@ static struct round *state_check(struct stateless *st, const char *state, const 
 	return NULL;
 }
 
+/*
+ * True when a retry carrying STATE (NULL: none) continues a round of the
+ * backend's own: the servers behind speak 2026-07-28 (their input_required
+ * results reach the client as they came) and STATE is not one mcp-chain
+ * made. A state of ours is checked, whatever is behind.
+ */
+static bool backend_owns_rounds(struct stateless *st, const char *state)
+{
+	const char *dot = state ? strrchr(state, '.') : NULL;
+	if (dot && strncmp(state, "v1.", 3) == 0 && strlen(dot + 1) == 2 * MAC_LEN)
+		return false;
+	struct peer *t = chain_init_target(st->client);
+	return t && (t->eras & ERA_BIT_STATELESS);
+}
+
 /* ---- writing ---- */
 
 static int write_msg(struct stateless *st, json_t *msg)
@@ -288,7 +309,7 @@ static void round_cancel(struct round *r, const char *why)
 {
 	char idtext[64];
 	round_refuse_all(r, why);
-	if (!r->held) {
+	if (!r->held && !r->pre) {
 		round_id_text(r, idtext, sizeof idtext);
 		json_t *rid = json_loads(idtext, JSON_DECODE_ANY, NULL);
 		json_t *c = rpc_notification("notifications/cancelled",
@@ -362,6 +383,37 @@ static struct round *round_of_exchange(struct stateless *st, struct exchange *ex
 	return NULL;
 }
 
+/* True for the client requests whose answer may be input_required. */
+static bool may_ask(const char *method)
+{
+	return method && (strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0 ||
+			  strcmp(method, "resources/read") == 0);
+}
+
+#define PENDING_MAX 16
+
+/*
+ * REQ (borrowed), a backend's request that no call of this client
+ * carries (roots/list after initialized, say): kept for the client's next
+ * call that may be asked, which asks it first. The oldest is refused
+ * when too many wait.
+ */
+static void pending_add(struct stateless *st, json_t *req)
+{
+	if (!st->pending && !(st->pending = json_array())) {
+		answer_backend(st, json_object_get(req, "id"), NULL, "out of memory");
+		return;
+	}
+	if (json_array_size(st->pending) >= PENDING_MAX) {
+		answer_backend(st, json_object_get(json_array_get(st->pending, 0), "id"), NULL,
+			       "too many requests wait for the client's next call");
+		json_array_remove(st->pending, 0);
+	}
+	json_array_append(st->pending, req);
+	log_debug("%s: \"%s\" waits for the client's next call", st->client->name,
+		  json_string_value(json_object_get(req, "method")));
+}
+
 /* A backend's request to the client (REQ, with our id): into a round. */
 static void backend_request(struct stateless *st, json_t *req)
 {
@@ -398,6 +450,12 @@ static void backend_request(struct stateless *st, json_t *req)
 		p.n_running = 1;
 	}
 	size_t count = p.n_running ? p.n_running : p.n_waiting;
+	struct exchange *one = count == 1 ? (p.n_running ? p.running : p.waiting) : NULL;
+	if (count == 0 || (one && !may_ask(one->method))) {
+		/* outside any call the client could be asked in: on its next one */
+		pending_add(st, req);
+		return;
+	}
 	if (count != 1) {
 		char why[300];
 		snprintf(why, sizeof why, "\"%s\" refused: the client speaks protocol %s, where a "
@@ -433,7 +491,7 @@ static void backend_request(struct stateless *st, json_t *req)
 	char idtext[64];
 	round_id_text(r, idtext, sizeof idtext);
 	struct msg_val v = { .n = 0 };
-	if (msg_val_set(&v, idtext, strlen(idtext)) < 0 || chain_rebind_request(ex, &v) < 0) {
+	if (msg_val_set(&v, idtext, strlen(idtext)) < 0 || chain_rebind_request(ex, &v, NULL) < 0) {
 		msg_val_release(&v);
 		json_decref(r->client_id);
 		json_decref(r->asked);
@@ -473,15 +531,58 @@ static bool own_response(struct stateless *st, json_t *msg)
 		if (r->serial == serial) {
 			json_decref(r->held);
 			r->held = json_deep_copy(msg);
-			round_refuse_all(r, "the call ended before the client answered");
+			/* what the client was not asked yet: on its next call;
+			 * what it was asked: answered by its retry, which then
+			 * gets this response (or refused when the round expires) */
+			size_t i;
+			json_t *q;
+			json_array_foreach(r->fresh, i, q)
+				pending_add(st, q);
+			json_array_clear(r->fresh);
 			return true;
 		}
 	}
 	return true;   /* a round that ended: nobody waits for it */
 }
 
-/* A retry: the client answers a round's requests. */
-static void retry(struct stateless *st, json_t *req, json_t *params)
+/*
+ * The client's call REQ (borrowed) while backend requests wait (pending):
+ * a round asks them first, and the client's retry is then sent on as the
+ * call. True when the client was asked.
+ */
+static bool pre_round(struct stateless *st, json_t *req)
+{
+	json_t *id = json_object_get(req, "id");
+	const char *method = json_string_value(json_object_get(req, "method"));
+	if (!id || !may_ask(method) || json_array_size(st->pending) == 0)
+		return false;
+	struct round *r = calloc(1, sizeof *r);
+	if (!r || !(r->asked = json_object())) {
+		free(r);
+		return false;
+	}
+	r->st = st;
+	r->serial = ++st->next_serial;
+	r->pre = true;
+	snprintf(r->method, sizeof r->method, "%s", method);
+	r->fresh = st->pending;
+	st->pending = NULL;
+	r->client_id = json_incref(id);
+	ev_init(&r->expiry, round_expired);
+	r->expiry.data = r;
+	ev_init(&r->gather, round_gathered);
+	r->gather.data = r;
+	r->next = st->rounds;
+	st->rounds = r;
+	log_debug("%s: \"%s\" asks first what the servers asked outside any call",
+		  st->client->name, method);
+	round_ask(r, id);
+	return true;
+}
+
+/* A retry: the client answers a round's requests. False when REQ (its
+ * round's answers taken off) is to go on as the call itself. */
+static bool retry(struct stateless *st, json_t *req, json_t *params)
 {
 	json_t *id = json_object_get(req, "id");
 	const char *method = json_string_value(json_object_get(req, "method"));
@@ -495,7 +596,7 @@ static void retry(struct stateless *st, json_t *req, json_t *params)
 		json_t *e = rpc_errorf(id, RPC_INVALID_PARAMS, "requestState refused: %s", why);
 		write_msg(st, e);
 		json_decref(e);
-		return;
+		return true;
 	}
 	r->gen++;   /* this state is spent */
 	json_t *responses = json_object_get(params, "inputResponses");
@@ -517,11 +618,17 @@ static void retry(struct stateless *st, json_t *req, json_t *params)
 		stateless_send(st, resp, r->method);
 		round_free(r);
 		json_decref(resp);
-		return;
+		return true;
 	}
 	if (json_array_size(r->fresh) > 0) {   /* more questions came meanwhile */
 		round_ask(r, id);
-		return;
+		return true;
+	}
+	if (r->pre) {   /* answered: the call itself goes on, as a call */
+		round_free(r);
+		json_object_del(params, "inputResponses");
+		json_object_del(params, "requestState");
+		return false;
 	}
 	/* the call goes on under the retry's id */
 	char idtext[64], *dumped = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
@@ -533,9 +640,18 @@ static void retry(struct stateless *st, json_t *req, json_t *params)
 		size_t kn = msg_val_key(&from, key_b);
 		ex = kn ? hmap_get(&st->client->received, key_b, kn) : NULL;
 	}
-	int rc = ex && msg_val_set(&to, dumped, strlen(dumped)) == 0 ? chain_rebind_request(ex, &to) : -1;
+	/* its progress goes with the retry's token, or nowhere */
+	json_t *tok = json_object_get(json_object_get(params, "_meta"), "progressToken");
+	char *tokdump = tok && (json_is_string(tok) || json_is_integer(tok))
+		? json_dumps(tok, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+	struct msg_val tv = { .n = 0 };
+	if (tokdump && msg_val_set(&tv, tokdump, strlen(tokdump)) < 0)
+		msg_val_release(&tv);
+	free(tokdump);
+	int rc = ex && msg_val_set(&to, dumped, strlen(dumped)) == 0 ? chain_rebind_request(ex, &to, &tv) : -1;
 	msg_val_release(&from);
 	msg_val_release(&to);
+	msg_val_release(&tv);
 	free(dumped);
 	round_free(r);
 	if (rc < 0) {
@@ -544,6 +660,7 @@ static void retry(struct stateless *st, json_t *req, json_t *params)
 		write_msg(st, e);
 		json_decref(e);
 	}
+	return true;
 }
 
 /* ---- listens ---- */
@@ -742,6 +859,7 @@ void stateless_free(struct stateless *st)
 		return;
 	while (st->rounds)
 		round_free(st->rounds);
+	json_decref(st->pending);   /* the chain ends those requests with the client */
 	while (st->listens) {
 		struct listen *l = st->listens;
 		st->listens = l->next;
@@ -760,10 +878,11 @@ bool stateless_request(struct stateless *st, json_t *req)
 		return true;
 	}
 	if (json_object_get(params, "requestState") || json_object_get(params, "inputResponses")) {
-		retry(st, req, params);
-		return true;
+		if (backend_owns_rounds(st, json_string_value(json_object_get(params, "requestState"))))
+			return false;   /* the backend's own round: it reads its own state */
+		return retry(st, req, params);
 	}
-	return false;
+	return pre_round(st, req);
 }
 
 bool stateless_notification(struct stateless *st, json_t *note)

@@ -99,9 +99,9 @@ function failedChecks(dir) {
 const passes = (r) => r && r.failed === 0;
 const passed = (run) => Object.keys(run.scenarios).filter((n) => passes(run.scenarios[n]));
 
-function chainConfig(name, entry) {
+function chainConfig(name, entry, extra = {}) {
   const file = path.join(work, `${name}.json`);
-  writeFileSync(file, JSON.stringify({ mcpServers: { conf: entry } }, null, 2));
+  writeFileSync(file, JSON.stringify({ ...extra, mcpServers: { conf: entry } }, null, 2));
   return file;
 }
 
@@ -136,7 +136,8 @@ test('conformance 0.2.0-alpha.12 (2026-07-28): direct, through mcp-chain, bridge
         protocol: '2026-07-28', scope: 'shared' }),
     }, (chain) => runSuite(chain.url.href, 'through'));
     const bridged = await withChain(null, {
-      config: chainConfig('bridged', { command: process.execPath, args: [FIXTURE_HANDSHAKE], scope: 'shared' }),
+      config: chainConfig('bridged', { command: process.execPath, args: [FIXTURE_HANDSHAKE], scope: 'shared' },
+        { eras: 'both' }),   // the bridge: 2026-07-28 offered whatever is behind
     }, (chain) => runSuite(chain.url.href, 'bridged'));
 
     console.log(`command: node --import ${path.relative(process.cwd(), SHIM)} ${path.relative(process.cwd(), CLI)} ` +

@@ -25,6 +25,8 @@ const TF = { timeout: TEST_TIMEOUT, skip: SKIP_NO_CHAIN || SKIP_NO_FIXTURE };
 const MODES = CHAIN ? ['chain', 'modules'] : [];
 const CLIENT_INFO = { name: 'era-front-it', version: '2.0.0' };
 const CAPS = { elicitation: { form: {} }, sampling: {} };
+/* the bridge: 2026-07-28 offered whatever is behind (these backends speak the handshake era) */
+const BRIDGE = { eras: 'both' };
 
 /** A stdio transport subclass: the v2 client then probes on this very connection. */
 class InPlaceStdio extends StdioClientTransport {}
@@ -44,7 +46,7 @@ function record(transport) {
 }
 
 async function with2026(mode, server, { negotiation = { mode: 'auto' }, Transport = StdioClientTransport } = {}, fn) {
-  const p = serverParams(mode, server);
+  const p = serverParams(mode, server, { extra: BRIDGE });
   const transport = new Transport({ command: p.command, args: p.args, env: p.env, stderr: 'pipe' });
   let stderr = '';
   transport.stderr?.on('data', (c) => { stderr += c; });
@@ -195,7 +197,7 @@ test('two backends behind one endpoint: a stateless client lists both, and elici
   const { tmpPath } = await import('./lib.mjs');
   const se = everythingServer();
   const cfg = tmpPath(`era-two-${process.pid}.json`);
-  writeFileSync(cfg, JSON.stringify({ mcpServers: {
+  writeFileSync(cfg, JSON.stringify({ ...BRIDGE, mcpServers: {
     everything: { command: process.execPath, args: se.args },
     fx: { command: FIXTURE, args: [] },
   } }));
@@ -218,7 +220,7 @@ test('two backends behind one endpoint: a stateless client lists both, and elici
 });
 
 test('a handshake-era client on the same build still gets the handshake (SDK 1.32)', T, async () => {
-  const p = serverParams('chain', everythingServer());
+  const p = serverParams('chain', everythingServer(), { extra: BRIDGE });
   const transport = new V1Stdio({ command: p.command, args: p.args, env: p.env, stderr: 'pipe' });
   const client = new V1Client({ name: 'v1', version: '1' }, { capabilities: {} });
   await client.connect(transport);
@@ -235,7 +237,7 @@ test('a handshake-era client on the same build still gets the handshake (SDK 1.3
 test('a requestState that is forged, replayed or foreign is refused and nothing reaches the backend', TF, async () => {
   // raw lines: the SDK would never send a bad state itself
   const { spawn } = await import('node:child_process');
-  const p = serverParams('chain', fixtureServer());
+  const p = serverParams('chain', fixtureServer(), { extra: BRIDGE });
   const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
   const open = () => {
     const child = spawn(p.command, p.args, { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -300,7 +302,7 @@ import { withChain, request as httpRequest } from './http_lib.mjs';
 import { writeFileSync } from 'node:fs';
 
 async function withListen(server, fn) {
-  return withChain(server, {}, (chain) => fn(chain.url.href));
+  return withChain(server, { extra: BRIDGE }, (chain) => fn(chain.url.href));
 }
 
 async function httpClient(url) {
@@ -484,7 +486,7 @@ test('the log module records the client\'s era', TF, async () => {
   const { readFileSync } = await import('node:fs');
   const { tmpPath } = await import('./lib.mjs');
   const file = tmpPath(`era-log-${process.pid}.jsonl`);
-  const cfg = writeConfig(fixtureServer(), { extra: { middleware: [{ use: 'log', sink: 'file', path: file }] } });
+  const cfg = writeConfig(fixtureServer(), { extra: { ...BRIDGE, middleware: [{ use: 'log', sink: 'file', path: file }] } });
   const transport = new StdioClientTransport({ command: CHAIN, args: ['--config', cfg], stderr: 'pipe' });
   const client = new Client(CLIENT_INFO, { capabilities: CAPS, versionNegotiation: { mode: 'auto' } });
   await client.connect(transport);
@@ -500,7 +502,7 @@ test('the log module records the client\'s era', TF, async () => {
 });
 
 test('policy "ask" asks a 2026-07-28 client with input_required; its answer decides', TF, async () => {
-  const cfg = writeConfig(fixtureServer(), { extra: { middleware: [{ use: 'policy', rules: [{ ask: ['echo'] }] }] } });
+  const cfg = writeConfig(fixtureServer(), { extra: { ...BRIDGE, middleware: [{ use: 'policy', rules: [{ ask: ['echo'] }] }] } });
   const transport = new StdioClientTransport({ command: CHAIN, args: ['--config', cfg], stderr: 'pipe' });
   let stderr = '';
   transport.stderr?.on('data', (c) => { stderr += c; });
@@ -561,7 +563,7 @@ for (const mode of MODES) {
 test('[http] inputTimeoutMs: a retry after it is refused as expired; after a reload the new value holds', TF, async () => {
   const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28',
     'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
-  const file = writeConfig({ ...fixtureServer(), scope: 'shared' }, { extra: { inputTimeoutMs: 1000 } });
+  const file = writeConfig({ ...fixtureServer(), scope: 'shared' }, { extra: { ...BRIDGE, inputTimeoutMs: 1000 } });
   await withChain(null, { config: file }, async (chain) => {
     const post = async (body) => {
       const r = await httpRequest(chain.port, { body: JSON.stringify({ jsonrpc: '2.0', ...body }), headers: {
@@ -584,7 +586,7 @@ test('[http] inputTimeoutMs: a retry after it is refused as expired; after a rel
     assert.match(late.error.message, /requestState refused/);
     await waitFor(() => /expired/.test(chain.stderr), { what: 'the expiry logged' });
 
-    writeFileSync(file, JSON.stringify({ mcpServers: { backend: { command: fixtureServer().command,
+    writeFileSync(file, JSON.stringify({ ...BRIDGE, mcpServers: { backend: { command: fixtureServer().command,
       args: fixtureServer().args ?? [], scope: 'shared' } }, inputTimeoutMs: 20000 }));
     const before = chain.stderr.length;
     chain.proc.kill('SIGHUP');

@@ -119,7 +119,8 @@ test('20 sessions at once through one shared backend: interleaved calls and prog
 
 test('bad input: 404, 400, 415, 413, 400 with -32700, 405, 403, 406',
   { ...T, skip: SKIP_NO_FIXTURE }, async () => {
-    await withChain({ ...fixtureServer(), scope: 'shared' }, { extra: { maxMessageBytes: 4096 } }, async (chain) => {
+    // eras "both": the 2026-07-28 probe below reaches the bridge (the fixture speaks the handshake era)
+    await withChain({ ...fixtureServer(), scope: 'shared' }, { extra: { maxMessageBytes: 4096, eras: 'both' } }, async (chain) => {
       const port = chain.port;
       const sid = await rawSession(port);
       const call = JSON.stringify({ jsonrpc: '2.0', id: 5, method: 'tools/list' });

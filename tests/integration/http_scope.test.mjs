@@ -205,7 +205,7 @@ test('bounds: maxScopedSessions, maxProcesses and maxStartsPerSecond refuse with
 test('2026-07-28 calls on session-scoped backends share one set of backends; handshake sessions keep their own', T, async () => {
   const fixture = fixtureServer();
   const FX = new RegExp(path.basename(fixture.command));
-  await withChain({ mcpServers: { fx: { command: fixture.command, args: fixture.args } } }, async (chain) => {
+  await withChain({ eras: 'both', mcpServers: { fx: { command: fixture.command, args: fixture.args } } }, async (chain) => {
     const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
     const call = (id) => request(chain.port, {
       headers: { ...JSON_HEADERS, Accept: 'application/json', 'MCP-Protocol-Version': '2026-07-28',

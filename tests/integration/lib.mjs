@@ -126,7 +126,7 @@ export function fixtureServer(flags = [], { env, cwd } = {}) {
  * Parameters for `StdioClientTransport` (also usable for a raw spawn):
  * `{command, args, env, cwd}` for the direct server or for mcp-chain wrapping it.
  */
-export function serverParams(mode, server, { name = 'backend', chainArgs } = {}) {
+export function serverParams(mode, server, { name = 'backend', chainArgs, extra } = {}) {
   if (mode === 'direct') {
     return {
       command: server.command === 'node' ? process.execPath : server.command,
@@ -138,8 +138,8 @@ export function serverParams(mode, server, { name = 'backend', chainArgs } = {})
   if (mode !== 'chain' && mode !== 'modules') throw new Error(`unknown mode ${mode}`);
   if (!CHAIN) throw new Error('mcp-chain binary not available (set MCP_CHAIN)');
   const cfg = mode === 'modules'
-    ? writeConfig(server, { name, extra: { middleware: modulesPipeline() } })
-    : writeConfig(server, { name });
+    ? writeConfig(server, { name, extra: { ...extra, middleware: modulesPipeline() } })
+    : writeConfig(server, { name, extra });
   const env = {};
   if (process.env.MCP_CHAIN_LOG) env.MCP_CHAIN_LOG = process.env.MCP_CHAIN_LOG;
   if (mode === 'modules') env.MCP_CHAIN_TOKEN = MODULES_TOKEN;
@@ -407,7 +407,7 @@ export const RAW_CLIENT_INFO = { name: 'raw-test', version: '0.0.1' };
  * with pipes; stdout is split into lines, each parsed as JSON.
  */
 export class RawChain {
-  constructor({ server, env = {}, args, mode = 'chain' } = {}) {
+  constructor({ server, env = {}, args, mode = 'chain', extra } = {}) {
     this.mode = mode;
     let cmd;
     if (mode === 'direct') {
@@ -416,7 +416,7 @@ export class RawChain {
       env = { ...env, ...(server.env ?? {}) };
     } else {
       if (!CHAIN) throw new Error('mcp-chain binary not available (set MCP_CHAIN)');
-      this.config = writeConfig(server);
+      this.config = writeConfig(server, { extra });
       cmd = CHAIN;
       args = args ?? ['--config', this.config];
     }

@@ -78,9 +78,9 @@ test('ping before initialize is answered; other requests get -32002', T, async (
   });
 });
 
-test('server/discover: answered before initialize (stateless era) and after it (handshake era)', T, async () => {
+test('server/discover with "eras": "both": answered before initialize (stateless era) and after it (handshake era)', T, async () => {
   const params = { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } };
-  await withRaw({ server: BACKEND() }, async (c) => {
+  await withRaw({ server: BACKEND(), extra: { eras: 'both' } }, async (c) => {
     const r = await c.request(11, 'server/discover', params);
     assert.equal(r.id, 11);
     assert.ok(r.result.supportedVersions.includes('2026-07-28'), brief(r));
@@ -89,11 +89,26 @@ test('server/discover: answered before initialize (stateless era) and after it (
     const i = await c.request(12, 'initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'x', version: '1' } });
     assertError(i, -32601, 12, 'initialize on a stateless connection');
   });
-  await withRaw({ server: BACKEND() }, async (c) => {
+  await withRaw({ server: BACKEND(), extra: { eras: 'both' } }, async (c) => {
     await c.initialize();
     const r = await c.request(13, 'server/discover', {});
     assert.equal(r.id, 13);
     assert.ok(r.result.supportedVersions.includes('2025-11-25'), brief(r));
+  });
+});
+
+test('server/discover by default, handshake-era backend: refused as it refuses it, before and after initialize; initialize then works', T, async () => {
+  const params = { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+    'io.modelcontextprotocol/clientCapabilities': {} } };
+  await withRaw({ server: BACKEND() }, async (c) => {
+    assertError(await c.request(21, 'server/discover', params), -32601, 21, 'the probe');
+    const other = await c.request(22, 'tools/list', params);
+    assertError(other, -32002, 22, 'a 2026-07-28 request before initialize');
+    const i = await c.request(23, 'initialize', { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: CLIENT_INFO });
+    assert.equal(i.result?.protocolVersion, '2025-11-25', brief(i));
+    c.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    assert.ok(Array.isArray((await c.request(24, 'tools/list')).result?.tools));
+    assertError(await c.request(25, 'server/discover', {}), -32601, 25, 'after initialize');
   });
 });
 

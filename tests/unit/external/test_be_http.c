@@ -146,7 +146,12 @@ static void stateless(struct stub_conn *c, const struct stub_req *r)
 	json_t *params = json_object_get(m, "params");
 	char *id = json_dumps(json_object_get(m, "id"), JSON_ENCODE_ANY);
 	assert_string_equal(stub_header(r, "Mcp-Method"), method);
-	if (strcmp(method, "tools/list") == 0 && SV.list_status == -1) {
+	if (strcmp(method, "server/discover") == 0) {
+		t = result_text(id, "{\"supportedVersions\":[\"2026-07-28\"],\"capabilities\":"
+				"{\"tools\":{}},\"resultType\":\"complete\",\"_meta\":{"
+				"\"io.modelcontextprotocol/serverInfo\":{\"name\":\"stub\",\"version\":\"1\"}}}");
+		stub_reply(c, 200, "application/json", NULL, t);
+	} else if (strcmp(method, "tools/list") == 0 && SV.list_status == -1) {
 		SV.list_hung = c;
 	} else if (strcmp(method, "tools/list") == 0 && SV.list_status) {
 		stub_reply(c, SV.list_status, "text/plain", NULL, "list trouble");
@@ -270,6 +275,15 @@ static void make(int url_port, const char *extra_entry)
 			 "\"restart\":false,\"headers\":{\"Authorization\":\"Bearer cfg-token\","
 			 "\"Mcp-Session-Id\":\"forged\"}%s}}}", url_port,
 			 extra_entry ? extra_entry : ""));
+	assert_int_equal(backend_state(U.be), BACKEND_STARTED);
+}
+
+/* The same upstream as a 2026-07-28 server: server/discover, no session. */
+static void make_2026(int url_port)
+{
+	up_make(ext_cfgf("{\"maxMessageBytes\":4096,\"mcpServers\":{\"h\":{\"type\":\"http\","
+			 "\"url\":\"http://127.0.0.1:%d/mcp\",\"protocol\":\"2026-07-28\","
+			 "\"restart\":false}}}", url_port));
 	assert_int_equal(backend_state(U.be), BACKEND_STARTED);
 }
 
@@ -641,7 +655,7 @@ static void list_then_remark(const char *new_mark)
 static void test_header_mismatch_relists(void **state)
 {
 	(void)state;
-	make(U.port, NULL);
+	make_2026(U.port);
 	initialize();
 	list_then_remark("Zone");
 	send_2026(32, "tools/call", "{\"name\":\"deploy\",\"arguments\":{\"region\":\"eu\"}}");
@@ -675,7 +689,7 @@ static void test_header_mismatch_relists(void **state)
 static void test_header_mismatch_gives_up(void **state)
 {
 	(void)state;
-	make(U.port, NULL);
+	make_2026(U.port);
 	initialize();
 	list_then_remark("Region");
 	SV.refuse_always = true;
@@ -699,7 +713,7 @@ static void test_header_mismatch_gives_up(void **state)
 static void test_header_mismatch_cancelled(void **state)
 {
 	(void)state;
-	make(U.port, NULL);
+	make_2026(U.port);
 	initialize();
 	list_then_remark("Zone");
 	SV.list_status = -1;

@@ -17,6 +17,7 @@
 #include <ev.h>
 
 #include "session_test.h"
+#include "era.h"
 
 #include "rpc.h"
 
@@ -39,7 +40,11 @@ static json_t *init_result_for(struct sst_fbe *b)
 	if (b->init_result)
 		return json_deep_copy(b->init_result);
 	json_t *v = json_object_get(b->init_params, "protocolVersion");
-	return json_pack("{s:O,s:{s:{s:b}},s:{s:s,s:s},s:s,s:{s:s}}",
+	if (!era_handshake_supported(json_string_value(v)))   /* a 2026-07-28 client's: */
+		v = json_string(era_handshake_versions[0]);   /* backend.c's newest */
+	else
+		json_incref(v);
+	return json_pack("{s:o,s:{s:{s:b}},s:{s:s,s:s},s:s,s:{s:s}}",
 			 "protocolVersion", v,
 			 "capabilities", "tools", "listChanged", 1,
 			 "serverInfo", "name", "fake", "version", "1.0",
@@ -56,6 +61,7 @@ void sst_answer_init(struct sst_fbe *b)
 	} else {
 		resp = rpc_result(json_null(), init_result_for(b));
 		b->peer.ready = true;
+		b->peer.eras = b->eras ? b->eras : ERA_BIT_HANDSHAKE;
 	}
 	void (*cb)(void *, json_t *) = b->cb;
 	b->cb = NULL;

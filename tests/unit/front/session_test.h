@@ -34,6 +34,8 @@ struct sst_fbe {
 	json_t *init_error;          /* error to answer with instead (owned) */
 	bool init_fail;              /* make the initialize op return -1 */
 	bool defer;                  /* answer initialize only in sst_answer_init() */
+	unsigned eras;               /* what it says it speaks once initialized
+				      * (ERA_BIT_*); 0: the handshake era */
 	void (*cb)(void *arg, json_t *response);
 	void *cb_arg;
 };

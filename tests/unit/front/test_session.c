@@ -16,6 +16,7 @@
 #include <ev.h>
 
 #include "chain.h"
+#include "era.h"
 #include "log.h"
 #include "peer.h"
 #include "rpc.h"
@@ -125,6 +126,7 @@ static int setup(void **state)
 	pauses = resumes = 0;
 	S = session_new(C, "client", rec_write, &out);
 	assert_non_null(S);
+	session_offer_stateless(S, true);   /* most tests here are of the bridge */
 	return 0;
 }
 
@@ -313,7 +315,8 @@ static void test_server_discover_begins_stateless(void **state)
 	(void)state;
 	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META26 "}}");
 	assert_int_equal(sst_be.init_calls, 1);
-	assert_string_equal(json_string_value(json_object_get(sst_be.init_params, "protocolVersion")), "2025-11-25");
+	/* the backend is asked what the client began with (a probe) */
+	assert_string_equal(json_string_value(json_object_get(sst_be.init_params, "protocolVersion")), "2026-07-28");
 	assert_non_null(json_object_get(json_object_get(sst_be.init_params, "capabilities"), "elicitation"));
 	assert_string_equal(json_string_value(json_object_get(json_object_get(sst_be.init_params, "clientInfo"),
 							      "name")), "c26");
@@ -404,6 +407,44 @@ static void test_server_discover_after_initialize(void **state)
 	assert_non_null(json_object_get(json_object_get(last_out(), "result"), "supportedVersions"));
 	assert_int_equal(sst_n_be(), 0);
 	assert_string_equal(session_version(S), "2025-11-25");
+}
+
+/* By default the era follows the backend: one of the handshake era refuses
+ * a stateless start as it would refuse it, and the client's initialize
+ * then works, answered from the handshake the probe made. */
+static void test_era_follows_a_handshake_backend(void **state)
+{
+	(void)state;
+	session_offer_stateless(S, false);
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META26 "}}");
+	assert_int_equal(sst_be.init_calls, 1);
+	assert_int_equal(sst_err_code(last_out()), RPC_METHOD_NOT_FOUND);
+	assert_int_equal(sst_int_at(last_out(), "id"), 1);
+	assert_int_equal(session_state(S), SESSION_UNINITIALIZED);
+	assert_int_equal(session_era(S), ERA_UNKNOWN);
+	/* nothing told the backend the client is initialized */
+	for (size_t i = 0; i < json_array_size(sst_be.got); i++)
+		assert_null(json_object_get(json_array_get(sst_be.got, i), "method"));
+	/* a 2026-07-28 request that is not the probe: not initialized */
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{" META26 "}}");
+	assert_int_equal(sst_err_code(last_out()), RPC_NOT_INITIALIZED);
+	initialize("3", "2025-06-18");
+	assert_int_equal(session_state(S), SESSION_READY);
+	assert_string_equal(session_version(S), "2025-06-18");
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"server/discover\",\"params\":{}}");
+	assert_int_equal(sst_err_code(last_out()), RPC_METHOD_NOT_FOUND);
+}
+
+/* ... and a backend of the 2026-07-28 era keeps the client in it. */
+static void test_era_follows_a_stateless_backend(void **state)
+{
+	(void)state;
+	session_offer_stateless(S, false);
+	sst_be.eras = ERA_BIT_STATELESS;
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"server/discover\",\"params\":{" META26 "}}");
+	assert_int_equal(session_state(S), SESSION_READY);
+	assert_int_equal(session_era(S), ERA_STATELESS);
+	assert_non_null(json_object_get(json_object_get(last_out(), "result"), "supportedVersions"));
 }
 
 static void test_initialize_bad_params(void **state)
@@ -1016,6 +1057,8 @@ int main(void)
 		T(test_stateless_requests),
 		T(test_stateless_unsupported_first),
 		T(test_server_discover_after_initialize),
+		T(test_era_follows_a_handshake_backend),
+		T(test_era_follows_a_stateless_backend),
 		T(test_initialize_bad_params),
 		T(test_queue_while_initializing),
 		T(test_initialize_backend_error),

@@ -463,8 +463,9 @@ static void test_expired_state(void **state)
 }
 
 /* The call ends (the backend answers it) while the client is being asked:
- * the backend's open request is refused, and the held answer goes to the
- * client's retry, under the retry's id. */
+ * the backend's open request still gets the client's answer (a server
+ * may ask for what outlives the call: roots), and the held answer goes to
+ * the client's retry, under the retry's id. */
 static void test_call_ends_while_waiting(void **state)
 {
 	(void)state;
@@ -472,12 +473,13 @@ static void test_call_ends_while_waiting(void **state)
 	size_t outs = n_out();
 	sst_be_respond(0, "{\"content\":[{\"type\":\"text\",\"text\":\"done\"}]}");
 	assert_int_equal(n_out(), outs);   /* held for the retry */
-	json_t *a = be_answer(100);
-	assert_non_null(a);
-	assert_non_null(strstr(sst_err_message(a), "ended before the client answered"));
+	assert_null(be_answer(100));
 	size_t before = sst_n_be();
 	assert_true(retry_with(8, state_text));
-	assert_int_equal(sst_n_be(), before);   /* nothing more to answer there */
+	assert_int_equal(sst_n_be(), before + 1);   /* the answer, and nothing more */
+	json_t *a = be_answer(100);
+	assert_non_null(a);
+	assert_string_equal(sst_str_at(json_object_get(a, "result"), "action"), "decline");
 	assert_int_equal(n_out(), outs + 1);
 	assert_int_equal(sst_int_at(last_out(), "id"), 8);
 	json_t *r = json_object_get(last_out(), "result");
@@ -622,14 +624,58 @@ static void test_gathered_and_keyed(void **state)
 
 /* Two calls open at the backend: its request cannot be placed, so it is
  * refused; none open: the same; a ping is answered by the layer. */
-static void test_unplaceable_requests(void **state)
+/*
+ * A backend's request no call carries (roots/list after initialized)
+ * waits for the client's next call that may be asked: that call is
+ * answered input_required first, and its retry, the answers taken off,
+ * goes on to the backend as the call. Several calls open: nothing tells
+ * which one a request is for, refused. A ping is answered here.
+ */
+static void test_requests_outside_a_call(void **state)
 {
 	(void)state;
 	size_t outs = n_out();
-	sst_send_b("{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"sampling/createMessage\",\"params\":{}}");
-	assert_non_null(strstr(sst_err_message(be_answer(99)), "no call of this client is open"));
-	send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"a\"}}");
-	send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"b\"}}");
+	sst_send_b("{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"roots/list\",\"params\":{}}");
+	sst_run_once();
+	assert_null(be_answer(99));
+	assert_int_equal(n_out(), outs);
+	/* a list cannot be asked anything: it goes on, the request still waits */
+	assert_false(send_c("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{}}"));
+	sst_be_respond(sst_n_be() - 1, "{\"tools\":[]}");
+	assert_null(be_answer(99));
+	size_t to_be = sst_n_be();
+	/* the next call is asked first; nothing reaches the backend yet */
+	assert_true(send_c("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"t\","
+		"\"_meta\":{\"progressToken\":\"p2\"}}}"));
+	assert_int_equal(sst_n_be(), to_be);
+	json_t *r = json_object_get(last_out(), "result");
+	assert_int_equal(sst_int_at(last_out(), "id"), 2);
+	assert_string_equal(sst_str_at(r, "resultType"), "input_required");
+	json_t *reqs = json_object_get(r, "inputRequests");
+	assert_int_equal(json_object_size(reqs), 1);
+	const char *key = json_object_iter_key(json_object_iter(reqs));
+	assert_string_equal(sst_str_at(json_object_get(reqs, key), "method"), "roots/list");
+	json_t *m = json_pack("{s:s,s:i,s:s,s:{s:s,s:{s:{s:[{s:s}]}},s:s,s:{s:s}}}", "jsonrpc", "2.0",
+		"id", 3, "method", "tools/call", "params", "name", "t", "inputResponses", key, "roots",
+		"uri", "file:///w", "requestState", sst_str_at(r, "requestState"), "_meta",
+		"progressToken", "p3");
+	assert_false(send_cm(&cl, m));   /* goes on as the call */
+	json_t *ans = be_answer(99);
+	assert_non_null(ans);
+	assert_string_equal(sst_str_at(json_array_get(json_object_get(json_object_get(ans, "result"),
+		"roots"), 0), "uri"), "file:///w");
+	long call = be_find("tools/call");
+	assert_true(call >= 0 && (size_t)call >= to_be);
+	json_t *params = json_object_get(sst_be_at((size_t)call), "params");
+	assert_null(json_object_get(params, "inputResponses"));
+	assert_null(json_object_get(params, "requestState"));
+	assert_string_equal(sst_str_at(params, "name"), "t");
+	sst_be_respond((size_t)call, "{\"content\":[]}");
+	assert_int_equal(sst_int_at(last_out(), "id"), 3);
+	/* two calls open: a request for one of them cannot be placed */
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"a\"}}");
+	send_c("{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":{\"name\":\"b\"}}");
+	outs = n_out();
 	sst_send_b("{\"jsonrpc\":\"2.0\",\"id\":100,\"method\":\"sampling/createMessage\",\"params\":{}}");
 	json_t *a = be_answer(100);
 	assert_non_null(a);
@@ -829,7 +875,7 @@ int main(void)
 		T(test_client_cancels_waiting_call),
 		T(test_backend_withdraws_request),
 		T(test_gathered_and_keyed),
-		T(test_unplaceable_requests),
+		T(test_requests_outside_a_call),
 		T(test_log_level),
 		T(test_listen),
 		T(test_listens_share_uri),

@@ -101,6 +101,13 @@ void session_close(struct session *s, const char *reason);
 bool session_busy(const struct session *s);
 
 /*
+ * True while a 2026-07-28 session holds a backend's requests that no call
+ * carried, for the client's next call: a front whose sessions last one
+ * call (HTTP) hands that call to this session.
+ */
+bool session_holds_requests(const struct session *s);
+
+/*
  * Binds the credential the client presented on its transport (an HTTP
  * bearer token; CRED of N bytes, copied) to the session, where modules
  * read it (mw_ctx.credential). The first one binds; a later one must be

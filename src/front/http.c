@@ -46,7 +46,8 @@ static int reply_now_or_stream(struct hreq *r, const char *sid);
 static const char *bearer(struct hc_conn *c, size_t *n);
 static void ring_keep(struct hsess *hs, uint64_t seq, const char *bytes, size_t n);
 static void kept_remove(struct hreq *r);
-static struct hsess *sess_new(struct http_front *f, json_t *params, char *why, size_t n);
+static struct hsess *sess_new(struct http_front *f, const char *caps, char *why, size_t n);
+static char *caps_key(json_t *params);
 static void sess_add_stream(struct hsess *hs, struct hreq *r);
 
 /* The monotonic clock, in seconds (request durations). */
@@ -682,7 +683,9 @@ static bool probe_hold(struct http_front *f, struct hreq *r, json_t *params)
 		json_object_foreach(json_object_get(params, "_meta"), k, v)
 			if (strncmp(k, "io.modelcontextprotocol/", 24) == 0)
 				json_object_set(meta, k, v);
-		struct hsess *hs = sess_new(f, params, why, sizeof why);
+		char *caps = caps_key(params);
+		struct hsess *hs = caps ? sess_new(f, caps, why, sizeof why) : NULL;
+		free(caps);
 		if (!hs) {
 			json_decref(meta);
 			return false;
@@ -711,12 +714,28 @@ static bool probe_hold(struct http_front *f, struct hreq *r, json_t *params)
  * error to a request that had no usable id to the POST being read, and
  * everything else to the GET stream.
  */
+/* The one POST stream of HS with answers still to come, when it may carry
+ * events (SSE); NULL when there is none, or several. */
+static struct hreq *sole_call_stream(struct hsess *hs)
+{
+	struct hreq *found = NULL;
+	for (struct hreq *r = hs->streams; r; r = r->next) {
+		if (r == hs->get || r->pending == 0)
+			continue;
+		if (found)
+			return NULL;
+		found = r;
+	}
+	return found && found->sse ? found : NULL;
+}
+
 static void route_line(struct hsess *hs, const char *line, size_t n)
 {
 	struct msg m;
 	json_t *err = NULL;
 	struct msg_val v = { .n = 0 };
 	struct hreq *r = NULL;
+	unsigned char key[RPC_KEY_MAX];
 	bool response = false, orphan = false;
 	if (hs->legacy) {
 		http_sse_route(hs, line, n);
@@ -752,6 +771,11 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 		orphan = !r;  /* its request's POST is gone */
 		if (r && !r->sse)
 			r = NULL;  /* a JSON body has no room for it: the GET stream */
+	} else if (msg_id_key(&m, key) > 0 && !hs->stateless) {
+		/* a server's request: on the stream of the one call open, where a
+		 * server sends one that relates to a call (a client need not open
+		 * a GET stream); with several, nothing says which: the GET stream */
+		r = sole_call_stream(hs);
 	}
 	msg_release(&m);
 	if (response && !r && hs->current && !hs->current->queued) {
@@ -880,6 +904,7 @@ static void sess_end(struct hsess *hs, const char *reason)
 		log_debug("http: stateless #%u ended (%s)", hs->serial, reason);
 	else
 		log_info("http: session #%u ended (%s)", hs->serial, reason);
+	free(hs->caps);
 	free(hs);
 }
 
@@ -893,18 +918,38 @@ static void on_idle(struct ev_loop *loop, ev_timer *w, int revents)
 		ev_timer_again(EV_DEFAULT, w);
 		return;
 	}
+	/* a backend's requests no call carried wait for the next call of a
+	 * client like this one, at most inputTimeoutMs (on_stateless_post) */
+	double ttl = hs->f->input_ttl > 0 ? hs->f->input_ttl : 300.;
+	if (hs->stateless && session_holds_requests(hs->s) && ev_now(EV_DEFAULT) - hs->used < ttl) {
+		ev_timer_again(EV_DEFAULT, w);
+		return;
+	}
 	sess_end(hs, hs->stateless ? "its call ended" : "expired after being idle");
 }
 
-/* A new session (STATELESS: a 2026-07-28 client's call); NULL when out of
- * memory or randomness, or when its chain cannot be made (the reason in
- * WHY, N bytes). */
 /*
- * A new session; PARAMS (borrowed): a 2026-07-28 call's, whose declared
- * capabilities choose the backends it may share, or NULL for a session
- * of the handshake era.
+ * The capabilities a 2026-07-28 call's PARAMS (borrowed) declare, as the
+ * canonical JSON text that names the backends such calls share (owned by
+ * the caller), or NULL when out of memory.
  */
-static struct hsess *sess_new(struct http_front *f, json_t *params, char *why, size_t n)
+static char *caps_key(json_t *params)
+{
+	json_t *c = era_meta(params, ERA_META_CLIENT_CAPS);
+	json_t *none = json_is_object(c) ? NULL : json_object();
+	char *key = json_dumps(none ? none : c, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(none);
+	return key;
+}
+
+/*
+ * A new session; CAPS (borrowed): for a 2026-07-28 client's call, the
+ * capabilities it declares (caps_key), which choose the backends it may
+ * share; NULL for a session of the handshake era. NULL when out of memory
+ * or randomness, or when its chain cannot be made (the reason in WHY, N
+ * bytes).
+ */
+static struct hsess *sess_new(struct http_front *f, const char *caps, char *why, size_t n)
 {
 	struct hsess *hs = calloc(1, sizeof *hs);
 	char name[32];
@@ -918,19 +963,13 @@ static struct hsess *sess_new(struct http_front *f, json_t *params, char *why, s
 	hs->used = ev_now(EV_DEFAULT);
 	hs->held_tail = &hs->held;
 	http_ring_init(&hs->ring);
-	char *caps = NULL;
-	if (params) {
-		json_t *c = era_meta(params, ERA_META_CLIENT_CAPS);
-		caps = json_dumps(json_is_object(c) ? c : json_object(),
-				  JSON_COMPACT | JSON_SORT_KEYS);
-		if (!caps) {
-			free(hs);
-			return NULL;
-		}
+	if (caps && !(hs->caps = strdup(caps))) {
+		free(hs);
+		return NULL;
 	}
 	hs->chain = f->chain_make ? f->chain_make(f->chain_arg, hs->serial, caps, why, n) : f->chain;
-	free(caps);
 	if (!hs->chain) {
+		free(hs->caps);
 		free(hs);
 		return NULL;
 	}
@@ -941,6 +980,7 @@ static struct hsess *sess_new(struct http_front *f, json_t *params, char *why, s
 		session_free(hs->s);
 		if (f->chain_release)
 			f->chain_release(f->chain_arg, hs->chain, hs->serial);
+		free(hs->caps);
 		free(hs);
 		return NULL;
 	}
@@ -1423,6 +1463,33 @@ static const char *check_stateless_headers(struct http_front *f, struct hc_conn 
 	return err;
 }
 
+struct holding {
+	const char *caps;
+	struct hsess *found;
+};
+
+static void find_holding(void *value, void *arg)
+{
+	struct hsess *hs = value;
+	struct holding *h = arg;
+	if (!h->found && hs->stateless && hs->caps && strcmp(hs->caps, h->caps) == 0 &&
+	    session_holds_requests(hs->s) && !session_busy(hs->s))
+		h->found = hs;
+}
+
+/*
+ * The stateless session that holds a backend's requests no call carried,
+ * for the next call of a client that declares CAPS (the calls such
+ * clients make share those backends): that call goes to it, to be asked
+ * them first. NULL when none.
+ */
+static struct hsess *holding_session(struct http_front *f, const char *caps)
+{
+	struct holding h = { caps, NULL };
+	hmap_each(&f->sessions, find_holding, &h);
+	return h.found;
+}
+
 /*
  * A POST without a session that is of the 2026-07-28 era (a request whose
  * _meta or MCP-Protocol-Version header says so, or server/discover): true,
@@ -1475,10 +1542,15 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 	uint64_t inst;
 	if (stateless_state_instance(json_string_value(json_object_get(params, "requestState")), &inst))
 		hs = hmap_get(&f->instances, &inst, sizeof inst);
+	char *caps = hs ? NULL : caps_key(params);
+	if (!hs && caps)
+		hs = holding_session(f, caps);
 	if (!hs) {
 		char refused[300] = "";
-		if (!f->stopped)
-			hs = sess_new(f, params, refused, sizeof refused);
+		if (!f->stopped && caps)
+			hs = sess_new(f, caps, refused, sizeof refused);
+		free(caps);
+		caps = NULL;
 		json_decref(body);   /* PARAMS with it */
 		body = NULL;
 		if (!hs && refused[0]) {
@@ -1497,6 +1569,7 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 		hs->idle.repeat = 0.5;   /* it ends soon after its call */
 		ev_timer_again(EV_DEFAULT, &hs->idle);
 	}
+	free(caps);
 	json_decref(body);
 	*rc = post_to_session(r, hs, false);
 	if (!hs->instance && (hs->instance = session_instance(hs->s)) &&

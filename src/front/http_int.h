@@ -119,6 +119,8 @@ struct hsess {
 	ev_timer reap;            /* ends a legacy session once its stream closed */
 	struct chain *chain;      /* its chain: the front's, or one made for it */
 	bool stateless;           /* a 2026-07-28 client's: no session id, one call */
+	char *caps;               /* owned, when stateless: the capabilities its
+				   * call declared (canonical JSON) */
 	uint64_t instance;        /* its requestStates' instance, once registered */
 	/* what the session caps count (listen.maxSessions*) */
 	char peer[48];            /* the client address that opened it */

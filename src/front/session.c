@@ -750,6 +750,11 @@ void session_close(struct session *s, const char *reason)
 }
 
 /* True while the session waits for something it must still answer. */
+bool session_holds_requests(const struct session *s)
+{
+	return s->st && stateless_holds_requests(s->st);
+}
+
 bool session_busy(const struct session *s)
 {
 	return s->peer.received.count > 0 || s->state == SESSION_INITIALIZING;

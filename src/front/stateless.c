@@ -868,6 +868,11 @@ void stateless_free(struct stateless *st)
 	free(st);
 }
 
+bool stateless_holds_requests(const struct stateless *st)
+{
+	return json_array_size(st->pending) > 0;
+}
+
 bool stateless_request(struct stateless *st, json_t *req)
 {
 	const char *method = json_string_value(json_object_get(req, "method"));

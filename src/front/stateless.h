@@ -57,6 +57,10 @@ void stateless_free(struct stateless *st);
  */
 bool stateless_request(struct stateless *st, json_t *req);
 
+/* True while backend requests that no call carried wait for the client's
+ * next call (which is asked them first). */
+bool stateless_holds_requests(const struct stateless *st);
+
 /* A notification from the client; true when handled here (a listen's or
  * a suspended call's cancellation). */
 bool stateless_notification(struct stateless *st, json_t *note);

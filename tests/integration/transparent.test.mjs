@@ -12,8 +12,8 @@
 //   2. server-filesystem started with one directory while the client declares
 //      another as its root: the client's root is the one allowed by the first
 //      tool call, every time (3 runs per mode; default and auto); and a pinned
-//      2026-07-28 client on stdio with `"eras": "both"`, asked for its roots in
-//      its first call.
+//      2026-07-28 client with `"eras": "both"` (stdio and HTTP), asked for its
+//      roots in its first call.
 //   3. two 2026-07-28 clients with different capabilities through one HTTP front
 //      (`"eras": "both"`): each sees the tool list its own capabilities earn.
 //   4. a 2026-07-28 client (`"eras": "both"`): progress sent after an
@@ -394,25 +394,34 @@ for (const transport of ['stdio', 'http']) {
  * roots asynchronously, so that very call may still race it, as a fast
  * client's first call does directly: the second call is the one checked.)
  */
-test('[stdio/pinned, eras both] server-filesystem: the roots/list the server sent outside any call is asked in the first call; the client\'s root is then allowed (3 runs)', T, async () => {
-  for (let i = 0; i < 3; i++) {
-    const got = await withClient(chainStdio(FS_SERVER, { eras: 'both' }),
-      { negotiation: 'pinned', caps: { roots: { listChanged: true } } }, async (s) => {
-        await sleep(300);   // the server asked for its roots meanwhile: nothing reaches the client
-        const askedBefore = s.asked.length;
-        await s.client.callTool({ name: 'list_allowed_directories', arguments: {} });
-        const askedInCall = s.asked.length - askedBefore;
-        await waitFor(() => ROOTS_APPLIED.test(s.stderr()), { timeoutMs: 2000, what: 'roots applied' });
-        const read = await s.client.callTool({ name: 'read_text_file', arguments: { path: path.join(DIRS.root, 'note.txt') } });
-        const allowed = await s.client.callTool({ name: 'list_allowed_directories', arguments: {} });
-        return { version: s.client.getNegotiatedProtocolVersion(), askedBefore, askedInCall,
-          read: read.isError ? `error: ${read.content?.[0]?.text}` : read.content?.[0]?.text,
-          allowed: allowed.content?.[0]?.text };
-      });
-    assert.deepEqual(got, { version: '2026-07-28', askedBefore: 0, askedInCall: 1, read: DIRS.note,
-      allowed: `Allowed directories:\n${DIRS.root}` }, `run ${i + 1}`);
-  }
-});
+/** One pinned 2026-07-28 run against TARGET (STDERR: the server's stderr as relayed). */
+async function filesystemPinned(target, stderrOf) {
+  return withClient(target, { negotiation: 'pinned', caps: { roots: { listChanged: true } } }, async (s) => {
+    const err = () => (stderrOf ? stderrOf() : s.stderr());
+    await sleep(300);   // the server asked for its roots meanwhile: nothing reaches the client
+    const askedBefore = s.asked.length;
+    await s.client.callTool({ name: 'list_allowed_directories', arguments: {} });
+    const askedInCall = s.asked.length - askedBefore;
+    await waitFor(() => ROOTS_APPLIED.test(err()), { timeoutMs: 2000, what: 'roots applied' });
+    const read = await s.client.callTool({ name: 'read_text_file', arguments: { path: path.join(DIRS.root, 'note.txt') } });
+    const allowed = await s.client.callTool({ name: 'list_allowed_directories', arguments: {} });
+    return { version: s.client.getNegotiatedProtocolVersion(), askedBefore, askedInCall,
+      read: read.isError ? `error: ${read.content?.[0]?.text}` : read.content?.[0]?.text,
+      allowed: allowed.content?.[0]?.text };
+  });
+}
+
+for (const transport of ['stdio', 'http']) {
+  test(`[${transport}/pinned, eras both] server-filesystem: the roots/list the server sent outside any call is asked in the first call; the client's root is then allowed (3 runs)`, T, async () => {
+    for (let i = 0; i < 3; i++) {
+      const got = transport === 'stdio'
+        ? await filesystemPinned(chainStdio(FS_SERVER, { eras: 'both' }))
+        : await withHttpChain(FS_SERVER, { eras: 'both' }, (chain) => filesystemPinned({ http: chain.url.href }, () => chain.stderr));
+      assert.deepEqual(got, { version: '2026-07-28', askedBefore: 0, askedInCall: 1, read: DIRS.note,
+        allowed: `Allowed directories:\n${DIRS.root}` }, `run ${i + 1}`);
+    }
+  });
+}
 
 // ---------------------------------------------------------------------------
 // 3. two 2026-07-28 clients with different capabilities through one HTTP front
@@ -571,3 +580,62 @@ for (const transport of ['stdio', 'http']) {
     }
   });
 }
+
+// ---------------------------------------------------------------------------
+// 5. a server's request during a call, on Streamable HTTP (handshake era): on the
+// call's own POST stream, as server-everything sends it directly; a client that
+// opened no GET stream (it is optional) is asked all the same
+
+/** Raw Streamable HTTP: initialize, initialized, then tools/call NAME with no GET
+ * stream open; answers the server's first request on the call's stream with
+ * ANSWER. Returns the methods of the events of the call's stream, in order. */
+async function callWithoutGetStream(url, name, args, answer) {
+  const base = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
+  const post = (body, headers = {}) => fetch(url, { method: 'POST', headers: { ...base, ...headers }, body: JSON.stringify(body) });
+  const init = await post({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25',
+    capabilities: { sampling: {} }, clientInfo: { name: 'no-get-stream', version: '1' } } });
+  const sid = init.headers.get('mcp-session-id');
+  await init.text();
+  const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
+  await (await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, h)).text();
+  const res = await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name, arguments: args } }, h);
+  assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
+  const seen = [];
+  const reader = res.body.getReader();
+  const dec = new TextDecoder();
+  let buf = '';
+  const deadline = Date.now() + 10_000;
+  try {
+    for (;;) {
+      const { value, done } = await Promise.race([reader.read(),
+        sleep(Math.max(0, deadline - Date.now())).then(() => ({ done: true, timedOut: true }))]);
+      if (done) break;
+      buf += dec.decode(value, { stream: true });
+      let i;
+      while ((i = buf.indexOf('\n\n')) >= 0) {
+        const ev = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const data = ev.split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('');
+        if (!data) continue;
+        const m = JSON.parse(data);
+        seen.push(m.method ?? (m.id === 2 ? 'result' : `answer ${m.id}`));
+        if (m.method && m.id !== undefined)
+          await (await post({ jsonrpc: '2.0', id: m.id, result: answer }, h)).text();
+        if (m.id === 2 && !m.method) return seen;
+      }
+    }
+  } finally {
+    reader.cancel().catch(() => {});
+    await fetch(url, { method: 'DELETE', headers: h }).catch(() => {});
+  }
+  return seen;
+}
+
+test('[http] a server\'s request during a call comes on the call\'s POST stream, directly and through mcp-chain, with no GET stream open', T, async () => {
+  const answer = { model: 'test-model', role: 'assistant', content: { type: 'text', text: 'sampled' } };
+  const run = (url) => callWithoutGetStream(url, 'trigger-sampling-request', { prompt: 'hi', maxTokens: 5 }, answer);
+  const direct = await withEverythingHttp((url) => run(url));
+  const chained = await withHttpChain(everythingServer(), undefined, (chain) => run(chain.url.href));
+  assert.deepEqual(direct.filter((x) => x !== 'notifications/message'), ['sampling/createMessage', 'result'], 'directly');
+  assert.deepEqual(chained.filter((x) => x !== 'notifications/message'), ['sampling/createMessage', 'result'], 'through mcp-chain');
+});

@@ -105,7 +105,6 @@ void backend_signal(struct backend *b, int sig);
 enum backend_state backend_state(const struct backend *b);
 const char *backend_state_name(enum backend_state s);
 struct peer *backend_peer(struct backend *b);
-struct backend *backend_of_peer(struct peer *p);
 const struct cfg_server *backend_cfg(const struct backend *b);
 const struct cfg *backend_top(const struct backend *b);
 
@@ -135,7 +134,8 @@ void backend_free(struct backend *b);
 struct backend_stats {
 	double started_at;     /* loop time the current run started, 0 if down */
 	unsigned restarts;
-	unsigned long requests, errors;
+	unsigned long requests;
+	/* its JSON-RPC errors are counted once, by the chain: peer.answered */
 };
 const struct backend_stats *backend_stats(const struct backend *b);
 

@@ -134,7 +134,6 @@ struct exchange {
 				  * (open while the question is), else NULL */
 	/* For the front's batches (session-owned): */
 	void *batch;
-	size_t slot;
 	/*
 	 * Last: exchange_new clears what is above, and nothing below, which
 	 * is written before it is read (the clearing is on every request).

@@ -1322,8 +1322,15 @@ static struct peer *route_request(struct aggregate *a, json_t *msg, const char *
 	if (strcmp(method, "resources/read") == 0 || strcmp(method, "resources/subscribe") == 0 ||
 	    strcmp(method, "resources/unsubscribe") == 0) {
 		const char *uri = json_string_value(json_object_get(params, "uri"));
-		if (uri && status_on(a) && strcmp(uri, STATUS_URI) == 0)
-			return &a->peer;
+		if (uri && status_on(a) && strcmp(uri, STATUS_URI) == 0) {
+			if (strcmp(method, "resources/read") == 0)
+				return &a->peer;
+			/* it sends no resources/updated: the capability says so too */
+			*code = RPC_INVALID_PARAMS;
+			snprintf(err, errlen, "%s cannot be subscribed to: read it again for news",
+				 STATUS_URI);
+			return NULL;
+		}
 		struct slot *s = owner_of_uri(a, uri ? uri : "");
 		if (!s) {
 			*code = RPC_INVALID_PARAMS;

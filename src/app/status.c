@@ -22,7 +22,7 @@ json_t *app_describe(struct backend *const *v, size_t n)
 		json_t *d = json_pack("{s:s,s:s,s:I,s:I,s:I}", "state",
 			backend_state_name(backend_state(b)), "command", backend_cfg(b)->command,
 			"restarts", (json_int_t)st->restarts, "requests", (json_int_t)st->requests,
-			"errors", (json_int_t)st->errors);
+			"errors", (json_int_t)p->answered[1]);   /* msg_outcome 1: a JSON-RPC error */
 		json_object_set_new(d, "protocol", json_string(backend_protocol(b)));
 		if (st->started_at)
 			json_object_set_new(d, "uptimeSeconds", json_real(now - st->started_at));

@@ -1081,10 +1081,32 @@ static void note_to_chains(struct peer *from, struct msg *m, const char *method)
 }
 
 /* A notification from a peer. */
+/*
+ * A notification's METHOD kept where it outlives M's bytes (M may become a
+ * tree on its way): in BUF when it fits, else an owned copy in *HEAP (the
+ * caller frees it). Never cut short: modules and routing read it whole.
+ */
+static const char *note_method(const char *method, char buf[static 64], char **heap)
+{
+	size_t n = strlen(method);
+	*heap = NULL;
+	if (n < 64)
+		return memcpy(buf, method, n + 1);
+	*heap = strdup(method);
+	return *heap ? *heap : "";
+}
+
+static void on_notification_named(struct peer *from, struct msg *m, const char *name);
+
 static void on_notification(struct peer *from, struct msg *m, const char *method)
 {
-	char name[64];
-	snprintf(name, sizeof name, "%s", method);  /* M may become a tree below */
+	char buf[64], *heap;
+	on_notification_named(from, m, note_method(method, buf, &heap));
+	free(heap);
+}
+
+static void on_notification_named(struct peer *from, struct msg *m, const char *name)
+{
 	if (strcmp(name, "notifications/cancelled") == 0) {
 		on_cancelled(from, m);
 		return;
@@ -1264,10 +1286,12 @@ int chain_call(struct peer *to, const char *method, json_t *params,
 void chain_notify(struct peer *from, struct peer *to, json_t *msg)
 {
 	struct msg m;
-	char method[128];
-	snprintf(method, sizeof method, "%s", json_string_value(json_object_get(msg, "method")));
+	char buf[64], *heap;
+	const char *method = note_method(json_string_value(json_object_get(msg, "method")) ?: "",
+					 buf, &heap);
 	msg_init_tree(&m, msg);
 	send_notification(from->chain, from, to, &m, method);
+	free(heap);
 }
 
 /* ---- what modules ask of the chain ---- */

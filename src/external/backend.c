@@ -585,8 +585,6 @@ void backend_deliver(struct backend *b, json_t *msg, size_t bytes)
 {
 	if (b->era == ERA_STATELESS && !(msg = be_era_receive(b->x, msg)))
 		return;
-	if (json_object_get(msg, "error") && !json_object_get(msg, "method"))
-		b->stats.errors++;
 	b->peer.rx_bytes = bytes;
 	chain_receive(&b->peer, msg);
 }
@@ -640,7 +638,6 @@ bool backend_running(const struct backend *b)
 /* Accessors. */
 enum backend_state backend_state(const struct backend *b) { return b->state; }
 struct peer *backend_peer(struct backend *b) { return &b->peer; }
-struct backend *backend_of_peer(struct peer *p) { return (struct backend *)p; }
 const struct cfg_server *backend_cfg(const struct backend *b) { return b->cfg; }
 const struct cfg *backend_top(const struct backend *b) { return b->top; }
 json_t *backend_init_result(const struct backend *b) { return b->init_result; }

@@ -389,7 +389,10 @@ static int reply(struct hreq *r, struct hc_conn *c, unsigned status,
 static int reply_error(struct hreq *r, struct hc_conn *c, unsigned status,
 				   int code, const char *text)
 {
-	json_t *e = rpc_error(NULL, code, text, NULL);
+	/* the id of the one request the body holds, once read; else null */
+	json_t *id = r && r->nids == 1 ? msg_val_json(&r->ids[0]) : NULL;
+	json_t *e = rpc_error(id, code, text, NULL);
+	json_decref(id);
 	char *s = json_dumps(e, JSON_COMPACT);
 	json_decref(e);
 	int rc = reply(r, c, status, JSON_TYPE, s ? s : "", s ? strlen(s) : 0, NULL);
@@ -991,7 +994,10 @@ static struct hsess *sess_new(struct http_front *f, const char *caps, char *why,
 	hs->idle.repeat = f->session_idle;
 	hs->idle.data = hs;
 	ev_timer_again(EV_DEFAULT, &hs->idle);
-	log_info("http: session #%u started", hs->serial);
+	if (caps)   /* a 2026-07-28 call's: started and ended at the same level */
+		log_debug("http: stateless #%u started", hs->serial);
+	else
+		log_info("http: session #%u started", hs->serial);
 	return hs;
 }
 

@@ -347,8 +347,9 @@ void stdio_front_free(struct stdio_front *f)
 	ev_timer_stop(EV_DEFAULT, &f->stall_timer);
 	f->out.on_drain = NULL;
 	f->out.on_error = NULL;
-	writer_flush(&f->out);
-	session_free(f->session);
+	session_free(f->session);   /* what it still answers (a pending initialize) */
+	f->session = NULL;
+	writer_flush(&f->out);      /* ... leaves with the rest */
 	ev_io_stop(EV_DEFAULT, &f->out.io);
 	buf_release(&f->out.out);
 	framer_release(&f->fr);

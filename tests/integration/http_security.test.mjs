@@ -674,6 +674,7 @@ describe('F. session bounds: the idlest idle session is ended, else 503', { skip
     assert.equal(r.status, 503, `${what}: ${r.status} ${r.body}`);
     const err = JSON.parse(r.body).error;
     assert.ok(err && Number.isInteger(err.code) && typeof err.message === 'string', `${what}: a JSON-RPC error: ${r.body}`);
+    assert.equal(JSON.parse(r.body).id, 1, `${what}: the refused request's own id, not null`);
     assert.equal(r.headers['mcp-session-id'], undefined, `${what}: no session id`);
   };
 

@@ -893,3 +893,15 @@ test('config/multi.json is a valid documented example', { timeout: 10_000, skip:
   const r = spawnSync(CHAIN, ['check', file], { encoding: 'utf8', timeout: 8000 });
   assert.equal(r.status, 0, r.stderr);
 });
+
+test('status resource: a backend\'s JSON-RPC errors are counted for child processes too (one counter with /metrics)', T, async () => {
+  await withChain({ mcpServers: { one: fx(), two: fx() } }, async (s) => {
+    const errors = (st) => Object.values(st.backends).map((b) => b.errors);
+    assert.deepEqual(errors(await s.status()), [0, 0]);
+    // a fixture answers a resource it does not have with -32002
+    const r = await outcome(() => s.client.readResource({ uri: 'fixture://nothing-here' }));
+    assert.equal(r.ok, false);
+    const st = await s.status();
+    assert.deepEqual(errors(st).sort(), [0, 1], JSON.stringify(st.backends));
+  });
+});

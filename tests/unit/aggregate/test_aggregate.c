@@ -1001,6 +1001,11 @@ static void test_resources_status_and_failure(void **state)
 	assert_string_equal(json_string_value(json_object_get(json_array_get(
 		json_object_get(r, "contents"), 0), "uri")), "mcp-chain://status");
 	assert_int_equal(got_n(&B[0], "resources/read") + got_n(&B[1], "resources/read"), 0);
+	/* it sends no resources/updated: subscribing is refused, not answered {} */
+	csend("{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"resources/subscribe\",\"params\":{\"uri\":\"mcp-chain://status\"}}");
+	pump();
+	assert_int_equal(err_code(reply_to(3)), RPC_INVALID_PARAMS);
+	assert_int_equal(got_n(&B[0], "resources/subscribe") + got_n(&B[1], "resources/subscribe"), 0);
 }
 
 /* Sends resources/read of URI with id ID; returns the backend that got it. */

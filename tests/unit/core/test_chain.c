@@ -1237,7 +1237,7 @@ struct probe {
 	int messages, responses;
 	enum mw_dir last_dir;
 	enum rpc_kind last_kind;
-	char last_method[64];
+	char last_method[200];
 	char last_backend[32];
 	bool hold;                 /* go async on requests */
 	struct mw_walk *held;
@@ -1333,6 +1333,12 @@ static void test_middleware_sees_traffic(void **state)
 	assert_int_equal(probe.messages, 2);
 	assert_int_equal(probe.last_dir, MW_TO_CLIENT);
 	assert_int_equal(probe.last_kind, RPC_NOTIFICATION);
+	/* a long method reaches the modules whole (it was cut at 63 bytes) */
+	const char *longm = "notifications/vendor.example/a-rather-long-extension-method-name-past-64-bytes";
+	char line[256];
+	snprintf(line, sizeof line, "{\"jsonrpc\":\"2.0\",\"method\":\"%s\"}", longm);
+	from(&client, line);
+	assert_string_equal(probe.last_method, longm);
 	/* a dropped notification is not delivered */
 	size_t n = count(&client);
 	from(&backend, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\"}}");

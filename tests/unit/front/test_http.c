@@ -1185,7 +1185,8 @@ static void test_draining(void **state)
 	c.n = 0;
 	send_more(&c, "POST", with_sid(sid), LIST_BODY, "mcp-chain is shutting down");
 	assert_true(strncmp(c.data, "HTTP/1.1 503", 12) == 0);
-	assert_non_null(strstr(c.data, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32000,"
+	/* the refused request's own id */
+	assert_non_null(strstr(c.data, "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32000,"
 			       "\"message\":\"Service Unavailable: mcp-chain is shutting down\"}}"));
 	free(c.data);
 	c.data = NULL;

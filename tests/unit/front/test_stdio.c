@@ -159,6 +159,52 @@ static size_t write_lines(size_t lines)
 }
 
 /* A client that writes and does not read stalls the front's input; then all is answered. */
+/* A backend whose initialize never answers. */
+static int never_send(struct peer *p, json_t *m, struct exchange *ex)
+{
+	(void)p;
+	(void)m;
+	(void)ex;
+	return 0;
+}
+
+static int never_initialize(struct peer *p, json_t *params,
+			    void (*cb)(void *arg, json_t *response), void *arg)
+{
+	(void)p;
+	(void)params;
+	(void)cb;
+	(void)arg;
+	return 0;
+}
+
+static const struct peer_ops never_ops = { .send = never_send, .initialize = never_initialize };
+
+/* Freed while the client's initialize waits for the backend: the client
+ * still gets its answer (an error), written before the front goes. */
+static void test_free_answers_pending_initialize(void **state)
+{
+	(void)state;
+	struct peer be;
+	peer_init(&be, &never_ops, PEER_BACKEND, "be");
+	chain_add_peer(C, &be);
+	const char *init = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+		"\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n";
+	assert_int_equal(write(cin[0], init, strlen(init)), (ssize_t)strlen(init));
+	for (int i = 0; i < 20; i++)
+		spin();
+	stdio_front_free(F);
+	F = NULL;
+	char buf[4096];
+	ssize_t n = read(cout[1], buf, sizeof buf - 1);
+	assert_true(n > 0);
+	buf[n] = '\0';
+	assert_non_null(strstr(buf, "\"id\":1"));
+	assert_non_null(strstr(buf, "\"error\""));
+	chain_remove_peer(&be);
+	peer_release(&be);
+}
+
 static void test_unread_stdout_stops_input(void **state)
 {
 	(void)state;
@@ -370,6 +416,7 @@ int main(void)
 {
 	C = chain_new();
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_free_answers_pending_initialize, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_unread_stdout_stops_input, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_eof_while_full_answers_everything, setup,
 						teardown),

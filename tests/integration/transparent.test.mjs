@@ -42,7 +42,7 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 
 import {
-  CHAIN, HERE, SE_ENTRY, SKIP_NO_CHAIN, descendants, everythingServer, isAlive, killAll, sleep, tmpPath,
+  CHAIN, HERE, SE_ENTRY, SKIP_NO_CHAIN, descendants, everythingServer, isAlive, killAll, serverParams, sleep, tmpPath,
   waitFor, writeConfig,
 } from './lib.mjs';
 import { startChain } from './http_lib.mjs';
@@ -106,7 +106,8 @@ async function open(target, { negotiation = 'default', caps = FULL_CAPS } = {}) 
   let transport;
   let stderr = '';
   if (target.stdio) {
-    transport = new StdioClientTransport({ command: target.stdio.command, args: target.stdio.args, stderr: 'pipe' });
+    transport = new StdioClientTransport({ command: target.stdio.command, args: target.stdio.args,
+      ...(target.stdio.env ? { env: { ...process.env, ...target.stdio.env } } : {}), stderr: 'pipe' });
     transport.stderr?.on('data', (c) => { stderr += c; if (stderr.length > 200_000) stderr = stderr.slice(-200_000); });
   } else {
     transport = new StreamableHTTPClientTransport(new URL(target.http));
@@ -327,6 +328,19 @@ for (const transport of ['stdio', 'http']) {
       assert.deepEqual(chained, direct, 'what the client sees through mcp-chain differs from what it sees directly');
     });
   }
+}
+
+// the same through five modules that read every message and change nothing
+for (const negotiation of ['default', 'auto']) {
+  test(`[stdio/${negotiation}, modules] server-everything: the same through modules that read every message`, T, async () => {
+    const se = everythingServer();
+    const run = (target) => withClient(target, { negotiation }, everythingTranscript);
+    const m = serverParams('modules', se);
+    const [direct, chained] = await Promise.all([run(directStdio(se)),
+      run({ stdio: { command: m.command, args: m.args, env: m.env } })]);
+    checkEverything(direct);
+    assert.deepEqual(chained, direct, 'what the client sees through mcp-chain and its modules differs from what it sees directly');
+  });
 }
 
 // ---------------------------------------------------------------------------

@@ -69,6 +69,9 @@ void writer_close(struct writer *w);
 /* Stops watchers, closes the fd if open and frees the queue now. */
 void writer_release(struct writer *w);
 
+/* The same, leaving the fd open (it is someone else's, stdout say). */
+void writer_detach(struct writer *w);
+
 /* Installs the before-sleep flush hook on the default loop. */
 void writer_setup(void);
 

@@ -247,6 +247,14 @@ void writer_release(struct writer *w)
 	buf_release(&w->out);
 }
 
+/* Tears down at once; the fd stays open. */
+void writer_detach(struct writer *w)
+{
+	unmark_dirty(w);
+	ev_io_stop(EV_DEFAULT, &w->io);
+	buf_release(&w->out);
+}
+
 /* Flushes all writers that were written to in this iteration. */
 void writer_flush_all(void)
 {

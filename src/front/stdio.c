@@ -350,8 +350,7 @@ void stdio_front_free(struct stdio_front *f)
 	session_free(f->session);   /* what it still answers (a pending initialize) */
 	f->session = NULL;
 	writer_flush(&f->out);      /* ... leaves with the rest */
-	ev_io_stop(EV_DEFAULT, &f->out.io);
-	buf_release(&f->out.out);
+	writer_detach(&f->out);     /* off the flush list: F is going */
 	framer_release(&f->fr);
 	int fl = fcntl(f->in_fd, F_GETFL);
 	if (fl >= 0)

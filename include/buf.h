@@ -63,6 +63,13 @@ static inline void buf_copy_short(void *dst, const void *src, size_t n)
 static inline size_t buf_pending(const struct buf *b) { return b->len - b->off; }
 
 /* Moves unconsumed bytes to the start of the buffer. */
+/* Empties B, keeping its memory. */
+static inline void buf_reset(struct buf *b) { b->len = b->off = 0; }
+
+/* A writer for json_dump_callback: appends the N bytes at P to the struct
+ * buf DATA; 0 or -1. */
+int buf_dump_cb(const char *p, size_t n, void *data);
+
 void buf_compact(struct buf *b);
 
 /* Gives back memory above LIMIT bytes of capacity when the buffer is empty. */

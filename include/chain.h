@@ -67,6 +67,21 @@ void chain_unlink_peer(struct chain *c, struct peer *p);
 void chain_peer_gone(struct peer *p, const char *reason);
 
 /*
+ * What others may read of an open request (struct exchange is the
+ * core's): its method, its requester's id as the requester sent it (JSON
+ * text; empty when mcp-chain asked), and the batch of the requester's it
+ * came in (the front's, set on the peer while the batch is read; NULL
+ * when none). Borrowed from EX, valid while it is open.
+ */
+const char *chain_request_method(const struct exchange *ex);
+const struct msg_val *chain_request_id(const struct exchange *ex);
+void *chain_request_batch(const struct exchange *ex);
+
+/* The open request of FROM's whose id (as FROM sent it) is the JSON text
+ * ID holds (borrowed), or NULL. */
+struct exchange *chain_find_request(struct peer *from, const struct msg_val *id);
+
+/*
  * The request EX, received from its requester under one id, is from now on
  * known under the id whose JSON text NEW_ID holds (borrowed): its response
  * and cancellation follow the new id, and its progress the token whose

@@ -30,6 +30,8 @@
 #include "msg.h"
 #include "rpc.h"
 
+struct exchange;
+
 enum mw_verdict { MW_PASS, MW_REPLY, MW_DROP, MW_ASYNC };
 enum mw_dir { MW_TO_BACKEND, MW_TO_CLIENT };
 
@@ -62,8 +64,9 @@ struct mw_ctx {
 	size_t request_bytes;  /* wire size of the request as received */
 	size_t response_bytes; /* wire size of the response as received (0 if
 				* it was made by mcp-chain or a module) */
-	void *chain;           /* opaque: the chain's exchange, for mw_ask_client
-				* and mw_abort; NULL for notifications */
+	struct exchange *ex;   /* the chain's exchange (opaque: the core's), for
+				* mw_ask_client and mw_abort; NULL for
+				* notifications */
 	const struct msg_val *id_text; /* the requester's id as its JSON
 				* text (borrowed from the chain); NULL or
 				* empty for notifications and for

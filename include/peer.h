@@ -26,12 +26,40 @@
 struct exchange;
 struct peer;
 
+/* What a message the chain hands a peer is. */
+enum peer_out_kind {
+	PEER_OUT_REQUEST,
+	PEER_OUT_RESPONSE,
+	PEER_OUT_PROGRESS,        /* notifications/progress */
+	PEER_OUT_NOTIFICATION,    /* any other notification */
+};
+
+/*
+ * Told with each message sent to a peer, so that it need not read the
+ * message to know where it belongs (the chain's one answer to "whose
+ * request is this"):
+ *   ABOUT: the receiver's own request the message is part of -- the one a
+ *   response answers, the one whose progress it is, the one a request of
+ *   the other side belongs to (a server's sampling during a client's
+ *   call); NULL when none, or when nothing tells (SEVERAL then says more
+ *   than one could be). Borrowed, valid during the call (chain.h has its
+ *   accessors: the exchange is the core's).
+ *   ABOUT_ID: that request's id as the receiver sent it (borrowed), also
+ *   where the exchange is gone by now (progress that walked the modules).
+ *   OUTCOME: responses, msg_outcome(): result, JSON-RPC error, tool error.
+ */
+struct peer_out {
+	enum peer_out_kind kind;
+	struct exchange *about;
+	const struct msg_val *about_id;
+	bool several;
+	int outcome;
+};
+
 struct peer_ops {
-	/*
-	 * Delivers MSG (borrowed) to the peer. EX is the exchange that MSG
-	 * answers (a response) or NULL. Returns 0, or -1 if it cannot.
-	 */
-	int (*send)(struct peer *p, json_t *msg, struct exchange *ex);
+	/* Delivers MSG (borrowed), described by O, to the peer. Returns 0, or
+	 * -1 if it cannot. */
+	int (*send)(struct peer *p, json_t *msg, const struct peer_out *o);
 	/*
 	 * Backends only: performs the MCP handshake as a client with the
 	 * front client's initialize PARAMS (borrowed), then calls CB with the
@@ -41,10 +69,10 @@ struct peer_ops {
 			  void (*cb)(void *arg, json_t *response), void *arg);
 	/*
 	 * Optional: delivers a message still as its bytes, given as pieces that
-	 * together form one JSON line without its "\n". REQUEST says it is a
-	 * request (for statistics). Returns 0 or -1.
+	 * together form one JSON line without its "\n", described by O.
+	 * Returns 0 or -1.
 	 */
-	int (*send_raw)(struct peer *p, const struct iovec *iov, int n, bool request);
+	int (*send_raw)(struct peer *p, const struct iovec *iov, int n, const struct peer_out *o);
 	/* Optional: EX, a request from this peer, ends without a response
 	 * (it was cancelled). */
 	void (*unanswered)(struct peer *p, struct exchange *ex);
@@ -103,47 +131,6 @@ struct peer {
 				  * of borrowed chains */
 	size_t nserves;
 	struct peer *next;       /* in the chain's list */
-};
-
-/* An open request crossing the chain. Owned by the chain. */
-struct exchange {
-	struct peer *from;       /* requester; NULL when mcp-chain asked */
-	struct peer *to;         /* responder; NULL until routed */
-	struct chain *chain;     /* the chain it belongs to */
-	struct msg_val from_id;  /* the requester's id, as it came (JSON text) */
-	struct msg_val from_token; /* the requester's progress token, or empty */
-	unsigned char key_n;     /* bytes of KEY in use; 0: FROM_ID's key did not fit */
-	json_int_t to_id;        /* id on the responder's side */
-	bool in_sent;            /* registered in to->sent */
-	bool in_received;        /* registered in from->received */
-	bool walking;            /* inside the request pipeline */
-	bool abandoned;          /* cancelled or requester gone while walking */
-	bool routed;             /* the responder is chosen */
-	bool responded;          /* a response started back through the modules */
-	char *method;            /* METHOD_BUF, or an owned copy when longer */
-	const char *name;        /* tool/prompt name or resource URI: in
-				  * NAME_BUF, or NAME_HEAP when longer */
-	char *name_heap;         /* owned */
-	struct mw_ctx ctx;
-	struct mw_walk walk;
-	struct pipeline *pl[2];  /* references held for the exchange's life */
-	/* For requests mcp-chain makes itself: */
-	void (*on_response)(struct exchange *ex, json_t *msg, void *arg);
-	void *arg;
-	struct exchange *about;  /* a module's question: the request it is about
-				  * (open while the question is), else NULL */
-	/* For the front's batches (session-owned): */
-	void *batch;
-	/*
-	 * Last: exchange_new clears what is above, and nothing below, which
-	 * is written before it is read (the clearing is on every request).
-	 */
-	ev_timer timer;          /* the responder's request timeout (ev_init'ed) */
-	unsigned char key[24];   /* FROM_ID's map key, KEY_N bytes of it */
-	char method_buf[32];
-	char name_buf[48];
-	struct msg m;            /* the request, then its response, while in hand
-				  * (emptied by exchange_new) */
 };
 
 /* Prepares a peer. NAME is borrowed for the peer's life. */

@@ -26,8 +26,48 @@ enum session_state {
 	SESSION_CLOSING,
 };
 
-/* Writes MSG (borrowed) to the client; returns 0 or -1. */
-typedef int (*session_write_fn)(void *arg, json_t *msg);
+struct msg;
+struct msg_val;
+
+/*
+ * The edge between a session and its front, outward: each message the
+ * session hands its front comes with what it is about, so that the front
+ * routes it without reading it.
+ */
+enum session_out_kind {
+	SESSION_OUT_RESPONSE,     /* answers the client's request ABOUT (NULL:
+				   * it had no usable id) */
+	SESSION_OUT_BATCH,        /* the answers to a batch (an array); ABOUT: one
+				   * of its requests, NULL when none had an id */
+	SESSION_OUT_PROGRESS,     /* progress of the client's request ABOUT */
+	SESSION_OUT_REQUEST,      /* a server's request: ABOUT is the client's
+				   * request it is part of, NULL when none or
+				   * nothing tells */
+	SESSION_OUT_NOTIFICATION, /* any other notification */
+};
+
+struct session_out {
+	enum session_out_kind kind;
+	const struct msg_val *about;  /* the client's request id as the client
+				       * sent it (borrowed), or NULL */
+	void *route;                  /* responses written while an input is
+				       * handed in: that input's ROUTE (it
+				       * answers it when its id routes nowhere,
+				       * as for -32600 with no usable id); else
+				       * NULL */
+	int outcome;                  /* responses: 0 a result, 1 a JSON-RPC
+				       * error, 2 a tool error */
+	int error_code;               /* a JSON-RPC error's code when the
+				       * session made it or it is a tree;
+				       * else 0 */
+	const struct iovec *iov;      /* the message: pieces of one line without
+				       * "\n" (borrowed, for the call) ... */
+	int n;
+	json_t *tree;                 /* ... or, with IOV NULL, a tree (borrowed) */
+};
+
+/* Hands OUT (borrowed, for the call) to the front; returns 0 or -1. */
+typedef int (*session_write_fn)(void *arg, const struct session_out *out);
 
 struct session;
 
@@ -37,13 +77,6 @@ struct chain;
 struct session *session_new(struct chain *chain, const char *name, session_write_fn write,
 			    void *arg);
 
-/* Writes the pieces of one line (no "\n") to the client; 0 or -1. */
-typedef int (*session_write_raw_fn)(void *arg, const struct iovec *iov, int n);
-
-/* Lets the session write messages that are still bytes as they are. */
-void session_set_write_raw(struct session *s, session_write_raw_fn fn);
-
-struct msg_val;
 
 /*
  * Called when a request of the client ends without an answer (the client
@@ -56,11 +89,32 @@ typedef void (*session_unanswered_fn)(void *arg, const struct msg_val *id);
 void session_set_unanswered(struct session *s, session_unanswered_fn fn);
 
 /*
- * Handles one line from the client (borrowed): a message (parsed only if
- * something reads it), a batch, or bytes that are not JSON (answered with
- * -32700). Returns true (it always handles the line).
+ * The edge inward. A line from the client (borrowed): a message (parsed
+ * only if something reads it), a batch, or bytes that are not JSON
+ * (answered with -32700). Returns true (it always handles the line).
  */
 bool session_receive_line(struct session *s, const char *line, size_t len);
+
+/*
+ * A message the front has scanned already (msg_init_line: a message, or a
+ * batch as a tree): M is stolen, its bytes borrowed for the call. What
+ * answers it without a usable id goes out with ROUTE (the front's, given
+ * back in session_out.route during this call only).
+ */
+void session_receive_msg(struct session *s, struct msg *m, void *route);
+
+/* The client gave up its request ID (borrowed; its transport went away):
+ * as its notifications/cancelled with REASON would. */
+void session_cancel(struct session *s, const struct msg_val *id, const char *reason);
+
+/*
+ * A call of the front's own, made as the session's client would make it
+ * (through every module, to where the client's would go): METHOD with
+ * PARAMS (stolen). CB gets the response (borrowed) once, or never when the
+ * session ends first; it is not written to the front. 0 or -1.
+ */
+int session_call(struct session *s, const char *method, json_t *params,
+		 void (*cb)(void *arg, json_t *response), void *arg);
 
 /*
  * How long (seconds) a call of a 2026-07-28 client waits for the client's
@@ -88,7 +142,8 @@ uint64_t session_instance(const struct session *s);
 /* Sets how the chain pauses and resumes reading from the client. */
 void session_set_pause(struct session *s, void (*pause)(void *arg, bool paused));
 
-/* Handles one parsed message or batch from the client; steals MSG. */
+/* Handles one parsed message or batch from the client; steals MSG
+ * (tests: session_receive_msg is the fronts' way). */
 void session_receive(struct session *s, json_t *msg);
 
 /* Answers a line that could not be parsed or was too large; steals ERR. */

@@ -70,6 +70,10 @@ void writer_close(struct writer *w);
 void writer_release(struct writer *w);
 
 /* The same, leaving the fd open (it is someone else's, stdout say). */
+/* Nobody reads W any more: what is queued is dropped, later writes are
+ * refused, and neither callback is called again; its fd stays open. */
+void writer_abandon(struct writer *w);
+
 void writer_detach(struct writer *w);
 
 /* Installs the before-sleep flush hook on the default loop. */

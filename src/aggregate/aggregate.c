@@ -1034,7 +1034,7 @@ static void agg_set_level(struct aggregate *a, json_t *msg)
 
 /* ---------- tasks ---------- */
 
-static int agg_send(struct peer *p, json_t *msg, struct exchange *ex);
+static int agg_send(struct peer *p, json_t *msg, const struct peer_out *o);
 
 /* The requests about a task named by params.taskId. */
 static bool is_task_method(const char *m)
@@ -1151,7 +1151,7 @@ static struct peer *route_request(struct aggregate *a, json_t *msg, const char *
  * answered as such (no task: a receiver may ignore params.task).
  */
 static void agg_task_augmented(struct aggregate *a, json_t *msg, const char *m, json_t *id,
-			       struct exchange *ex)
+			       const struct peer_out *o)
 {
 	int code = RPC_INVALID_PARAMS;
 	char why[300] = "";
@@ -1159,7 +1159,7 @@ static void agg_task_augmented(struct aggregate *a, json_t *msg, const char *m, 
 	struct slot *s = to ? slot_of(a, to) : NULL;
 	if (to == &a->peer) {
 		json_object_del(json_object_get(msg, "params"), "task");
-		agg_send(&a->peer, msg, ex);
+		agg_send(&a->peer, msg, o);
 		return;
 	}
 	if (!s) {
@@ -1171,7 +1171,7 @@ static void agg_task_augmented(struct aggregate *a, json_t *msg, const char *m, 
 }
 
 /* The aggregate's send operation: requests the router answers itself. */
-static int agg_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int agg_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
 	struct aggregate *a = container_of(p, struct aggregate, peer);
 	const char *m = json_string_value(json_object_get(msg, "method"));
@@ -1195,7 +1195,7 @@ static int agg_send(struct peer *p, json_t *msg, struct exchange *ex)
 	} else if (is_task_method(m)) {
 		agg_task_request(a, msg, m, id);
 	} else if (json_is_object(json_object_get(json_object_get(msg, "params"), "task"))) {
-		agg_task_augmented(a, msg, m, id, ex);
+		agg_task_augmented(a, msg, m, id, o);
 	} else if (strcmp(m, "resources/read") == 0) {
 		agg_status(a, id);
 	} else if (strcmp(m, "logging/setLevel") == 0) {

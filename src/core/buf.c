@@ -94,3 +94,8 @@ int buf_printf(struct buf *b, const char *fmt, ...)
 	b->len += (size_t)n;
 	return 0;
 }
+
+int buf_dump_cb(const char *p, size_t n, void *data)
+{
+	return buf_append(data, p, n);
+}

@@ -29,6 +29,48 @@
 #include "rpc.h"
 #include "wiretap.h"
 
+/* An open request crossing the chain. Owned by the chain; opaque outside
+ * the core (chain.h has what the others may ask of it). */
+struct exchange {
+	struct peer *from;       /* requester; NULL when mcp-chain asked */
+	struct peer *to;         /* responder; NULL until routed */
+	struct chain *chain;     /* the chain it belongs to */
+	struct msg_val from_id;  /* the requester's id, as it came (JSON text) */
+	struct msg_val from_token; /* the requester's progress token, or empty */
+	unsigned char key_n;     /* bytes of KEY in use; 0: FROM_ID's key did not fit */
+	json_int_t to_id;        /* id on the responder's side */
+	bool in_sent;            /* registered in to->sent */
+	bool in_received;        /* registered in from->received */
+	bool walking;            /* inside the request pipeline */
+	bool abandoned;          /* cancelled or requester gone while walking */
+	bool routed;             /* the responder is chosen */
+	bool responded;          /* a response started back through the modules */
+	char *method;            /* METHOD_BUF, or an owned copy when longer */
+	const char *name;        /* tool/prompt name or resource URI: in
+				  * NAME_BUF, or NAME_HEAP when longer */
+	char *name_heap;         /* owned */
+	struct mw_ctx ctx;
+	struct mw_walk walk;
+	struct pipeline *pl[2];  /* references held for the exchange's life */
+	/* For requests mcp-chain makes itself: */
+	void (*on_response)(struct exchange *ex, json_t *msg, void *arg);
+	void *arg;
+	struct exchange *about;  /* a module's question: the request it is about
+				  * (open while the question is), else NULL */
+	/* For the front's batches (session-owned): */
+	void *batch;
+	/*
+	 * Last: exchange_new clears what is above, and nothing below, which
+	 * is written before it is read (the clearing is on every request).
+	 */
+	ev_timer timer;          /* the responder's request timeout (ev_init'ed) */
+	unsigned char key[24];   /* FROM_ID's map key, KEY_N bytes of it */
+	char method_buf[32];
+	char name_buf[48];
+	struct msg m;            /* the request, then its response, while in hand
+				  * (emptied by exchange_new) */
+};
+
 #define container_of(p, type, member) \
 	((type *)(void *)((char *)(p) - offsetof(type, member)))
 
@@ -62,6 +104,7 @@ struct note {
 	struct chain *chain; /* whose pipeline it walks, whose clients get it */
 	struct peer *from;
 	struct peer *to;   /* NULL: every ready client */
+	struct msg_val about; /* progress: the receiver's request it is of */
 	char method[];     /* ctx.method */
 };
 
@@ -78,7 +121,7 @@ static size_t pool_count;
 
 static void deliver_response(struct exchange *ex);
 static void send_notification(struct chain *c, struct peer *from, struct peer *to,
-			      struct msg *m, const char *method);
+			      struct msg *m, const char *method, const struct msg_val *about);
 static int abort_exchange(struct exchange *ex, int code, const char *message);
 static void send_cancel(struct peer *to, json_int_t to_id, const char *reason);
 static void answer_error(struct exchange *ex, json_t *err);
@@ -297,54 +340,95 @@ struct peer *chain_first_peer(struct chain *c, enum peer_role role)
 	return found;
 }
 
-/* The clients with a request open at one backend: the first, and whether another. */
-struct requesters {
-	struct peer *first;
-	bool several;
+/*
+ * Whose request is this: the client's request that BX, a request on its
+ * way to a client, belongs to. The one answer the stdio, HTTP and
+ * 2026-07-28 paths use (peer_out.about), for routing a backend's request
+ * to its client and for the client's front to put it beside that
+ * request (on its POST stream, in its input_required round).
+ */
+struct about {
+	struct peer *client;     /* the client it is for; NULL: none known */
+	struct exchange *ex;     /* the request of CLIENT it is part of, or NULL */
+	size_t n;                /* open requests of CLIENT at the backend */
+	bool several_clients;    /* requests of several clients are open there */
 };
 
-/* Counts EX's requester when it is a ready client (hmap_each). */
-static void count_requester(void *value, void *arg)
+/* Counts EX, a request open at a backend, when a ready client's (idmap_each). */
+static void count_open(void *value, void *arg)
 {
 	struct exchange *ex = value;
-	struct requesters *r = arg;
-	if (!ex->from || ex->from->role != PEER_CLIENT || !ex->from->ready)
+	struct about *a = arg;
+	if (!ex->from || ex->from->role != PEER_CLIENT || !ex->from->ready || ex->responded)
 		return;
-	if (!r->first)
-		r->first = ex->from;
-	else if (r->first != ex->from)
-		r->several = true;
+	if (!a->client)
+		a->client = ex->from;
+	else if (a->client != ex->from)
+		a->several_clients = true;
+	if (a->client == ex->from) {
+		a->ex = ex;
+		a->n++;
+	}
+}
+
+/*
+ * Fills A for BX (M its message): a module's question is about the
+ * request it asked about; a backend's request belongs to the one its
+ * transport named (_meta ERA_META_RELATED), else to the one request of a
+ * client open at that backend (JSON-RPC carries no link: with several
+ * open, A->ex stays NULL and A->n says how many).
+ */
+static void request_about(const struct exchange *bx, struct msg *m, struct about *a)
+{
+	memset(a, 0, sizeof *a);
+	if (!bx->from) {
+		a->ex = bx->about;
+		a->client = bx->about ? bx->about->from : bx->to;
+		a->n = bx->about != NULL;
+		return;
+	}
+	struct peer *backend = bx->from;
+	if (msg_meta_has(m, ERA_META_RELATED)) {
+		json_t *rel = json_object_get(json_object_get(json_object_get(msg_tree(m), "params"),
+							      "_meta"), ERA_META_RELATED);
+		struct exchange *ex = json_is_integer(rel) ?
+			idmap_get(&backend->sent, json_integer_value(rel)) : NULL;
+		if (ex && ex->from && ex->from->role == PEER_CLIENT && !ex->responded) {
+			a->client = ex->from;
+			a->ex = ex;
+			a->n = 1;
+			return;
+		}
+	}
+	idmap_each(&backend->sent, count_open, a);
+	if (a->n != 1 || a->several_clients)
+		a->ex = NULL;
 }
 
 /*
  * The client for a backend's own request (sampling, elicitation, roots):
- * the one client with a request open at that backend; with none, the
- * oldest ready client; with several, nobody can tell which one it is for
- * (JSON-RPC carries no link), so NULL with CODE and WHY set.
+ * the client of the request it belongs to; else the one client with
+ * requests open at that backend; with none, the oldest ready client; with
+ * several, nobody can tell which one it is for (JSON-RPC carries no
+ * link), so NULL with CODE and WHY set.
  */
-static struct peer *route_client(struct peer *backend, struct msg *m, const char *method,
-				 int *code, char *why, size_t n)
+static struct peer *route_client(struct exchange *bx, struct msg *m, int *code, char *why,
+				 size_t n)
 {
-	if (msg_meta_has(m, ERA_META_RELATED)) {
-		/* the backend's transport said which request it belongs to */
-		json_t *rel = json_object_get(json_object_get(json_object_get(msg_tree(m), "params"),
-							      "_meta"), ERA_META_RELATED);
-		json_int_t id = json_integer_value(rel);
-		struct exchange *ex = json_is_integer(rel) ? idmap_get(&backend->sent, id) : NULL;
-		if (ex && ex->from && ex->from->role == PEER_CLIENT)
-			return ex->from;
-	}
-	struct requesters r = { NULL, false };
-	idmap_each(&backend->sent, count_requester, &r);
-	if (r.several) {
+	struct peer *backend = bx->from;
+	struct about a;
+	request_about(bx, m, &a);
+	if (a.ex)
+		return a.client;
+	if (a.several_clients) {
 		*code = RPC_INVALID_REQUEST;
 		snprintf(why, n, "\"%s\" from %s refused: several clients have requests open "
-			 "there, and nothing tells which one it is for", method, backend->name);
+			 "there, and nothing tells which one it is for", bx->method, backend->name);
 		log_warn("%s", why);
 		return NULL;
 	}
-	if (r.first)
-		return r.first;
+	if (a.client)
+		return a.client;
 	struct peer *oldest = NULL;
 	for (size_t i = 0; i <= backend->nserves && !oldest; i++) {
 		struct chain *c = i ? backend->serves[i - 1] : backend->chain;
@@ -375,6 +459,17 @@ void chain_congestion(struct peer *p, bool congested)
 				hold_input(q, congested);
 }
 
+const char *chain_request_method(const struct exchange *ex) { return ex->method; }
+const struct msg_val *chain_request_id(const struct exchange *ex) { return &ex->from_id; }
+void *chain_request_batch(const struct exchange *ex) { return ex->batch; }
+
+struct exchange *chain_find_request(struct peer *from, const struct msg_val *id)
+{
+	unsigned char key[RPC_KEY_MAX];
+	size_t n = msg_val_key(id, key);
+	return n ? hmap_get(&from->received, key, n) : NULL;
+}
+
 /* Exchanges open in a chain. */
 size_t chain_open_exchanges(const struct chain *c)
 {
@@ -390,12 +485,13 @@ static bool tapped(const struct peer *p)
 }
 
 /*
- * Writes M to TO: as its bytes (ids spliced) when the peer takes bytes and
- * nothing made a tree, else as the tree. EX is the exchange a response
- * answers. Returns 0 or -1.
+ * Writes M, described by O, to TO: as its bytes (ids spliced) when the
+ * peer takes bytes and nothing made a tree, else as the tree. Returns 0
+ * or -1.
  */
-static int send_to(struct peer *to, struct msg *m, struct exchange *ex, bool request)
+static int send_to(struct peer *to, struct msg *m, const struct peer_out *o)
 {
+	struct exchange *ex = o->kind == PEER_OUT_RESPONSE ? o->about : NULL;
 	bool tap = wiretap_hook && tapped(to);   /* a client's session taps its own */
 	/* mcp-chain's own _meta keys come off before a client sees a message
 	 * (the session does it on the tree): such bytes never go as they are */
@@ -404,7 +500,7 @@ static int send_to(struct peer *to, struct msg *m, struct exchange *ex, bool req
 	if (to->ops->send_raw && !own && !(ex && ex->batch) && msg_bytes_current(m)) {
 		struct iovec iov[MSG_IOV_MAX];
 		int n = msg_iov(m, iov);
-		if (to->ops->send_raw(to, iov, n, request) == 0) {
+		if (to->ops->send_raw(to, iov, n, o) == 0) {
 			if (tap)
 				wiretap_iov(to, WIRETAP_OUT, iov, n);
 			return 0;
@@ -414,7 +510,7 @@ static int send_to(struct peer *to, struct msg *m, struct exchange *ex, bool req
 	json_t *t = msg_tree(m);
 	if (t && tap)
 		wiretap_json(to, WIRETAP_OUT, t);
-	return t ? to->ops->send(to, t, ex) : -1;
+	return t ? to->ops->send(to, t, o) : -1;
 }
 
 /* Sends TO a notifications/cancelled of its request TO_ID, saying REASON. */
@@ -424,7 +520,7 @@ static void send_cancel(struct peer *to, json_int_t to_id, const char *reason)
 		json_pack("{s:I,s:s}", "requestId", (json_int_t)to_id, "reason", reason));
 	if (tapped(to))
 		wiretap_json(to, WIRETAP_OUT, c);
-	to->ops->send(to, c, NULL);
+	to->ops->send(to, c, &(struct peer_out){ .kind = PEER_OUT_NOTIFICATION });
 	json_decref(c);
 }
 
@@ -469,7 +565,7 @@ static struct exchange *exchange_new(struct chain *c, struct peer *from, const c
 	ex->ctx.method = ex->method;
 	ex->ctx.method_code = mcp_method_of(method, mlen);
 	ex->ctx.start = ev_now(EV_DEFAULT);
-	ex->ctx.chain = ex;
+	ex->ctx.ex = ex;
 	ex->ctx.id_text = &ex->from_id;
 	ex->ctx.request_bytes = from ? from->rx_bytes : 0;
 	ex->walk.ctx = &ex->ctx;
@@ -614,8 +710,16 @@ static void forward_request(struct exchange *ex, struct peer *to, struct msg *m)
 	int rc = msg_set_id_int(m, ex->to_id);
 	if (rc == 0 && msg_token_get(m, &ex->from_token) == 1)
 		rc = msg_set_token_int(m, ex->to_id);   /* the token becomes the id too */
+	struct peer_out o = { .kind = PEER_OUT_REQUEST };
+	if (rc == 0 && to->role == PEER_CLIENT) {   /* beside the client's request it belongs to */
+		struct about a;
+		request_about(ex, m, &a);
+		o.about = a.ex;
+		o.about_id = a.ex ? &a.ex->from_id : NULL;
+		o.several = a.n > 1;
+	}
 	if (rc == 0)
-		rc = send_to(to, m, NULL, true);
+		rc = send_to(to, m, &o);
 	msg_release(m);   /* its bytes were borrowed from the reader */
 	if (rc < 0)
 		exchange_fail(ex, "cannot send the request");
@@ -683,7 +787,7 @@ static void route_request(struct exchange *ex, struct msg *m)
 	why[0] = '\0';   /* not "= \"\"", which clears all 300 bytes on every request */
 	struct peer *to = ex->from->role == PEER_CLIENT ?
 		route_to_backend(ex->from, m, ex->method, &code, why, sizeof why) :
-		route_client(ex->from, m, ex->method, &code, why, sizeof why);
+		route_client(ex, m, &code, why, sizeof why);
 	if (!to || !to->ready) {
 		if (m != &ex->m)
 			msg_release(m);
@@ -739,8 +843,9 @@ static void reply_now(struct peer *from, struct msg *m, json_t *err)
 	struct msg_val id = { .n = 0 };
 	if (msg_id_get(m, &id) == 0)
 		json_object_set_new(err, "id", msg_val_json(&id));
+	from->ops->send(from, err, &(struct peer_out){ .kind = PEER_OUT_RESPONSE,
+		.about_id = id.n ? &id : NULL, .outcome = 1 });
 	msg_val_release(&id);
-	from->ops->send(from, err, NULL);
 	json_decref(err);
 	msg_release(m);
 }
@@ -820,7 +925,9 @@ static void deliver(struct exchange *ex, struct msg *m)
 		}
 		ex->on_response(ex, t, ex->arg);
 	} else if (ex->from && !ex->abandoned) {
-		if (msg_set_id(m, &ex->from_id) < 0 || send_to(ex->from, m, ex, false) < 0)
+		struct peer_out o = { .kind = PEER_OUT_RESPONSE, .about = ex,
+			.about_id = &ex->from_id, .outcome = msg_outcome(m) };
+		if (msg_set_id(m, &ex->from_id) < 0 || send_to(ex->from, m, &o) < 0)
 			log_debug("%s: response to \"%s\" not delivered", ex->from->name, ex->method);
 	}
 	if (m != &ex->m)
@@ -911,7 +1018,7 @@ static void on_cancelled(struct peer *from, struct msg *m)
 		msg_val_set_int(&rid, ex->to_id);
 		msg_set_rid(m, &rid);
 		msg_val_release(&rid);
-		send_notification(ex->chain, from, ex->to, m, "notifications/cancelled");
+		send_notification(ex->chain, from, ex->to, m, "notifications/cancelled", NULL);
 	} else {
 		msg_release(m);
 	}
@@ -966,19 +1073,23 @@ static void on_progress(struct peer *from, struct msg *m)
 		msg_release(m);
 		return;
 	}
-	send_notification(ex->chain, from, ex->from, m, "notifications/progress");
+	send_notification(ex->chain, from, ex->from, m, "notifications/progress", &ex->from_id);
 }
 
-/* Delivers a notification to its destination(s). */
-static void deliver_note(struct chain *c, struct peer *to, struct msg *m)
+/* Delivers a notification to its destination(s); ABOUT: the request of
+ * TO whose progress it is, or NULL. */
+static void deliver_note(struct chain *c, struct peer *to, struct msg *m,
+			 const struct msg_val *about)
 {
+	struct peer_out o = { .kind = about ? PEER_OUT_PROGRESS : PEER_OUT_NOTIFICATION,
+			      .about_id = about };
 	if (to) {
-		send_to(to, m, NULL, false);
+		send_to(to, m, &o);
 		return;
 	}
 	for (struct peer *p = c->peers; p; p = p->next)
 		if (p->role == PEER_CLIENT && p->ready)
-			send_to(p, m, NULL, false);
+			send_to(p, m, &o);
 }
 
 /* A walked notification goes on. */
@@ -986,24 +1097,26 @@ static void note_walked(struct mw_walk *w, enum mw_verdict v)
 {
 	struct note *n = container_of(w, struct note, walk);
 	if (v == MW_PASS && !msg_empty(&n->m))
-		deliver_note(n->chain, n->to, &n->m);
+		deliver_note(n->chain, n->to, &n->m, n->about.n ? &n->about : NULL);
 	msg_release(&n->m);
+	msg_val_release(&n->about);
 	json_decref(n->ctx.scratch);
 	pipeline_unref(n->walk.stage[0]);
 	pipeline_unref(n->walk.stage[1]);
 	free(n);
 }
 
-/* Runs a notification through C's pipeline to TO (NULL: all C's clients); takes *M. */
+/* Runs a notification through C's pipeline to TO (NULL: all C's clients);
+ * takes *M. ABOUT (borrowed): progress, the id of TO's request it is of. */
 static void send_notification(struct chain *c, struct peer *from, struct peer *to,
-			      struct msg *m, const char *method)
+			      struct msg *m, const char *method, const struct msg_val *about)
 {
 	struct peer *be = from->role == PEER_BACKEND ? from : to;
 	struct pipeline *own = be && be->role == PEER_BACKEND && pipeline_size(be->pl) ? be->pl : NULL;
 	struct pipeline *first = from == be ? (own ? own : c->global_pl) : c->global_pl;
 	struct pipeline *second = own ? (from == be ? c->global_pl : own) : NULL;
 	if (pipeline_size(first) + pipeline_size(second) == 0) {
-		deliver_note(c, to, m);   /* no module on its way */
+		deliver_note(c, to, m, about);   /* no module on its way */
 		msg_release(m);
 		return;
 	}
@@ -1016,6 +1129,11 @@ static void send_notification(struct chain *c, struct peer *from, struct peer *t
 	n->chain = c;
 	n->from = from;
 	n->to = to;
+	if (about && msg_val_set(&n->about, msg_val_text(about), about->n) < 0) {
+		msg_release(m);
+		free(n);
+		return;
+	}
 	msg_move(&n->m, m);
 	n->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
 	n->ctx.kind = RPC_NOTIFICATION;
@@ -1075,7 +1193,7 @@ static void note_to_chains(struct peer *from, struct msg *m, const char *method)
 		msg_init_tree(&copy, dup);
 		if (router_note(c, method) && router_took(c, from, &copy, method))
 			continue;
-		send_notification(c, from, NULL, &copy, method);
+		send_notification(c, from, NULL, &copy, method, NULL);
 	}
 	msg_release(m);
 }
@@ -1132,7 +1250,7 @@ static void on_notification_named(struct peer *from, struct msg *m, const char *
 			return;
 		}
 	}
-	send_notification(from->chain, from, to, m, name);
+	send_notification(from->chain, from, to, m, name, NULL);
 }
 
 /* Logs a message's passage at debug level (reads, never changes, M). */
@@ -1290,7 +1408,7 @@ void chain_notify(struct peer *from, struct peer *to, json_t *msg)
 	const char *method = note_method(json_string_value(json_object_get(msg, "method")) ?: "",
 					 buf, &heap);
 	msg_init_tree(&m, msg);
-	send_notification(from->chain, from, to, &m, method);
+	send_notification(from->chain, from, to, &m, method, NULL);
 	free(heap);
 }
 
@@ -1313,7 +1431,7 @@ static void on_ask_response(struct exchange *ex, json_t *msg, void *arg)
 /* Withdraws the open question asked for ARG in CTX's chain (see middleware.h). */
 int mw_ask_withdraw(struct mw_ctx *ctx, void *arg, const char *reason)
 {
-	struct exchange *ex = ctx ? ctx->chain : NULL;
+	struct exchange *ex = ctx ? ctx->ex : NULL;
 	for (struct ask *a = ex ? ex->chain->asks : NULL; a; a = a->next)
 		if (a->arg == arg)
 			return abort_exchange(a->ex, RPC_INTERNAL_ERROR, reason);
@@ -1324,7 +1442,7 @@ int mw_ask_withdraw(struct mw_ctx *ctx, void *arg, const char *reason)
 int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
 		  void (*cb)(json_t *response, void *arg), void *arg)
 {
-	struct exchange *ex = ctx->chain;
+	struct exchange *ex = ctx->ex;
 	struct peer *client = NULL;
 	if (ex && ex->from && ex->from->role == PEER_CLIENT)
 		client = ex->from;
@@ -1360,7 +1478,7 @@ int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
 /* Ends an open request with an error and cancels it downstream. */
 int mw_abort(struct mw_ctx *ctx, int code, const char *message)
 {
-	return abort_exchange(ctx->chain, code, message);
+	return abort_exchange(ctx->ex, code, message);
 }
 
 /* Answers EX with an error now and cancels it at its responder. */

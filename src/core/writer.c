@@ -56,19 +56,13 @@ static void unmark_dirty(struct writer *w)
 	w->dirty = false;
 }
 
-/* jansson dump callback appending to the queue. */
-static int dump_cb(const char *data, size_t n, void *arg)
-{
-	return buf_append(arg, data, n);
-}
-
 /* Serializes MSG as a line. */
 int writer_send(struct writer *w, json_t *msg)
 {
 	if (w->failed || w->fd < 0)
 		return -1;
 	size_t keep = buf_pending(&w->out);  /* the dump may compact the buffer */
-	if (json_dump_callback(msg, dump_cb, &w->out, JSON_COMPACT) < 0 ||
+	if (json_dump_callback(msg, buf_dump_cb, &w->out, JSON_COMPACT) < 0 ||
 	    buf_append(&w->out, "\n", 1) < 0) {
 		w->out.len = w->out.off + keep;
 		return -1;
@@ -248,6 +242,14 @@ void writer_release(struct writer *w)
 }
 
 /* Tears down at once; the fd stays open. */
+void writer_abandon(struct writer *w)
+{
+	w->failed = true;
+	w->on_drain = NULL;
+	w->on_error = NULL;
+	writer_detach(w);
+}
+
 void writer_detach(struct writer *w)
 {
 	unmark_dirty(w);

@@ -94,14 +94,13 @@ static void emit(struct backend *b, enum backend_event ev)
 }
 
 /* The peer's send operation. */
-static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int peer_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
 	struct backend *b = (struct backend *)p;
-	(void)ex;
 	if (b->state != BACKEND_STARTED && b->state != BACKEND_INITIALIZING &&
 	    b->state != BACKEND_READY)
 		return -1;
-	if (json_object_get(msg, "method") && json_object_get(msg, "id"))
+	if (o->kind == PEER_OUT_REQUEST)
 		b->stats.requests++;
 	if (b->era == ERA_STATELESS)
 		return be_era_send(b->x, msg);
@@ -109,12 +108,13 @@ static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
 }
 
 /* The peer's raw send operation (a message still as its bytes). */
-static int peer_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+static int peer_send_raw(struct peer *p, const struct iovec *iov, int n,
+			 const struct peer_out *o)
 {
 	struct backend *b = (struct backend *)p;
 	if (b->state != BACKEND_READY)
 		return -1;
-	if (request)
+	if (o->kind == PEER_OUT_REQUEST)
 		b->stats.requests++;
 	return b->ops->send_raw(b, iov, n);
 }

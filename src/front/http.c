@@ -74,10 +74,9 @@ static void req_unref(struct hreq *r)
 	http_ring_release(&r->ring);
 	for (size_t i = 0; i < r->nids; i++)
 		msg_val_release(&r->ids[i]);
-	for (size_t i = 0; i < r->ntokens; i++)
-		msg_val_release(&r->tokens[i]);
 	free(r->ids);
-	free(r->tokens);
+	if (r->scanned)
+		msg_release(&r->msg);
 	free(r->methods);
 	free(r);
 }
@@ -102,14 +101,7 @@ static void stream_give_up(struct hreq *r, struct hsess *hs, const char *reason)
 		r->f->outcomes[r->methods ? r->methods[i] : HTTP_NMETHODS - 1][REQ_GIVEN_UP]++;
 		if (!reason)
 			continue;
-		const struct msg_val *id = &r->ids[i];
-		char *line = NULL;
-		int n = asprintf(&line, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
-				 "\"params\":{\"requestId\":%.*s,\"reason\":\"%s\"}}",
-				 (int)id->n, msg_val_text(id), reason);
-		if (n > 0)
-			session_receive_line(hs->s, line, (size_t)n);
-		free(line);
+		session_cancel(hs->s, &r->ids[i], reason);
 	}
 }
 
@@ -132,10 +124,6 @@ static void stream_detach(struct hreq *r, const char *reason)
 		if (hs->legacy)
 			http_sse_closed(hs, r);
 	}
-	if (hs->current == r)
-		hs->current = NULL;
-	for (size_t i = 0; i < r->ntokens; i++)
-		http_routes_drop_token(&hs->routes, &r->tokens[i], r);
 	stream_give_up(r, hs, r->pending > 0 ? reason : NULL);
 }
 
@@ -258,18 +246,18 @@ static void stream_lost(struct hreq *r, const char *reason)
  * an error answer that the era gives a status of its own is sent with
  * that status.
  */
-static void defer_note(struct hreq *r, const char *line, size_t n)
+static void defer_note(struct hreq *r, const struct session_out *o)
 {
-	json_t *m = json_loadb(line, n, 0, NULL);
-	json_t *err = json_object_get(m, "error");
-	json_int_t code = json_integer_value(json_object_get(err, "code"));
-	if (err && !json_object_get(m, "method") && session_era(r->sess->s) != ERA_STATELESS)
+	if (!r->deferred || r->nfirst > 0 || !r->sess->stateless ||
+	    o->kind != SESSION_OUT_RESPONSE || o->outcome != 1)
+		return;
+	int code = o->error_code;
+	if (session_era(r->sess->s) != ERA_STATELESS)
 		r->status_hint = 400;   /* refused as the handshake-era servers behind refuse it */
-	else if (err && !json_object_get(m, "method"))
+	else
 		r->status_hint = code == RPC_METHOD_NOT_FOUND ? 404 :
 			code == RPC_INVALID_PARAMS || code == RPC_UNSUPPORTED_VERSION ||
 			code == RPC_MISSING_CLIENT_CAPABILITY || code == -32020 ? 400 : 0;
-	json_decref(m);
 }
 
 /*
@@ -279,8 +267,6 @@ static void defer_note(struct hreq *r, const char *line, size_t n)
  */
 static void defer_line(struct hreq *r, const char *line, size_t n)
 {
-	if (r->nfirst == 0 && r->sess->stateless)
-		defer_note(r, line, n);
 	if (buf_append(&r->first, line, n) < 0 || buf_append(&r->first, "\n", 1) < 0) {
 		log_error("http: session #%u: out of memory for a stream", r->sess->serial);
 		stream_abort(r, "mcp-chain ran out of memory");
@@ -582,18 +568,19 @@ static void learn_marks(struct http_front *f, json_t *result)
 		f->marks_known = true;
 }
 
-/* Sends the probe session's next tools/list (CURSOR: NULL for the first page). */
+static void probe_answer(void *arg, json_t *m);
+static void probe_end(struct http_front *f, const char *why);
+
+/* The probe session's next tools/list (CURSOR: NULL for the first page),
+ * a call of the front's own through its session. */
 static void probe_send(struct http_front *f, const char *cursor)
 {
 	json_t *params = json_pack("{s:O}", "_meta", f->probe_meta);
 	if (cursor)
 		json_object_set_new(params, "cursor", json_string(cursor));
-	json_t *req = rpc_request((json_int_t)++f->probe_pages, "tools/list", params);
-	char *text = json_dumps(req, JSON_COMPACT);
-	json_decref(req);
-	if (text)
-		session_receive_line(f->probe->s, text, strlen(text));
-	free(text);
+	f->probe_pages++;
+	if (session_call(f->probe->s, "tools/list", params, probe_answer, f->probe) < 0)
+		probe_end(f, "out of memory");
 }
 
 /*
@@ -636,14 +623,13 @@ static void on_probe_bound(struct ev_loop *loop, ev_timer *w, int revents)
 	probe_end(w->data, "no answer in time");
 }
 
-/* A line of the probe session: its answers; anything else is not for anyone. */
-static void probe_line(struct http_front *f, const char *line, size_t n)
+/* The answer to the probe's tools/list (M borrowed). */
+static void probe_answer(void *arg, json_t *m)
 {
-	json_t *m = json_loadb(line, n, 0, NULL);
-	if (!json_is_object(m) || json_object_get(m, "method") || !json_object_get(m, "id")) {
-		json_decref(m);
-		return;
-	}
+	struct hsess *hs = arg;
+	struct http_front *f = hs->f;
+	if (f->probe != hs)
+		return;   /* the fetch ended already */
 	json_t *result = json_object_get(m, "result");
 	json_t *tools = json_object_get(result, "tools");
 	const char *next = json_string_value(json_object_get(result, "nextCursor"));
@@ -651,18 +637,15 @@ static void probe_line(struct http_front *f, const char *line, size_t n)
 		const char *e = json_string_value(json_object_get(json_object_get(m, "error"), "message"));
 		char why[200];
 		snprintf(why, sizeof why, "%s", e ? e : "no tool list in the answer");
-		json_decref(m);
 		probe_end(f, why);
 		return;
 	}
 	param_learn(&f->params, tools, "http", false);
 	if (next && *next && f->probe_pages < PROBE_MAX_PAGES) {
 		probe_send(f, next);
-		json_decref(m);
 		return;
 	}
 	f->marks_known = true;
-	json_decref(m);
 	probe_end(f, NULL);
 }
 
@@ -712,88 +695,104 @@ static bool probe_hold(struct http_front *f, struct hreq *r, json_t *params)
 }
 
 /*
- * Routes one line the session wrote: a response to the stream waiting for
- * its id, progress to the SSE stream of the request with its token, an
- * error to a request that had no usable id to the POST being read, and
- * everything else to the GET stream.
+ * What the session hands the front, as one line: its bytes when they are
+ * one piece (no copy), else gathered into the front's scratch line, or
+ * the tree written out once. NULL when memory fails.
  */
-/* The one POST stream of HS with answers still to come, when it may carry
- * events (SSE); NULL when there is none, or several. */
-static struct hreq *sole_call_stream(struct hsess *hs)
+static const char *out_line(struct http_front *f, const struct session_out *o, size_t *n)
 {
-	struct hreq *found = NULL;
-	for (struct hreq *r = hs->streams; r; r = r->next) {
-		if (r == hs->get || r->pending == 0)
-			continue;
-		if (found)
-			return NULL;
-		found = r;
+	if (o->iov && o->n == 1) {
+		*n = o->iov[0].iov_len;
+		return o->iov[0].iov_base;
 	}
-	return found && found->sse ? found : NULL;
+	buf_reset(&f->line);
+	if (o->iov) {
+		for (int i = 0; i < o->n; i++)
+			if (buf_append(&f->line, o->iov[i].iov_base, o->iov[i].iov_len) < 0)
+				return NULL;
+	} else if (json_dump_callback(o->tree, buf_dump_cb, &f->line, JSON_COMPACT) < 0) {
+		return NULL;
+	}
+	*n = buf_pending(&f->line);
+	return f->line.data ? f->line.data : "";
 }
 
-static void route_line(struct hsess *hs, const char *line, size_t n)
+/*
+ * Routes what the session wrote, by what the session says it is (no
+ * reading it again): a response to the stream waiting for its id (and an
+ * answer to the POST being handed in, when it had no usable id); progress
+ * to the SSE stream of its request; a server's request to the SSE stream
+ * of the client's call it belongs to, where the transport says a server
+ * sends it (a client need not open a GET stream); everything else to the
+ * GET stream.
+ */
+static void route_out(struct hsess *hs, const struct session_out *o)
 {
-	struct msg m;
-	json_t *err = NULL;
-	struct msg_val v = { .n = 0 };
+	struct http_front *f = hs->f;
 	struct hreq *r = NULL;
-	unsigned char key[RPC_KEY_MAX];
-	bool response = false, orphan = false;
+	struct msg_val v = { .n = 0 };
+	const struct msg_val *id = o->about;
+	size_t n;
+	const char *line = out_line(f, o, &n);
+	if (!line) {
+		log_error("http: session #%u: out of memory for a message", hs->serial);
+		return;
+	}
 	if (hs->legacy) {
 		http_sse_route(hs, line, n);
 		return;
 	}
-	if (hs == hs->f->probe) {
-		probe_line(hs->f, line, n);
-		return;
-	}
-	if (msg_init_line(&m, line, n, &err) < 0) {
-		json_decref(err);
-		to_get_stream(hs, line, n);
-		return;
-	}
-	if (json_is_array(m.tree)) {
-		response = true;
-		r = batch_stream(hs, m.tree, &v);
+	switch (o->kind) {
+	case SESSION_OUT_BATCH:
+		r = batch_stream(hs, o->tree, &v);
 		if (r) {
-			count_batch(r, m.tree);
+			count_batch(r, o->tree);
 			r->pending = 1;  /* the whole batch answers it at once */
 		}
-	} else if (!msg_method(&m)) {
-		response = true;
-		if (msg_id_get(&m, &v) == 0)
-			r = http_routes_peek_id(&hs->routes, &v);
+		id = &v;
+		break;
+	case SESSION_OUT_RESPONSE:
+		r = id ? http_routes_peek_id(&hs->routes, id) : NULL;
+		if (!r && o->route && !((struct hreq *)o->route)->queued) {
+			/* no request of it routes: an answer to the body being handed in (400) */
+			struct hreq *in = o->route;
+			buf_append(&in->err, line, n);
+			stream_finish(in);
+			return;
+		}
 		if (r)
-			count_answer(r, &v, msg_outcome(&m));
-		if (r && r->lists_tools)   /* the marks a 2026-07-28 call's headers follow */
-			learn_marks(hs->f, json_object_get(msg_tree(&m), "result"));
-	} else if (strcmp(msg_method(&m), "notifications/progress") == 0 &&
-		   msg_token_get(&m, &v) == 1) {
-		r = http_routes_token(&hs->routes, &v);
-		orphan = !r;  /* its request's POST is gone */
-		if (r && !r->sse)
+			count_answer(r, id, o->outcome);
+		if (r && r->lists_tools) {   /* the marks a 2026-07-28 call's headers follow */
+			json_t *t = o->tree ? json_incref(o->tree) : json_loadb(line, n, 0, NULL);
+			learn_marks(f, json_object_get(t, "result"));
+			json_decref(t);
+		}
+		break;
+	case SESSION_OUT_PROGRESS:
+		r = id ? http_routes_peek_id(&hs->routes, id) : NULL;
+		if (!r) {
+			log_debug("http: session #%u: progress for a request whose POST is gone was "
+				  "dropped", hs->serial);
+			return;
+		}
+		if (!r->sse)
 			r = NULL;  /* a JSON body has no room for it: the GET stream */
-	} else if (msg_id_key(&m, key) > 0 && !hs->stateless) {
-		/* a server's request: on the stream of the one call open, where a
-		 * server sends one that relates to a call (a client need not open
-		 * a GET stream); with several, nothing says which: the GET stream */
-		r = sole_call_stream(hs);
+		break;
+	case SESSION_OUT_REQUEST:
+		r = id && !hs->stateless ? http_routes_peek_id(&hs->routes, id) : NULL;
+		if (r && !r->sse)
+			r = NULL;  /* a JSON body carries its answer only: the GET stream */
+		break;
+	case SESSION_OUT_NOTIFICATION:
+		break;
 	}
-	msg_release(&m);
-	if (response && !r && hs->current && !hs->current->queued) {
-		/* no usable id: an answer to the body being read (400) */
-		buf_append(&hs->current->err, line, n);
-		msg_val_release(&v);
-		stream_finish(hs->current);
-		return;
-	}
-	if ((response || orphan) && !r) {
-		log_debug("http: session #%u: a %s nobody waits for was dropped", hs->serial,
-			  response ? "response" : "progress notification");
+	bool response = o->kind == SESSION_OUT_RESPONSE || o->kind == SESSION_OUT_BATCH;
+	if (response && !r) {
+		log_debug("http: session #%u: a response nobody waits for was dropped", hs->serial);
 	} else if (r) {
 		if (response)
-			http_routes_drop_id(&hs->routes, &v, r);
+			http_routes_drop_id(&hs->routes, id, r);
+		defer_note(r, o);
 		stream_send(r, line, n);
 		if (response && r->sess && --r->pending == 0)
 			stream_finish(r);
@@ -804,32 +803,12 @@ static void route_line(struct hsess *hs, const char *line, size_t n)
 }
 
 /* The session's write function. */
-static int sess_write(void *arg, json_t *msg)
+static int sess_write(void *arg, const struct session_out *o)
 {
-	char *s = json_dumps(msg, JSON_COMPACT);
-	if (!s)
-		return -1;
-	route_line(arg, s, strlen(s));
-	free(s);
-	return 0;
-}
-
-/* The session's raw write function: the pieces of one line. */
-static int sess_write_raw(void *arg, const struct iovec *iov, int n)
-{
-	size_t len = 0;
-	for (int i = 0; i < n; i++)
-		len += iov[i].iov_len;
-	char *line = malloc(len ? len : 1);
-	if (!line)
-		return -1;
-	len = 0;
-	for (int i = 0; i < n; i++) {
-		memcpy(line + len, iov[i].iov_base, iov[i].iov_len);
-		len += iov[i].iov_len;
-	}
-	route_line(arg, line, len);
-	free(line);
+	struct hsess *hs = arg;
+	if (hs == hs->f->probe)
+		return 0;   /* the probe's own call is answered to its callback */
+	route_out(hs, o);
 	return 0;
 }
 
@@ -987,7 +966,6 @@ static struct hsess *sess_new(struct http_front *f, const char *caps, char *why,
 		free(hs);
 		return NULL;
 	}
-	session_set_write_raw(hs->s, sess_write_raw);
 	session_set_unanswered(hs->s, sess_unanswered);
 	session_offer_stateless(hs->s, f->offer_stateless);
 	ev_init(&hs->idle, on_idle);
@@ -1180,7 +1158,7 @@ static unsigned find_session(struct http_front *f, struct hc_conn *c,
 	return 0;
 }
 
-/* Records the requests in the message M of R: ids and progress tokens. */
+/* Records the request in the message M of R: its id and method. */
 static void note_request(struct hreq *r, struct msg *m)
 {
 	struct rpc_info in;
@@ -1199,50 +1177,43 @@ static void note_request(struct hreq *r, struct msg *m)
 		return;
 	methods[r->nids] = (unsigned char)http_method_index(msg_method(m));
 	r->nids++;
-	struct msg_val tok = { .n = 0 };
-	if (msg_token_get(m, &tok) == 1) {
-		struct msg_val *t = realloc(r->tokens, (r->ntokens + 1) * sizeof *t);
-		if (t) {
-			r->tokens = t;
-			r->tokens[r->ntokens++] = tok;
-			return;
-		}
-	}
-	msg_val_release(&tok);
 }
 
 /*
- * Reads what the body asks: the requests it carries (into R), whether it
- * is an initialize. Returns false when it is not JSON (*ERR: the -32700).
+ * Reads what the body asks, once: the requests it carries (into R),
+ * whether it is an initialize; the scanned message stays in R->msg for
+ * the session (session_receive_msg). Returns false when it is not JSON
+ * (*ERR: the -32700).
  */
 static bool scan_body(struct hreq *r, bool *is_init, bool *is_discover, json_t **err)
 {
-	struct msg m;
+	struct msg *m = &r->msg;
 	*is_init = *is_discover = false;
 	for (size_t i = 0; i < r->nids; i++)   /* a POST held and taken again: afresh */
 		msg_val_release(&r->ids[i]);
-	for (size_t i = 0; i < r->ntokens; i++)
-		msg_val_release(&r->tokens[i]);
-	r->nids = r->ntokens = 0;
-	if (msg_init_line(&m, r->body.data ? r->body.data : "", buf_pending(&r->body), err) < 0)
+	r->nids = 0;
+	if (r->scanned)
+		msg_release(m);
+	r->scanned = false;
+	if (msg_init_line(m, r->body.data ? r->body.data : "", buf_pending(&r->body), err) < 0)
 		return false;
-	if (json_is_array(m.tree)) {
+	r->scanned = true;
+	if (json_is_array(m->tree)) {
 		size_t i;
 		json_t *e;
-		json_array_foreach(m.tree, i, e) {
+		json_array_foreach(m->tree, i, e) {
 			struct msg one;
 			msg_init_tree(&one, json_incref(e));
 			note_request(r, &one);
 			msg_release(&one);
 		}
 	} else {
-		const char *method = msg_method(&m);
+		const char *method = msg_method(m);
 		*is_init = method && strcmp(method, "initialize") == 0;
 		*is_discover = method && strcmp(method, "server/discover") == 0;
 		r->lists_tools = method && strcmp(method, "tools/list") == 0;
-		note_request(r, &m);
+		note_request(r, m);
 	}
-	msg_release(&m);
 	return true;
 }
 
@@ -1281,8 +1252,6 @@ static int post_to_session(struct hreq *r, struct hsess *hs, bool is_init)
 				"Bad Request: a request with this id is already open in this session");
 		}
 	}
-	for (size_t i = 0; i < r->ntokens; i++)
-		http_routes_add_token(&hs->routes, &r->tokens[i], r);
 	r->pending = r->nids;
 	r->sse = http_accepts(header(c, "Accept"), SSE_TYPE);
 	r->stream_no = ++hs->next_stream;
@@ -1293,10 +1262,8 @@ static int post_to_session(struct hreq *r, struct hsess *hs, bool is_init)
 		r->head = v && strcmp(v, "2025-11-25") >= 0 ? 2 : 1;
 	}
 	sess_add_stream(hs, r);
-	hs->current = r;
-	session_receive_line(hs->s, r->body.data, buf_pending(&r->body));
-	if (hs->current == r)
-		hs->current = NULL;
+	r->scanned = false;   /* the session takes the message (its bytes, borrowed, for the call) */
+	session_receive_msg(hs->s, &r->msg, r);
 	buf_release(&r->body);
 	if (buf_pending(&r->err) > 0) {
 		r->deferred = false;
@@ -1508,12 +1475,11 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 {
 	struct hc_conn *c = r->conn;
 	const char *hv = header(c, VERSION_HEADER);
-	json_t *body = json_loadb(r->body.data ? r->body.data : "", buf_pending(&r->body), 0, NULL);
+	json_t *body = r->scanned ? msg_tree(&r->msg) : NULL;   /* read once: the session reads it so */
 	json_t *params = json_object_get(body, "params");
 	const char *method = json_string_value(json_object_get(body, "method"));
 	if (!json_is_object(body) ||
 	    !(is_discover || era_request_version(params) || era_of_version(hv) == ERA_STATELESS)) {
-		json_decref(body);
 		return false;
 	}
 	char why[200];
@@ -1521,7 +1487,6 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 	const char *bad = id && method ? check_stateless_headers(f, c, body, method, why, sizeof why) : NULL;
 	if (bad) {
 		*rc = reply_json_error(r, c, 400, rpc_error(id, -32020, bad, NULL));
-		json_decref(body);
 		return true;
 	}
 	/* what the session would answer in-band, answered with the era's HTTP status */
@@ -1530,17 +1495,15 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 	if (id && method && era_stateless_removed(method)) {
 		*rc = reply_json_error(r, c, 404, rpc_errorf(id, RPC_METHOD_NOT_FOUND,
 			"Method not found: %s is not part of protocol " ERA_STATELESS_VERSION, method));
-		json_decref(body);
 		return true;
 	}
 	if (wrong) {
 		*rc = reply_json_error(r, c, 400, code == RPC_UNSUPPORTED_VERSION ?
 			era_unsupported_error(id, era_request_version(params)) : rpc_error(id, code, wrong, NULL));
-		json_decref(body);
 		return true;
 	}
 	if (id && method && strcmp(method, "tools/call") == 0 && probe_hold(f, r, params)) {
-		json_decref(body);   /* held until the marks its headers follow are known */
+		/* held until the marks its headers follow are known */
 		*rc = 0;
 		return true;
 	}
@@ -1557,8 +1520,6 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 			hs = sess_new(f, caps, refused, sizeof refused);
 		free(caps);
 		caps = NULL;
-		json_decref(body);   /* PARAMS with it */
-		body = NULL;
 		if (!hs && refused[0]) {
 			/* no chain for a client without a session: it may fall back to one */
 			*rc = reply_error(r, c, 400, RPC_UNSUPPORTED_VERSION, refused);
@@ -1576,7 +1537,6 @@ static bool on_stateless_post(struct http_front *f, struct hreq *r, bool is_disc
 		ev_timer_again(EV_DEFAULT, &hs->idle);
 	}
 	free(caps);
-	json_decref(body);
 	*rc = post_to_session(r, hs, false);
 	if (!hs->instance && (hs->instance = session_instance(hs->s)) &&
 	    hmap_put(&f->instances, &hs->instance, sizeof hs->instance, hs) < 0)
@@ -1657,20 +1617,14 @@ static int resume_post(struct hsess *hs, struct hreq *g, unsigned stream,
 	g->ids = r->ids;
 	g->nids = r->nids;
 	g->methods = r->methods;
-	g->tokens = r->tokens;
-	g->ntokens = r->ntokens;
 	g->pending = r->pending;
 	r->ids = NULL;
 	r->methods = NULL;
-	r->tokens = NULL;
-	r->nids = r->ntokens = r->pending = 0;
+	r->nids = r->pending = 0;
 	if (r->sess) {
 		for (size_t i = 0; i < g->nids; i++)
 			if (http_routes_drop_id(&hs->routes, &g->ids[i], r))
 				http_routes_add_id(&hs->routes, &g->ids[i], g);
-		for (size_t i = 0; i < g->ntokens; i++)
-			if (http_routes_token(&hs->routes, &g->tokens[i]) == r)
-				http_routes_add_token(&hs->routes, &g->tokens[i], g);
 		stream_detach(r, NULL);   /* nothing of it is left to route */
 		sess_add_stream(hs, g);
 	} else {
@@ -2130,6 +2084,7 @@ void http_front_free(struct http_front *f)
 	hmap_release(&f->sessions);
 	hmap_release(&f->instances);
 	param_table_release(&f->params);
+	buf_release(&f->line);
 	ev_timer_stop(EV_DEFAULT, &f->probe_bound);
 	strv_free(f->origins);
 	strv_free(f->hosts);

@@ -73,8 +73,9 @@ struct hreq {
 	bool lists_tools;         /* its body is one tools/list request */
 	struct msg_val *ids;      /* the requests it carries (for cancellation) */
 	size_t nids;
-	struct msg_val *tokens;   /* their progress tokens */
-	size_t ntokens;
+	struct msg msg;           /* its body, scanned once (scan_body), until
+				   * the session takes it */
+	bool scanned;
 	struct hreq *next;        /* in the session's streams */
 	enum http_ep ep;          /* the endpoint it came to */
 	/* as a stream a client may resume (docs/http-front.md, "Resuming a stream") */
@@ -106,7 +107,6 @@ struct hsess {
 	struct http_routes routes;
 	struct hreq *streams;
 	struct hreq *get;         /* the GET stream, or NULL */
-	struct hreq *current;     /* the POST being handed to the session */
 	struct held *held, **held_tail;
 	size_t held_bytes;
 	size_t held_dropped;      /* since a GET stream last opened */
@@ -165,6 +165,7 @@ struct http_front {
 	unsigned serial;
 	bool (*ready)(void *arg);
 	void *ready_arg;
+	struct buf line;          /* scratch: a message gathered into one line */
 	void (*metrics)(struct buf *out, void *arg);  /* the rest of /metrics */
 	void *metrics_arg;
 	/* counted where they happen, read by /metrics (responses by status

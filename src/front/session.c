@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "chain.h"
 #include "era.h"
 #include "log.h"
@@ -38,8 +39,10 @@ struct session {
 	struct batch *batches;
 	session_write_fn write;
 	void (*pause)(void *arg, bool paused);
-	session_write_raw_fn write_raw;
 	session_unanswered_fn unanswered;
+	void *route;            /* the front's route of the input in hand */
+	struct own_call *calls; /* the front's own calls (session_call) */
+	uint64_t next_call;
 	void *arg;
 	enum era era;           /* what the client began with */
 	double round_ttl;       /* seconds a call waits for a stateless client's retry */
@@ -48,7 +51,18 @@ struct session {
 	bool offer_stateless;   /* 2026-07-28 whatever the backends speak ("eras": "both") */
 };
 
+/* A call of the front's own, waiting for its response. */
+struct own_call {
+	struct msg_val id;      /* "mcpc-front-N", as JSON text */
+	void (*cb)(void *arg, json_t *response);
+	void *arg;
+	struct own_call *next;
+};
+
+#define OWN_CALL_PREFIX "\"mcpc-front-"
+
 static void handle(struct session *s, struct msg *m);
+static int write_out(struct session *s, struct session_out *o, const struct msg_val *about);
 
 /* True when V is a version of the handshake era we speak. */
 bool session_version_supported(const char *v)
@@ -63,7 +77,8 @@ static void batch_finish_if_done(struct session *s, struct batch *b)
 		return;
 	if (b->expected > 0) {
 		wiretap_json(&s->peer, WIRETAP_OUT, b->replies);
-		s->write(s->arg, b->replies);
+		struct session_out o = { .kind = SESSION_OUT_BATCH, .tree = b->replies };
+		write_out(s, &o, NULL);
 	}
 	for (struct batch **pp = &s->batches; *pp; pp = &(*pp)->next) {
 		if (*pp == b) {
@@ -82,10 +97,92 @@ static void batch_add(struct session *s, struct batch *b, json_t *msg)
 	batch_finish_if_done(s, b);
 }
 
+/* The session_out kind of a peer_out kind. */
+static enum session_out_kind out_kind(enum peer_out_kind k)
+{
+	switch (k) {
+	case PEER_OUT_REQUEST: return SESSION_OUT_REQUEST;
+	case PEER_OUT_RESPONSE: return SESSION_OUT_RESPONSE;
+	case PEER_OUT_PROGRESS: return SESSION_OUT_PROGRESS;
+	default: return SESSION_OUT_NOTIFICATION;
+	}
+}
+
+/* The own call whose id ABOUT is, unlinked, or NULL. */
+static struct own_call *own_call_take(struct session *s, const struct msg_val *about)
+{
+	if (!s->calls || !about || about->n <= strlen(OWN_CALL_PREFIX) ||
+	    strncmp(msg_val_text(about), OWN_CALL_PREFIX, strlen(OWN_CALL_PREFIX)) != 0)
+		return NULL;
+	for (struct own_call **pp = &s->calls; *pp; pp = &(*pp)->next) {
+		struct own_call *c = *pp;
+		if (c->id.n == about->n && memcmp(msg_val_text(&c->id), msg_val_text(about), about->n) == 0) {
+			*pp = c->next;
+			return c;
+		}
+	}
+	return NULL;
+}
+
+/*
+ * Hands O to the front, ABOUT (borrowed) being the client's request it is
+ * about when the caller knows it; else it is read off the tree (the
+ * session's own answers, which are trees). The answer to one of the
+ * front's own calls goes to its callback instead.
+ */
+static int write_out(struct session *s, struct session_out *o, const struct msg_val *about)
+{
+	struct msg_val idv = { .n = 0 };
+	json_t *t = o->tree;
+	if (!about && t && (o->kind == SESSION_OUT_RESPONSE || o->kind == SESSION_OUT_BATCH)) {
+		json_t *id = json_object_get(o->kind == SESSION_OUT_BATCH ? json_array_get(t, 0) : t, "id");
+		for (size_t i = 1; o->kind == SESSION_OUT_BATCH && json_is_null(id ? id : json_null()) &&
+		     i < json_array_size(t); i++)
+			id = json_object_get(json_array_get(t, i), "id");
+		char *text = id && !json_is_null(id) ? json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+		if (text && msg_val_set(&idv, text, strlen(text)) == 0)
+			about = &idv;
+		free(text);
+	}
+	if (t && o->kind == SESSION_OUT_RESPONSE) {
+		json_t *err = json_object_get(t, "error");
+		o->error_code = (int)json_integer_value(json_object_get(err, "code"));
+		o->outcome = err ? 1 : json_is_true(json_object_get(json_object_get(t, "result"),
+								    "isError")) ? 2 : 0;
+	}
+	o->about = about;
+	if (o->kind == SESSION_OUT_RESPONSE)
+		o->route = s->route;   /* the input in hand, answered when no request routes it */
+	struct own_call *c = o->kind == SESSION_OUT_RESPONSE ? own_call_take(s, about) : NULL;
+	int rc = 0;
+	if (c) {
+		json_t *resp = t;
+		if (!resp) {   /* the bytes of a call of the front's own: read here */
+			struct buf line = { 0 };
+			for (int i = 0; i < o->n; i++)
+				buf_append(&line, o->iov[i].iov_base, o->iov[i].iov_len);
+			resp = json_loadb(line.data ? line.data : "", buf_pending(&line), 0, NULL);
+			buf_release(&line);
+		} else {
+			json_incref(resp);
+		}
+		if (resp)
+			c->cb(c->arg, resp);
+		json_decref(resp);
+		msg_val_release(&c->id);
+		free(c);
+	} else {
+		rc = s->write(s->arg, o);
+	}
+	msg_val_release(&idv);
+	return rc;
+}
+
 /* Writes a message to the client, or into the batch it answers. The one
  * place every tree bound for the client passes: mcp-chain's own _meta keys
- * (era.h) come off here, whichever era and whichever kind of message. */
-static int send_msg(struct session *s, json_t *msg, struct batch *b)
+ * (era.h) come off here, whichever era and whichever kind of message. PO
+ * (NULL for the session's own) says what the chain said it is. */
+static int send_msg(struct session *s, json_t *msg, struct batch *b, const struct peer_out *po)
 {
 	if (s->state == SESSION_CLOSING)
 		return -1;
@@ -95,7 +192,7 @@ static int send_msg(struct session *s, json_t *msg, struct batch *b)
 		if (!copy)
 			return -1;
 		era_strip_own_meta(copy);
-		int rc = send_msg(s, copy, b);
+		int rc = send_msg(s, copy, b, po);
 		json_decref(copy);
 		return rc;
 	}
@@ -104,25 +201,36 @@ static int send_msg(struct session *s, json_t *msg, struct batch *b)
 		return 0;
 	}
 	wiretap_json(&s->peer, WIRETAP_OUT, msg);
-	return s->write(s->arg, msg);
+	struct session_out o = { .tree = msg };
+	if (po) {
+		o.kind = out_kind(po->kind);
+		o.outcome = po->outcome;
+	} else {
+		o.kind = !json_object_get(msg, "method") ? SESSION_OUT_RESPONSE :
+			json_object_get(msg, "id") ? SESSION_OUT_REQUEST :
+			SESSION_OUT_NOTIFICATION;
+	}
+	return write_out(s, &o, po ? po->about_id : NULL);
 }
 
-/* The stateless era's own writes (already shaped for the client). */
-static int stateless_write(void *arg, json_t *msg)
+/* The stateless era's own writes (already shaped for the client); PO: what
+ * the chain said of a message it passes on as it came, or NULL. */
+static int stateless_write(void *arg, json_t *msg, const struct peer_out *po)
 {
-	return send_msg(arg, msg, NULL);
+	return send_msg(arg, msg, NULL, po && po->kind != PEER_OUT_RESPONSE ? po : NULL);
 }
 
 /* The peer's send operation: the chain delivering to the client. */
-static int peer_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int peer_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
 	struct session *s = (struct session *)p;
-	struct batch *b = ex ? ex->batch : NULL;
-	if (!ex && !json_object_get(msg, "method"))
+	struct exchange *ex = o->kind == PEER_OUT_RESPONSE ? o->about : NULL;
+	struct batch *b = ex ? chain_request_batch(ex) : NULL;
+	if (!ex && o->kind == PEER_OUT_RESPONSE)
 		b = s->peer.batch;  /* an answer made while the batch is read */
 	if (s->st && s->state != SESSION_CLOSING)
-		return stateless_send(s->st, msg, ex ? ex->method : NULL);
-	return send_msg(s, msg, b);
+		return stateless_send(s->st, msg, o);
+	return send_msg(s, msg, b, o);
 }
 
 /* The peer's pause operation: flow control on the client's input. */
@@ -134,23 +242,26 @@ static void peer_pause(struct peer *p, bool paused)
 }
 
 /* Delivery to the client of a message still as its bytes. */
-static int peer_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+static int peer_send_raw(struct peer *p, const struct iovec *iov, int n,
+			 const struct peer_out *po)
 {
 	struct session *s = (struct session *)p;
-	(void)request;
-	if (s->state == SESSION_CLOSING || !s->write_raw || s->st)
+	if (s->state == SESSION_CLOSING || s->st)
 		return -1;   /* a stateless-era client's messages are reshaped: trees */
 	wiretap_iov(&s->peer, WIRETAP_OUT, iov, n);
-	return s->write_raw(s->arg, iov, n);
+	struct session_out o = { .kind = out_kind(po->kind), .outcome = po->outcome,
+				 .iov = iov, .n = n };
+	return write_out(s, &o, po->about_id);
 }
 
 /* A request was cancelled: the front, and its batch, no longer wait for it. */
 static void peer_unanswered(struct peer *p, struct exchange *ex)
 {
 	struct session *s = (struct session *)p;
-	struct batch *b = ex->batch;
-	if (s->unanswered && ex->from_id.n)
-		s->unanswered(s->arg, &ex->from_id);
+	struct batch *b = chain_request_batch(ex);
+	const struct msg_val *id = chain_request_id(ex);
+	if (s->unanswered && id->n)
+		s->unanswered(s->arg, id);
 	if (!b || b->expected == 0)
 		return;
 	b->expected--;
@@ -161,12 +272,6 @@ static const struct peer_ops session_ops = {
 	.send = peer_send, .pause = peer_pause, .send_raw = peer_send_raw,
 	.unanswered = peer_unanswered,
 };
-
-/* Enables raw output. */
-void session_set_write_raw(struct session *s, session_write_raw_fn fn)
-{
-	s->write_raw = fn;
-}
 
 /* Sets the function told of requests that end unanswered. */
 void session_set_unanswered(struct session *s, session_unanswered_fn fn)
@@ -181,22 +286,86 @@ bool session_receive_line(struct session *s, const char *line, size_t len)
 {
 	struct msg m;
 	json_t *err = NULL;
-	s->peer.rx_bytes = len;
 	if (s->state == SESSION_CLOSING)
 		return true;
-	wiretap_line(&s->peer, WIRETAP_IN, line, len);
 	if (msg_init_line(&m, line, len, &err) < 0) {
+		s->peer.rx_bytes = len;
+		wiretap_line(&s->peer, WIRETAP_IN, line, len);
 		session_reject(s, err);
 		return true;
 	}
-	if (json_is_array(m.tree)) {
-		json_t *arr = json_incref(m.tree);
-		msg_release(&m);
-		handle_batch(s, arr);
-		return true;
-	}
-	handle(s, &m);
+	session_receive_msg(s, &m, NULL);
 	return true;
+}
+
+/* A message the front scanned: one message or a batch. */
+void session_receive_msg(struct session *s, struct msg *m, void *route)
+{
+	if (s->state == SESSION_CLOSING) {
+		msg_release(m);
+		return;
+	}
+	void *outer = s->route;   /* an answer to the input in hand may end another */
+	s->route = route;
+	s->peer.rx_bytes = m->raw_len;
+	if (m->raw)
+		wiretap_line(&s->peer, WIRETAP_IN, m->raw, m->raw_len);
+	else
+		wiretap_json(&s->peer, WIRETAP_IN, m->tree);
+	if (json_is_array(m->tree)) {
+		json_t *arr = json_incref(m->tree);
+		msg_release(m);
+		handle_batch(s, arr);
+	} else {
+		handle(s, m);
+	}
+	s->route = outer;
+}
+
+/* The client's transport gave up request ID: its cancellation, as the
+ * client would send it (the modules see it like any other). */
+void session_cancel(struct session *s, const struct msg_val *id, const char *reason)
+{
+	json_t *rid = msg_val_json(id);
+	if (!rid || s->state == SESSION_CLOSING) {
+		json_decref(rid);
+		return;
+	}
+	struct msg m;
+	msg_init_tree(&m, rpc_notification("notifications/cancelled",
+		json_pack("{s:o,s:s}", "requestId", rid, "reason", reason)));
+	handle(s, &m);
+}
+
+/* A call of the front's own: a request of the client's, whose answer
+ * comes back to CB (write_out) instead of the front. */
+int session_call(struct session *s, const char *method, json_t *params,
+		 void (*cb)(void *arg, json_t *response), void *arg)
+{
+	struct own_call *c = calloc(1, sizeof *c);
+	char id[48];
+	int n = snprintf(id, sizeof id, OWN_CALL_PREFIX "%llu\"",
+			 (unsigned long long)++s->next_call);
+	json_t *req = c && s->state != SESSION_CLOSING ? json_object() : NULL;
+	if (!req || msg_val_set(&c->id, id, (size_t)n) < 0) {
+		json_decref(req);
+		json_decref(params);
+		free(c);
+		return -1;
+	}
+	json_object_set_new(req, "jsonrpc", json_string("2.0"));
+	json_object_set_new(req, "id", json_stringn(id + 1, (size_t)n - 2));
+	json_object_set_new(req, "method", json_string(method));
+	if (params)
+		json_object_set_new(req, "params", params);
+	c->cb = cb;
+	c->arg = arg;
+	c->next = s->calls;
+	s->calls = c;
+	struct msg m;
+	msg_init_tree(&m, req);
+	handle(s, &m);   /* may answer at once (from a cache) */
+	return 0;
 }
 
 /* Sets how long a stateless client's call waits for its retry. */
@@ -250,7 +419,7 @@ struct session *session_new(struct chain *chain, const char *name, session_write
 static void reply_error(struct session *s, json_t *id, int code, const char *text)
 {
 	json_t *e = rpc_error(id, code, text, NULL);
-	send_msg(s, e, s->peer.batch);
+	send_msg(s, e, s->peer.batch, NULL);
 	json_decref(e);
 }
 
@@ -290,14 +459,14 @@ static void on_backend_init(void *arg, json_t *resp)
 	if (!result) {
 		json_t *e = json_deep_copy(resp);
 		json_object_set(e, "id", id);
-		send_msg(s, e, NULL);
+		send_msg(s, e, NULL, NULL);
 		json_decref(e);
 		s->state = SESSION_UNINITIALIZED;
 	} else if (!session_version_supported(v)) {
 		json_t *e = rpc_errorf(id, RPC_INTERNAL_ERROR,
 			"the backend answered protocol version \"%s\", which mcp-chain does not speak",
 			v ? v : "(none)");
-		send_msg(s, e, NULL);
+		send_msg(s, e, NULL, NULL);
 		json_decref(e);
 		s->state = SESSION_UNINITIALIZED;
 	} else {
@@ -310,7 +479,7 @@ static void on_backend_init(void *arg, json_t *resp)
 		json_t *ok = rpc_result(id, json_incref(result));
 		s->state = SESSION_READY;
 		s->peer.ready = true;
-		send_msg(s, ok, NULL);
+		send_msg(s, ok, NULL, NULL);
 		json_decref(ok);
 		log_info("%s: initialized (%s, protocol %s)", s->name,
 			 s->principal ? s->principal : "unnamed client", v);
@@ -380,7 +549,7 @@ static void reply_to(struct session *s, struct msg *m, json_t *reply)
 	if (msg_id_get(m, &id) == 0)
 		json_object_set_new(reply, "id", msg_val_json(&id));
 	msg_val_release(&id);
-	send_msg(s, reply, s->peer.batch);
+	send_msg(s, reply, s->peer.batch, NULL);
 	json_decref(reply);
 }
 
@@ -436,7 +605,7 @@ static void refuse_stateless(struct session *s)
 				    "(the servers behind speak the handshake era: send initialize)", NULL)
 			: rpc_error(id, RPC_NOT_INITIALIZED,
 				    "Server not initialized: send initialize first", NULL);
-		send_msg(s, e, NULL);
+		send_msg(s, e, NULL, NULL);
 		json_decref(e);
 	}
 	json_decref(q);
@@ -494,7 +663,7 @@ static void on_stateless_ready(void *arg, json_t *resp)
 			continue;
 		json_t *e = err ? json_pack("{s:s,s:O,s:O}", "jsonrpc", "2.0", "id", id, "error", err)
 				: rpc_error(id, RPC_BACKEND_GONE, "the backend could not start", NULL);
-		send_msg(s, e, NULL);
+		send_msg(s, e, NULL, NULL);
 		json_decref(e);
 	}
 	json_decref(q);
@@ -724,7 +893,7 @@ void session_receive(struct session *s, json_t *msg)
 /* Sends an error for input that never became a message. */
 void session_reject(struct session *s, json_t *err)
 {
-	send_msg(s, err, NULL);
+	send_msg(s, err, NULL, NULL);
 	json_decref(err);
 }
 
@@ -738,7 +907,7 @@ void session_close(struct session *s, const char *reason)
 		chain_forget_initialize(&s->peer, s);
 		json_t *e = rpc_errorf(s->init_id, RPC_BACKEND_GONE,
 			"the backend was not ready before the session ended (%s)", reason);
-		send_msg(s, e, NULL);
+		send_msg(s, e, NULL, NULL);
 		json_decref(e);
 		json_decref(s->init_id);
 		s->init_id = NULL;
@@ -771,6 +940,12 @@ void session_free(struct session *s)
 		s->batches = b->next;
 		json_decref(b->replies);
 		free(b);
+	}
+	while (s->calls) {   /* never answered: their callbacks are not called */
+		struct own_call *c = s->calls;
+		s->calls = c->next;
+		msg_val_release(&c->id);
+		free(c);
 	}
 	json_decref(s->queue);
 	json_decref(s->init_id);

@@ -207,8 +207,10 @@ static bool backend_owns_rounds(struct stateless *st, const char *state)
 
 static int write_msg(struct stateless *st, json_t *msg)
 {
-	return st->write(st->arg, msg);
+	return st->write(st->arg, msg, NULL);
 }
+
+static int send_response(struct stateless *st, json_t *msg, const char *asked);
 
 /* Hands the chain a response from the client to the backend request ID. */
 static void answer_backend(struct stateless *st, json_t *id, json_t *result, const char *error)
@@ -342,39 +344,12 @@ static void round_expired(struct ev_loop *loop, ev_timer *w, int revents)
 	round_cancel(r, "the client did not answer the input requests in time");
 }
 
-/*
- * The open client call at BACKEND a backend request belongs to: the one
- * call running there; else the one waiting for the client's retry.
- */
-struct pick {
-	struct stateless *st;
-	struct peer *backend;
-	struct exchange *running, *waiting;
-	size_t n_running, n_waiting;
-};
-
-static struct round *round_of_exchange(struct stateless *st, struct exchange *ex);
-
-static void pick_one(void *value, void *arg)
-{
-	struct exchange *ex = value;
-	struct pick *p = arg;
-	if (ex->to != p->backend || ex->responded)
-		return;
-	if (round_of_exchange(p->st, ex)) {
-		p->waiting = ex;
-		p->n_waiting++;
-	} else {
-		p->running = ex;
-		p->n_running++;
-	}
-}
-
 static struct round *round_of_exchange(struct stateless *st, struct exchange *ex)
 {
-	const char *t = msg_val_text(&ex->from_id);
+	const struct msg_val *id = chain_request_id(ex);
+	const char *t = msg_val_text(id);
 	size_t n = strlen("\"" ROUND_ID_PREFIX);
-	if (ex->from_id.n <= n || strncmp(t, "\"" ROUND_ID_PREFIX, n) != 0)
+	if (id->n <= n || strncmp(t, "\"" ROUND_ID_PREFIX, n) != 0)
 		return NULL;
 	uint64_t serial = strtoull(t + n, NULL, 10);
 	for (struct round *r = st->rounds; r; r = r->next)
@@ -414,8 +389,9 @@ static void pending_add(struct stateless *st, json_t *req)
 		  json_string_value(json_object_get(req, "method")));
 }
 
-/* A backend's request to the client (REQ, with our id): into a round. */
-static void backend_request(struct stateless *st, json_t *req)
+/* A backend's request to the client (REQ, with our id; O what the chain
+ * said of it): into a round. */
+static void backend_request(struct stateless *st, json_t *req, const struct peer_out *o)
 {
 	json_t *id = json_object_get(req, "id");
 	const char *method = json_string_value(json_object_get(req, "method"));
@@ -425,49 +401,23 @@ static void backend_request(struct stateless *st, json_t *req)
 		json_decref(empty);
 		return;
 	}
-	json_int_t our = json_integer_value(id);
-	struct exchange *bx = idmap_get(&st->client->sent, our);
-	struct pick p = { st, bx ? bx->from : NULL, NULL, NULL, 0, 0 };
-	if (p.backend)
-		hmap_each(&st->client->received, pick_one, &p);
-	json_t *rel = era_meta(json_object_get(req, "params"), ERA_META_RELATED);
-	json_int_t rel_id = json_integer_value(rel);
-	struct exchange *related = p.backend && json_is_integer(rel) ?
-		idmap_get(&p.backend->sent, rel_id) : NULL;
-	if (related && related->from == st->client) {
-		/* the backend's transport said which call it belongs to */
-		if (round_of_exchange(st, related)) {
-			p.waiting = related;
-			p.n_waiting = 1;
-			p.n_running = 0;
-		} else {
-			p.running = related;
-			p.n_running = 1;
-		}
-	} else if (bx && !bx->from && bx->about && bx->about->from == st->client) {
-		/* a module's question (policy "ask") about this client's request */
-		p.running = bx->about;
-		p.n_running = 1;
-	}
-	size_t count = p.n_running ? p.n_running : p.n_waiting;
-	struct exchange *one = count == 1 ? (p.n_running ? p.running : p.waiting) : NULL;
-	if (count == 0 || (one && !may_ask(one->method))) {
+	/* the call it belongs to: the chain's answer (chain.c, request_about) */
+	struct exchange *ex = o->about;
+	if ((!ex && !o->several) || (ex && !may_ask(chain_request_method(ex)))) {
 		/* outside any call the client could be asked in: on its next one */
 		pending_add(st, req);
 		return;
 	}
-	if (count != 1) {
+	if (!ex) {
 		char why[300];
 		snprintf(why, sizeof why, "\"%s\" refused: the client speaks protocol %s, where a "
-			 "server asks for input only as part of a call, and %s",
-			 method, ERA_STATELESS_VERSION, count ? "several calls are open at this "
-			 "server, so nothing tells which one it is for" : "no call of this client is "
-			 "open at this server");
+			 "server asks for input only as part of a call, and several calls are open "
+			 "at this server, so nothing tells which one it is for",
+			 method, ERA_STATELESS_VERSION);
 		log_warn("%s: %s", st->client->name, why);
 		answer_backend(st, id, NULL, why);
 		return;
 	}
-	struct exchange *ex = p.n_running ? p.running : p.waiting;
 	struct round *r = round_of_exchange(st, ex);
 	if (r) {   /* asked with this turn's others, or with the next round */
 		json_array_append(r->fresh, req);
@@ -480,10 +430,10 @@ static void backend_request(struct stateless *st, json_t *req)
 	}
 	r->st = st;
 	r->serial = ++st->next_serial;
-	snprintf(r->method, sizeof r->method, "%s", ex->method);
+	snprintf(r->method, sizeof r->method, "%s", chain_request_method(ex));
 	r->asked = json_object();
 	r->fresh = json_array();
-	r->client_id = msg_val_json(&ex->from_id);
+	r->client_id = msg_val_json(chain_request_id(ex));
 	ev_init(&r->expiry, round_expired);
 	r->expiry.data = r;
 	ev_init(&r->gather, round_gathered);
@@ -615,7 +565,7 @@ static bool retry(struct stateless *st, json_t *req, json_t *params)
 		r->held = NULL;
 		json_object_set(resp, "id", id);
 		round_refuse_all(r, "the call has ended");
-		stateless_send(st, resp, r->method);
+		send_response(st, resp, r->method);
 		round_free(r);
 		json_decref(resp);
 		return true;
@@ -634,12 +584,9 @@ static bool retry(struct stateless *st, json_t *req, json_t *params)
 	char idtext[64], *dumped = json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT);
 	round_id_text(r, idtext, sizeof idtext);
 	struct msg_val from = { .n = 0 }, to = { .n = 0 };
-	unsigned char key_b[RPC_KEY_MAX];
 	struct exchange *ex = NULL;
-	if (dumped && msg_val_set(&from, idtext, strlen(idtext)) == 0) {
-		size_t kn = msg_val_key(&from, key_b);
-		ex = kn ? hmap_get(&st->client->received, key_b, kn) : NULL;
-	}
+	if (dumped && msg_val_set(&from, idtext, strlen(idtext)) == 0)
+		ex = chain_find_request(st->client, &from);
 	/* its progress goes with the retry's token, or nowhere */
 	json_t *tok = json_object_get(json_object_get(params, "_meta"), "progressToken");
 	char *tokdump = tok && (json_is_string(tok) || json_is_integer(tok))
@@ -939,11 +886,13 @@ void stateless_stamp(json_t *result, const char *method)
 		json_object_set_new(result, "cacheScope", json_string("private"));
 }
 
-int stateless_send(struct stateless *st, json_t *msg, const char *asked)
+int stateless_send(struct stateless *st, json_t *msg, const struct peer_out *o)
 {
 	const char *method = json_string_value(json_object_get(msg, "method"));
+	const char *asked = o->kind == PEER_OUT_RESPONSE && o->about ?
+		chain_request_method(o->about) : NULL;
 	if (method && json_object_get(msg, "id")) {
-		backend_request(st, msg);
+		backend_request(st, msg, o);
 		return 0;
 	}
 	if (method) {
@@ -965,10 +914,17 @@ int stateless_send(struct stateless *st, json_t *msg, const char *asked)
 			return 0;
 		if (strcmp(method, "notifications/message") == 0 && !log_wanted(st, msg))
 			return 0;   /* not asked for: the era sends none unless asked */
-		return write_msg(st, msg);
+		return st->write(st->arg, msg, o);
 	}
 	if (own_response(st, msg))
 		return 0;
+	return send_response(st, msg, asked);
+}
+
+/* A response for the client to its request for ASKED (NULL: unknown),
+ * completed for the era. */
+static int send_response(struct stateless *st, json_t *msg, const char *asked)
+{
 	json_t *result = json_object_get(msg, "result");
 	if (json_is_object(result)) {
 		json_t *copy = json_copy(msg);

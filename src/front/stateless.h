@@ -36,8 +36,11 @@
 struct peer;
 struct stateless;
 
-/* Writes MSG (borrowed) to the client; 0 or -1. */
-typedef int (*stateless_write_fn)(void *arg, json_t *msg);
+struct peer_out;
+
+/* Writes MSG (borrowed) to the client; O: what the chain said of a
+ * message passed on as it came (progress: whose), else NULL. 0 or -1. */
+typedef int (*stateless_write_fn)(void *arg, json_t *msg, const struct peer_out *o);
 
 /*
  * State for the stateless-era client CLIENT (the session's peer,
@@ -65,9 +68,10 @@ bool stateless_holds_requests(const struct stateless *st);
  * a suspended call's cancellation). */
 bool stateless_notification(struct stateless *st, json_t *note);
 
-/* Everything the chain sends the client goes through here; METHOD is
- * the request a response answers (NULL if unknown). 0 or -1. */
-int stateless_send(struct stateless *st, json_t *msg, const char *method);
+/* Everything the chain sends the client goes through here, O (borrowed)
+ * saying what it is and which request of the client's it is about. 0 or
+ * -1. */
+int stateless_send(struct stateless *st, json_t *msg, const struct peer_out *o);
 
 /* Completes RESULT (changed in place) for the era: resultType, and the
  * cache fields of cacheable methods when the backend gave none (ttlMs 0,

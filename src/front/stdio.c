@@ -90,24 +90,14 @@ static void check_full(struct stdio_front *f)
 	stall_watch_start(f);
 }
 
-/* The session's write function: a line on stdout. */
-static int write_msg(void *arg, json_t *msg)
+/* The session's write function: a line on stdout, from the message's
+ * pieces or its tree (stdio has one stream: what it is about is moot). */
+static int write_out(void *arg, const struct session_out *o)
 {
 	struct stdio_front *f = arg;
 	if (f->stalled)
 		return 0;  /* nobody reads it: dropped, as if written to a closed pipe */
-	int rc = writer_send(&f->out, msg);
-	check_full(f);
-	return rc;
-}
-
-/* The session's raw write function: pieces of one line on stdout. */
-static int write_raw(void *arg, const struct iovec *iov, int n)
-{
-	struct stdio_front *f = arg;
-	if (f->stalled)
-		return 0;
-	int rc = writer_send_iov(&f->out, iov, n);
+	int rc = o->iov ? writer_send_iov(&f->out, o->iov, o->n) : writer_send(&f->out, o->tree);
 	check_full(f);
 	return rc;
 }
@@ -131,11 +121,7 @@ static void on_stall(struct ev_loop *loop, ev_timer *w, int revents)
 	log_warn("client: stopped reading for %.0f s (%zu bytes waiting for stdout); "
 		 "closing the session", f->stall_after, queued);
 	f->stalled = true;
-	f->out.on_drain = NULL;
-	f->out.on_error = NULL;
-	f->out.failed = true;  /* no more writes; the queue goes */
-	ev_io_stop(loop, &f->out.io);
-	buf_release(&f->out.out);
+	writer_abandon(&f->out);   /* no more writes; the queue goes */
 	stdio_front_stop_reading(f);
 	session_close(f->session, "client stopped reading");
 	f->on_closed(f, "client stopped reading", f->arg);
@@ -285,13 +271,12 @@ struct stdio_front *stdio_front_new_fds(struct chain *chain, int in_fd, int out_
 	framer_init(&f->fr, max);
 	writer_init(&f->out, out_fd, on_out_error, f);
 	f->out.on_drain = on_out_drain;
-	f->session = session_new(chain, "client", write_msg, f);
+	f->session = session_new(chain, "client", write_out, f);
 	if (!f->session) {
 		free(f);
 		return NULL;
 	}
 	session_set_pause(f->session, pause_input);
-	session_set_write_raw(f->session, write_raw);
 	int fl = fcntl(in_fd, F_GETFL);
 	if (fl >= 0)
 		fcntl(in_fd, F_SETFL, fl | O_NONBLOCK);

@@ -46,13 +46,13 @@ struct fake {
 	json_t *wire;              /* the text of every message, as it would be written */
 };
 
-static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int fake_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
 	struct fake *f = (struct fake *)p;
 	if (f->fail_send)
 		return -1;
 	json_array_append_new(f->got, json_deep_copy(msg));
-	f->last_ex = ex;
+	f->last_ex = o->kind == PEER_OUT_RESPONSE ? o->about : NULL;
 	f->tree_sends++;
 	char *text = json_dumps(msg, JSON_COMPACT);   /* what a transport writes */
 	json_array_append_new(f->wire, json_string(text));
@@ -61,12 +61,12 @@ static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
 }
 
 /* Records the bytes the chain sends as pieces, and their parsed copy in got. */
-static int fake_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+static int fake_send_raw(struct peer *p, const struct iovec *iov, int n, const struct peer_out *o)
 {
 	struct fake *f = (struct fake *)p;
 	char text[4096];
 	size_t len = 0;
-	(void)request;
+	(void)o;
 	if (f->fail_send)
 		return -1;
 	for (int i = 0; i < n; i++) {

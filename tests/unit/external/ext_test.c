@@ -19,10 +19,10 @@
 #include "curl_ev.h"
 #include "log.h"
 
-static int cl_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int cl_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
 	struct ext_client *c = (struct ext_client *)p;
-	(void)ex;
+	(void)o;
 	json_array_append_new(c->got, json_deep_copy(msg));
 	return 0;
 }

@@ -178,10 +178,10 @@ struct fake_client {
 	json_t *got;
 };
 
-static int fc_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int fc_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
 	struct fake_client *c = (struct fake_client *)p;
-	(void)ex;
+	(void)o;
 	json_array_append_new(c->got, json_deep_copy(msg));
 	return 0;
 }

@@ -46,10 +46,10 @@ static void answer_pending(struct ev_loop *loop, ev_timer *w, int revents)
 	json_decref(p);
 }
 
-static int htb_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int htb_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
 	(void)p;
-	(void)ex;
+	(void)o;
 	json_array_append_new(htt_be.got, json_deep_copy(msg));
 	json_t *id = json_object_get(msg, "id");
 	const char *method = json_string_value(json_object_get(msg, "method"));

@@ -26,10 +26,10 @@ struct sst_fbe sst_be;
 /* ---- the fake backend ---- */
 
 /* Keeps a copy of MSG. */
-static int fbe_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int fbe_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
 	struct sst_fbe *b = (struct sst_fbe *)p;
-	(void)ex;
+	(void)o;
 	json_array_append_new(b->got, json_deep_copy(msg));
 	return 0;
 }
@@ -87,12 +87,12 @@ static int fbe_initialize(struct peer *p, json_t *params,
 }
 
 /* Bytes sent to the fake backend: parsed and kept like the rest. */
-static int fbe_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+static int fbe_send_raw(struct peer *p, const struct iovec *iov, int n, const struct peer_out *o)
 {
 	struct sst_fbe *b = (struct sst_fbe *)p;
 	char line[4096];
 	size_t len = 0;
-	(void)request;
+	(void)o;
 	for (int i = 0; i < n; i++) {
 		assert_true(len + iov[i].iov_len < sizeof line);
 		memcpy(line + len, iov[i].iov_base, iov[i].iov_len);

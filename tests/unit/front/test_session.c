@@ -33,12 +33,25 @@ static struct chain *C;
 static json_t *out;              /* what the session wrote to the client (copies) */
 static int pauses, resumes;
 
-static int rec_write(void *arg, json_t *msg)
+static int rec_write(void *arg, const struct session_out *o)
 {
+	char line[4096];
+	size_t len = 0;
 	assert_ptr_equal(arg, &out);
-	if (!msg)
-		fail_msg("the session wrote a NULL message");
-	json_array_append_new(out, json_deep_copy(msg));
+	if (!o->iov) {
+		if (!o->tree)
+			fail_msg("the session wrote a NULL message");
+		json_array_append_new(out, json_deep_copy(o->tree));
+		return 0;
+	}
+	for (int i = 0; i < o->n; i++) {   /* bytes: parsed and kept like the rest */
+		assert_true(len + o->iov[i].iov_len < sizeof line);
+		memcpy(line + len, o->iov[i].iov_base, o->iov[i].iov_len);
+		len += o->iov[i].iov_len;
+	}
+	json_t *m = json_loadb(line, len, 0, NULL);
+	assert_non_null(m);
+	json_array_append_new(out, m);
 	return 0;
 }
 
@@ -913,22 +926,6 @@ static void test_batch_cancel_one_request(void **state)
 	expect_json(r, "{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{\"tools\":[]}}");
 }
 
-/* Bytes written to the client: parsed and kept like the rest. */
-static int rec_write_raw(void *arg, const struct iovec *iov, int n)
-{
-	char line[4096];
-	size_t len = 0;
-	for (int i = 0; i < n; i++) {
-		assert_true(len + iov[i].iov_len < sizeof line);
-		memcpy(line + len, iov[i].iov_base, iov[i].iov_len);
-		len += iov[i].iov_len;
-	}
-	json_t *m = json_loadb(line, len, 0, NULL);
-	assert_non_null(m);
-	json_array_append_new(*(json_t **)arg, m);
-	return 0;
-}
-
 /* The client sends the line S, as the stdio front hands it on. */
 static void send_line(const char *s)
 {
@@ -951,7 +948,6 @@ static void batch_then_cancel_as_lines(int level)
 {
 	log_set_level(level);
 	sst_be.peer.ops = &sst_fbe_raw_ops;
-	session_set_write_raw(S, rec_write_raw);
 	ready("2025-03-26");
 	send_line("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}},"
 		  "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}]");
@@ -985,7 +981,6 @@ static void test_own_meta_keys_never_reach_client(void **state)
 {
 	(void)state;
 	sst_be.peer.ops = &sst_fbe_raw_ops;
-	session_set_write_raw(S, rec_write_raw);
 	ready("2025-06-18");
 	send_line("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"t\"}}");
 	send_b_line("{\"jsonrpc\":\"2.0\",\"id\":\"x1\",\"method\":\"elicitation/create\",\"params\":"

@@ -160,11 +160,11 @@ static size_t write_lines(size_t lines)
 
 /* A client that writes and does not read stalls the front's input; then all is answered. */
 /* A backend whose initialize never answers. */
-static int never_send(struct peer *p, json_t *m, struct exchange *ex)
+static int never_send(struct peer *p, json_t *m, const struct peer_out *o)
 {
 	(void)p;
 	(void)m;
-	(void)ex;
+	(void)o;
 	return 0;
 }
 
@@ -371,11 +371,11 @@ static void test_no_stall_time_waits(void **state)
 
 /* ---- the chain pausing the client ---- */
 
-static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int fake_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
 	(void)p;
 	(void)msg;
-	(void)ex;
+	(void)o;
 	return 0;
 }
 

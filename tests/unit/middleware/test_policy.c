@@ -698,10 +698,10 @@ struct fake {
 };
 
 /* Records a copy of what the chain sends the peer. */
-static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int fake_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
 	struct fake *f = (struct fake *)p;
-	(void)ex;
+	(void)o;
 	json_array_append_new(f->got, json_deep_copy(msg));
 	return 0;
 }
@@ -909,12 +909,12 @@ static void test_ask_cancelled(void **state)
 static json_t *raw_got;   /* texts the peers got as bytes, in order */
 
 /* Records what the chain sends a peer as bytes. */
-static int fake_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+static int fake_send_raw(struct peer *p, const struct iovec *iov, int n, const struct peer_out *o)
 {
 	char text[2048];
 	size_t len = 0;
 	(void)p;
-	(void)request;
+	(void)o;
 	for (int i = 0; i < n; i++) {
 		assert_true(len + iov[i].iov_len < sizeof text);
 		memcpy(text + len, iov[i].iov_base, iov[i].iov_len);

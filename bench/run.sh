@@ -26,8 +26,10 @@
 # wrapping mcp-bench-server on stdio, driven over Streamable HTTP by mcp-bench-load --url
 # (one keep-alive connection per request in flight): tools/call echo at each HTTP
 # concurrency (default 1, 16, 64) with "Accept: application/json, text/event-stream" and
-# with "Accept: application/json", mcp-chain's stdio c=1 beside them, 60 progress
+# with "Accept: application/json", mcp-chain's stdio c=1 and c=16 beside them, 60 progress
 # notifications over SSE, 1000 requests in flight across 100 sessions, 1000 idle sessions.
+# With BASE_CHAIN set, every HTTP case also runs the front mcp-chain@base (the same command
+# with the binary in $BASE_CHAIN), and its stdio c=1 and c=16 run beside mcp-chain's.
 # The Markdown report goes to stdout and to bench/RESULTS.md (raw per-run JSON lines to
 # bench/RESULTS.jsonl); progress goes to stderr.
 #
@@ -78,6 +80,9 @@ usage() {
   --quick        smoke run: -r 1 -n 500, small extras
   --out FILE     report file (default bench/RESULTS.md)
   env BUILD_DIR  meson build directory (default <repo>/build)
+  env BASE_CHAIN an earlier mcp-chain binary: the paths mcp-chain@base and
+                 mcp-chain+5mw@base (stdio, with --paths) and the HTTP front
+                 mcp-chain@base (always, when it is an executable)
 EOF
 }
 
@@ -383,6 +388,8 @@ set_http_cmd() {
 	case $1 in
 	mcp-chain)
 		cmd=("$chain" --config "$3" --listen "127.0.0.1:$port" --log-level warn) ;;
+	mcp-chain@base)
+		cmd=("$base_chain" --config "$3" --listen "127.0.0.1:$port" --log-level warn) ;;
 	supergateway)
 		cmd=(node "$peers/supergateway/dist/index.js" --stdio "$server" --outputTransport streamableHttp
 			--stateful --port "$port" --logLevel none) ;;
@@ -416,7 +423,7 @@ run_http() {
 	fi
 	printf '{"path":"http:%s","case":"%s","round":%d,%s\n' "$front" "$kind" "$round" \
 		"${line#\{}" >>"$records"
-	printf '[run.sh] http:%-12s %-13s r%-2s %s\n' "$front" "$kind" "$round" "$(printf '%s' "$line" |
+	printf '[run.sh] http:%-14s %-13s r%-2s %s\n' "$front" "$kind" "$round" "$(printf '%s' "$line" |
 		sed -E 's/.*"c":([0-9]+),"ok":([0-9]+),"errors":([0-9]+),"rps":([0-9.]+),"p50_us":([0-9.]+).*"accept":"([a-z]+)".*/c=\1 accept=\6 ok=\2 err=\3 rps=\4 p50=\5us/; s/.*"fatal":(.*)\}$/fatal: \1/')" >&2
 }
 
@@ -439,6 +446,10 @@ if [ "$http" = 1 ]; then
 	hps=()
 	for p in $http_paths; do
 		if [ -n "${http_skip[$p]:-}" ]; then skip_one "http:$p" http-echo "${http_skip[$p]}"; else hps+=("$p"); fi
+		# the base binary's front, next to mcp-chain's, only when BASE_CHAIN is set
+		if [ "$p" = mcp-chain ] && [ -z "${skip_reason[mcp-chain@base]:-}" ]; then
+			hps+=(mcp-chain@base)
+		fi
 	done
 	write_http_config "$tmp/chain-http.json"
 	write_http_config "$tmp/chain-http-1k.json" $(( http_inflight + 100 ))
@@ -459,12 +470,21 @@ if [ "$http" = 1 ]; then
 				done < <(http_rotated "$r")
 			done
 		done
-		if [ -z "${http_skip[mcp-chain]:-}" ]; then
-			# mcp-chain's own stdio latency in the same round: the c=1 target
-			# compares the HTTP front with it.
-			run_one stdio:mcp-chain http-stdio "$r" -n "$n" -c 1 --warmup "$hwarm" \
-				-- "$chain" --config "$tmp/chain-http.json"
-		fi
+		# mcp-chain's own stdio latency and CPU in the same round (and the base
+		# binary's): the c=1 target compares the HTTP front's p50 with it, the
+		# c=16 one the front's CPU per request. The order alternates by round.
+		sps=()
+		[ -n "${http_skip[mcp-chain]:-}" ] || sps+=(mcp-chain)
+		[ -n "${skip_reason[mcp-chain@base]:-}" ] || sps+=(mcp-chain@base)
+		if [ ${#sps[@]} -eq 2 ] && (( r % 2 == 0 )); then sps=("${sps[1]}" "${sps[0]}"); fi
+		for p in "${sps[@]+"${sps[@]}"}"; do
+			bin=$chain
+			[ "$p" = mcp-chain ] || bin=$base_chain
+			for c in 1 16; do
+				run_one "stdio:$p" http-stdio "$r" -n "$n" -c "$c" --warmup "$hwarm" \
+					-- "$bin" --config "$tmp/chain-http.json"
+			done
+		done
 	done
 
 	log "HTTP: $steps progress notifications per call over SSE"

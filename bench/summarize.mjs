@@ -360,7 +360,8 @@ if (select('startup').length) {
 
 // ---- HTTP fronts ----
 const PEERS = ['http:supergateway', 'http:mcp-proxy'];
-const FRONTS = ['http:mcp-chain', ...PEERS];
+const CHAINS = ['mcp-chain', 'mcp-chain@base']; // the @base rows only with BASE_CHAIN
+const FRONTS = [...CHAINS.map((p) => `http:${p}`), ...PEERS];
 const ACCEPTS = ['both', 'json'];
 
 // Records of HTTP case kind for front p, concurrency c and Accept a (any when undefined).
@@ -375,10 +376,11 @@ function byRound(kind, p, c, a) {
   return m;
 }
 
-// Median over rounds of mcp-chain's field (Accept a) over the best peer's of
-// the same round (Accept both); pick chooses the best of the peers' values.
-function vsBestPeer(c, a, field, pick) {
-  const chain = byRound('http-echo', 'http:mcp-chain', c, a);
+// Median over rounds of front's field (Accept a; front mcp-chain unless given)
+// over the best peer's of the same round (Accept both); pick chooses the best
+// of the peers' values.
+function vsBestPeer(c, a, field, pick, front = 'http:mcp-chain') {
+  const chain = byRound('http-echo', front, c, a);
   const peers = PEERS.map((p) => byRound('http-echo', p, c, 'both'));
   const xs = [];
   for (const [round, r] of chain) {
@@ -440,7 +442,9 @@ if (httpKinds.some((k) => select(k).length) || skips('http-echo').length) {
     + '"answered as" counts the measured calls by the Content-Type of the response that '
     + 'carried their answer. "server" figures are the front\'s own process (CPU clock over '
     + 'the measured phase; VmHWM), not the echo servers below it; "all CPU" adds them. '
-    + '**stdio:mcp-chain** is mcp-chain on stdio in the same rounds, for the c=1 target. '
+    + '**stdio:mcp-chain** is mcp-chain on stdio in the same rounds (c=1 and c=16), for the '
+    + 'c=1 target and the CPU comparison. **mcp-chain@base** (front and stdio), when present, '
+    + 'is the same with the binary in BASE_CHAIN. '
     + 'Medians over rounds; ratios are medians of per-round ratios against the faster peer '
     + 'of that round (Accept both).');
   emit();
@@ -454,19 +458,20 @@ if (httpKinds.some((k) => select(k).length) || skips('http-echo').length) {
         const rs = hsel('http-echo', p, c, a);
         if (!rs.length) continue;
         const ok = rs.filter(clean);
-        const isChain = p === 'http:mcp-chain';
+        const isChain = CHAINS.includes(p.slice(5));
         emit(`| ${p} | ${a} | ${c} | ${answeredAs(ok)} | ${fmt(med(rs, 'rps'))} `
           + `| ${fmt(med(rs, 'p50_us'), 1)} | ${fmt(med(rs, 'p90_us'), 1)} | ${fmt(med(rs, 'p99_us'), 1)} `
           + `| ${fmt(med(rs, 'child_cpu_us_per_req'), 2)} | ${fmt(med(rs, 'tree_cpu_us_per_req'), 2)} `
           + `| ${fmt(med(rs, 'child_peak_rss_kb'))} | ${fmt(med(rs, 'load_cpu_us_per_req'), 2)} `
-          + `| ${isChain ? ratio(vsBestPeer(c, a, 'rps', Math.max)) : ''} `
-          + `| ${isChain ? ratio(vsBestPeer(c, a, 'p50_us', Math.min)) : ''} `
+          + `| ${isChain ? ratio(vsBestPeer(c, a, 'rps', Math.max, p)) : ''} `
+          + `| ${isChain ? ratio(vsBestPeer(c, a, 'p50_us', Math.min, p)) : ''} `
           + `| ${ok.length}/${rs.length} |`);
       }
     }
-    const st = select('http-stdio', 'stdio:mcp-chain', c);
-    if (st.length) {
-      emit(`| stdio:mcp-chain | (stdio) | ${c} | – | ${fmt(med(st, 'rps'))} | ${fmt(med(st, 'p50_us'), 1)} `
+    for (const sp of CHAINS.map((p) => `stdio:${p}`)) {
+      const st = select('http-stdio', sp, c);
+      if (!st.length) continue;
+      emit(`| ${sp} | (stdio) | ${c} | – | ${fmt(med(st, 'rps'))} | ${fmt(med(st, 'p50_us'), 1)} `
         + `| ${fmt(med(st, 'p90_us'), 1)} | ${fmt(med(st, 'p99_us'), 1)} `
         + `| ${fmt(med(st, 'child_cpu_us_per_req'), 2)} | ${fmt(med(st, 'tree_cpu_us_per_req'), 2)} `
         + `| ${fmt(med(st, 'child_peak_rss_kb'))} | ${fmt(med(st, 'load_cpu_us_per_req'), 2)} `
@@ -486,8 +491,10 @@ if (httpKinds.some((k) => select(k).length) || skips('http-echo').length) {
       if (f) emit(`**${p}, Accept ${a}, c=${cs.join(', ')}:** ${f}\n`);
     }
   }
-  const stf = failures(select('http-stdio'));
-  if (stf) emit(`**stdio:mcp-chain:** ${stf}\n`);
+  for (const sp of CHAINS.map((p) => `stdio:${p}`)) {
+    const stf = failures(select('http-stdio', sp));
+    if (stf) emit(`**${sp}:** ${stf}\n`);
+  }
   for (const s of skips('http-echo')) emit(`**${s.path}:** skipped: ${s.skipped}\n`);
 
   const prog = select('http-progress');
@@ -620,6 +627,91 @@ if (httpKinds.some((k) => select(k).length) || skips('http-echo').length) {
   emit('| target | measured | limit | result |');
   emit('|---|---|---|---|');
   for (const t of HT) emit(t);
+  emit();
+
+  issue33Targets(verdict);
+}
+
+// The per-round ratios of chain binary name's HTTP front (http-echo, c, Accept
+// a) over its own stdio path in the same round (http-stdio, same c), for field f.
+function vsOwnStdio(name, c, a, f) {
+  const st = byRound('http-stdio', `stdio:${name}`, c);
+  const xs = [];
+  for (const [round, r] of byRound('http-echo', `http:${name}`, c, a)) {
+    const s = st.get(round);
+    if (s && s[f] > 0 && Number.isFinite(r[f])) xs.push(r[f] / s[f]);
+  }
+  return xs;
+}
+
+// Why a ratio of front runs hr to reference runs sr (named ref) could not be computed.
+function whyMissing(hr, sr, ref) {
+  if (!hr.length) return 'not run';
+  if (!hr.some(clean)) return 'no clean run';
+  if (!sr.length) return `${ref} not run`;
+  return sr.some(clean) ? 'no round with both' : `no clean ${ref} run`;
+}
+
+// The section "HTTP front targets (issue 33)": for mcp-chain and, when it ran,
+// mcp-chain@base side by side, the front's CPU and latency against the same
+// binary's stdio path in the same rounds, its throughput against the faster
+// peer, and its memory per idle session. verdict maps pass to the result text.
+function issue33Targets(verdict) {
+  const names = CHAINS.filter((p) => records.some((r) => !r.skipped
+    && (r.path === `http:${p}` || r.path === `stdio:${p}`)));
+  if (!names.length) return;
+  const rows = [];
+  // A row: label, limit, and per name a [value text, pass] pair.
+  const row = (label, limit, cell) => rows.push([label, limit, ...names.map((p) => {
+    const [text, pass] = cell(p);
+    return `${text} | ${verdict(pass)}`;
+  })]);
+  // A cell of binary p's front (Accept a) over its stdio at concurrency c for
+  // field f: the per-round ratios, then the medians as "front ÷ stdio" (d
+  // decimals, unit); ok is the pass test.
+  const ratioCell = (p, c, a, f, d, unit, ok) => {
+    const xs = vsOwnStdio(p, c, a, f);
+    const hr = hsel('http-echo', `http:${p}`, c, a);
+    const sr = select('http-stdio', `stdio:${p}`, c);
+    const x = median(xs);
+    if (!Number.isFinite(x)) return [whyMissing(hr, sr, `stdio c=${c}`), null];
+    return [`${ratioWithRange(xs)}; medians ${fmt(med(hr, f), d)} ÷ ${fmt(med(sr, f), d)} ${unit}`, ok(x)];
+  };
+  for (const a of ACCEPTS) {
+    row(`c=16 server CPU per request, HTTP (Accept ${a}) ÷ stdio, same rounds`, '≤ 3×', (p) =>
+      ratioCell(p, 16, a, 'child_cpu_us_per_req', 2, 'µs', (x) => x <= 3));
+  }
+  for (const [a, how] of [['json', 'JSON'], ['both', 'SSE']]) {
+    row(`c=1 p50, HTTP (Accept ${a}: ${how} answers) ÷ stdio, same rounds`, '≤ 1.1×', (p) =>
+      ratioCell(p, 1, a, 'p50_us', 1, 'µs', (x) => x <= 1.1));
+  }
+  row('c=16 rps, HTTP (Accept both) ÷ the faster of supergateway and mcp-proxy (Accept both)',
+    '≥ 20×', (p) => {
+      const x = vsBestPeer(16, 'both', 'rps', Math.max, `http:${p}`);
+      if (Number.isFinite(x)) return [ratio(x), x >= 20];
+      return [whyMissing(hsel('http-echo', `http:${p}`, 16, 'both'),
+        PEERS.flatMap((q) => hsel('http-echo', q, 16, 'both')), 'peer'), null];
+    });
+  const idleN = select('http-idle').map((r) => r.idle_sessions).find(Number.isFinite);
+  row(`memory per idle session${idleN ? `, ${fmt(idleN)} sessions` : ''} `
+    + '(max over runs, backends excluded)', '≤ 1.93 KB', (p) => {
+    const rs = select('http-idle', `http:${p}`);
+    const kb = maxOf(rs, 'kb_per_session');
+    if (!rs.length) return ['not run', null];
+    return [Number.isFinite(kb) ? `${fmt(kb, 2)} KB` : failures(rs), rs.every(clean) && kb <= 1.93];
+  });
+  emit('## HTTP front targets (issue 33)');
+  emit();
+  emit('Each binary against itself in the same run: "server CPU" is the front\'s own process '
+    + '(`child_cpu_us_per_req`), "stdio" that binary on stdio (`stdio:…` above) in the same '
+    + 'round; a ratio is the median of the per-round ratios (range over rounds when more than '
+    + 'one), followed by the medians of the two sides. Throughput is against the '
+    + 'faster peer of the same round; memory per idle session is the idle case\'s growth ÷ '
+    + '(sessions − 1), as above.');
+  emit();
+  emit(`| target | limit | ${names.map((p) => `${p} | result`).join(' | ')} |`);
+  emit(`|---|---|${names.map(() => '---|---').join('|')}|`);
+  for (const r of rows) emit(`| ${r.join(' | ')} |`);
   emit();
 }
 

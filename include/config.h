@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cfg_errors.h"
 #include "log.h"
 #include "middleware.h"
 
@@ -149,12 +150,6 @@ int cfg_listen_parse(struct cfg_listen *l, const char *spec);
 /* True when an enabled entry of C is session-scoped. */
 bool cfg_has_session_scope(const struct cfg *c);
 
-/* A list of error lines, each "FILE...: message". */
-struct cfg_errors {
-	char **lines;
-	size_t count;
-};
-
 /*
  * Loads and validates PATH. Returns a new config (free with cfg_free), or
  * NULL with every problem appended to ERRS.
@@ -166,13 +161,6 @@ struct cfg *cfg_load_string(const char *text, const char *name, struct cfg_error
 
 /* Frees a config and everything it owns. */
 void cfg_free(struct cfg *c);
-
-/* Appends a formatted error line. */
-void cfg_error(struct cfg_errors *errs, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-/* Frees the error lines. */
-void cfg_errors_release(struct cfg_errors *errs);
 
 /*
  * Expands ${VAR} and ${VAR:-default} in S from the environment, and

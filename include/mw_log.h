@@ -1,8 +1,9 @@
 /*
  * mw_log.h - the "log" (audit) middleware module: one JSON line per
  * finished exchange, written to stderr, a file or syslog, with secrets
- * redacted before anything is written, and optionally a SHA-256 hash
- * chain over the file's lines that audit_verify() checks.
+ * redacted before anything is written (the core's redact.h), and
+ * optionally a SHA-256 hash chain over the file's lines that
+ * audit_verify() checks.
  *
  * Options and the line format: docs/middleware/log.md.
  */
@@ -36,32 +37,5 @@ int mw_log_reopen_all(void);
  * chain is intact, 1 when a line is broken, -1 when PATH cannot be read.
  */
 int audit_verify(const char *path, FILE *report);
-
-/*
- * Redaction, as the module does it to its lines (the "redact" option):
- * also used by `mcp-chain record`, which redacts what it records the same
- * way.
- */
-
-struct log_redact;
-
-/*
- * Parses the "redact" option OPT (borrowed; NULL: none) into *OUT (NULL
- * when nothing is to be redacted). Reports problems at /redact/...
- * through B. Returns 0, or -1 after at least one mw_error.
- */
-int log_redact_parse(json_t *opt, struct mw_build *b, struct log_redact **out);
-
-/*
- * Redacts LINE in place: members named by "keys" inside its bodies
- * ("params", "result", "error"), and inside body strings that hold a
- * JSON document, become the replacement; every match of a
- * pattern in any string of the line (and in member names inside bodies)
- * is replaced. A string that cannot be checked is replaced whole.
- */
-void log_redact_line(const struct log_redact *r, json_t *line);
-
-/* Frees R (NULL is fine). */
-void log_redact_free(struct log_redact *r);
 
 #endif

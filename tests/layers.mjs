@@ -7,7 +7,7 @@
 //
 //   core        uses no other layer
 //   middleware, front, external, aggregate   use the core alone
-//   cli         the core, and the log module's redaction (--record)
+//   cli         the core alone (--record redacts with the core's redact.c)
 //   app         all of them but cli (the wiring)
 import { execFileSync } from 'node:child_process';
 
@@ -17,7 +17,7 @@ const ALLOWED = {
   front: ['core'],
   external: ['core'],
   aggregate: ['core'],
-  cli: ['core', 'middleware'],
+  cli: ['core'],
   app: ['core', 'middleware', 'front', 'external', 'aggregate'],
 };
 

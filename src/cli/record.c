@@ -2,7 +2,8 @@
  * record.c - `mcp-chain --config FILE --record OUT`: the normal stdio
  * server, with every message both ways written to OUT as one JSON line
  * ({"t", "dir", "backend", "msg"}), secrets redacted as the `log` module
- * redacts them.
+ * redacts them (the core's redact.h, with the log modules' "redact"
+ * options).
  *
  * The recorder is the chain's wiretap (include/wiretap.h): it sees each
  * line as it crosses a peer's edge, in this process. Between the client
@@ -27,8 +28,8 @@
 #include "config.h"
 #include "log.h"
 #include "middleware.h"
-#include "mw_log.h"
 #include "peer.h"
+#include "redact.h"
 #include "rpc.h"
 #include "wiretap.h"
 
@@ -40,7 +41,7 @@ static const char default_keys[] =
 struct recorder {
 	const struct cfg *cfg;
 	FILE *out;
-	struct log_redact *redact[8];
+	struct redact *redact[8];
 	size_t nredact;
 	json_t *req_backend[2];      /* by direction: id text -> backend */
 	json_t *token_backend;       /* progress token text -> backend */
@@ -51,15 +52,15 @@ static int add_redact(struct recorder *r, json_t *opt, const char *file, const c
 {
 	struct cfg_errors errs = { 0 };
 	struct mw_build b = { .file = file, .path = where, .errs = &errs };
-	struct log_redact *lr = NULL;
-	int rc = log_redact_parse(opt, &b, &lr);
+	struct redact *rules = NULL;
+	int rc = redact_parse(opt, &b, &rules);
 	for (size_t i = 0; i < errs.count; i++)
 		fprintf(stderr, "%s\n", errs.lines[i]);
 	cfg_errors_release(&errs);
-	if (lr && r->nredact < sizeof r->redact / sizeof *r->redact)
-		r->redact[r->nredact++] = lr;
+	if (rules && r->nredact < sizeof r->redact / sizeof *r->redact)
+		r->redact[r->nredact++] = rules;
 	else
-		log_redact_free(lr);
+		redact_free(rules);
 	return rc;
 }
 
@@ -149,7 +150,7 @@ static void record(struct recorder *r, const char *line, size_t len, const char 
 		json_is_object(msg) ? backend_of(r, msg, to_client) : NULL;
 	if (msg)
 		for (size_t i = 0; i < r->nredact; i++)
-			log_redact_line(r->redact[i], msg);
+			redact_line(r->redact[i], msg);
 	json_t *entry = json_pack("{s:s,s:s,s:s?,s:o?}", "t", t, "dir", dir,
 				  "backend", b, "msg", msg);
 	if (!msg)  /* not JSON: kept as text, so the recording shows what passed */
@@ -208,7 +209,7 @@ void cli_record_stop(struct recorder *r)
 		return;
 	wiretap_set(NULL, NULL);
 	for (size_t i = 0; i < r->nredact; i++)
-		log_redact_free(r->redact[i]);
+		redact_free(r->redact[i]);
 	if (r->out)
 		fclose(r->out);
 	for (int i = 0; i < 2; i++)

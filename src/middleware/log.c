@@ -32,6 +32,7 @@
 #include "config.h"
 #include "log.h"
 #include "log_int.h"
+#include "redact.h"
 #include "rpc.h"
 
 #define TEXT_KEEP (64 * 1024)  /* line buffer memory kept between lines */
@@ -45,7 +46,7 @@ struct log_mod {
 	bool chain, params, result, notifications;
 	int facility;               /* SINK_SYSLOG */
 	char **methods;             /* NULL-terminated globs; NULL: all */
-	struct log_redact *redact;  /* NULL: nothing to redact */
+	struct redact *redact;      /* NULL: nothing to redact */
 	struct log_sink *out;       /* the file or stderr, once started */
 	struct buf text;            /* the line being made (reused) */
 	char key[32];               /* this module's member in a scratch:
@@ -166,7 +167,7 @@ static int text_redacted(const struct log_mod *lm, const struct log_line *l,
 	json_decref(line);
 	if (!copy)
 		return -1;
-	log_redact_line(lm->redact, copy);
+	redact_line(lm->redact, copy);
 	int rc = json_dump_callback(copy, log_dump_to_buf, out, JSON_COMPACT);
 	json_decref(copy);
 	return rc;
@@ -396,7 +397,7 @@ static void log_destroy(struct mw_module *m)
 	struct log_mod *lm = (struct log_mod *)m;
 	log_sink_release(lm->out);
 	buf_release(&lm->text);
-	log_redact_free(lm->redact);
+	redact_free(lm->redact);
 	for (char **g = lm->methods; g && *g; g++)
 		free(*g);
 	free(lm->methods);
@@ -433,7 +434,7 @@ struct mw_module *mw_log_create(json_t *opts, struct mw_build *b)
 	opt_bool(opts, "result", &lm->result, b);
 	opt_bool(opts, "notifications", &lm->notifications, b);
 	parse_methods(lm, json_object_get(opts, "methods"), b);
-	log_redact_parse(json_object_get(opts, "redact"), b, &lm->redact);
+	redact_parse(json_object_get(opts, "redact"), b, &lm->redact);
 	if (b->nerr > before) {
 		log_destroy(&lm->base);
 		return NULL;

@@ -1,8 +1,9 @@
 /*
  * log_int.h - the parts of the "log" module shared between its files:
  * the lines (log.c), sinks and audit files (log_sink.c), the hash chain
- * (audit.c), syslog (log_syslog.c) and redaction (log_redact.c). Not a
- * public interface (the unit tests use it): see include/mw_log.h.
+ * (audit.c) and syslog (log_syslog.c). Not a public interface (the unit
+ * tests use it): see include/mw_log.h. Redaction is the core's
+ * (include/redact.h): the recorder uses it too.
  */
 #ifndef MCPC_LOG_INT_H
 #define MCPC_LOG_INT_H
@@ -141,7 +142,5 @@ json_t *log_line_json(const struct log_line *l);
 
 /* json_dump_callback callback appending to the struct buf DATA. */
 int log_dump_to_buf(const char *p, size_t n, void *data);
-
-/* ---- redaction (log_redact.c): declared in mw_log.h ---- */
 
 #endif

@@ -1,7 +1,7 @@
 /*
  * cfg_test.h - reading the error lines a configuration check collected,
- * shared by the core tests that build configurations and pipelines
- * (test_config.c, test_pipeline.c).
+ * shared by the core tests that build configurations, pipelines and
+ * redaction rules (test_config.c, test_pipeline_build.c, test_redact.c).
  */
 #ifndef MCPC_CFG_TEST_H
 #define MCPC_CFG_TEST_H

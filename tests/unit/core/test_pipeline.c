@@ -1,6 +1,7 @@
 /*
  * test_pipeline.c - unit tests for src/core/pipeline.c (middleware
- * modules, pipelines and walks).
+ * modules, pipelines and walks). Building pipelines from configuration
+ * is tested in test_pipeline_build.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,8 +14,6 @@
 
 #include <cmocka.h>
 
-#include "cfg_test.h"
-#include "config.h"
 #include "jscan.h"
 #include "middleware.h"
 #include "rpc.h"
@@ -1085,79 +1084,6 @@ static void test_meta_has(void **state)
 	assert_true(mw_meta_has(&ctx, "io.x/key"));
 }
 
-/* ---- building pipelines from configuration ---- */
-
-static void test_build_empty(void **state)
-{
-	(void)state;
-	struct cfg_errors e = { 0 };
-	struct pipeline *pl = pipeline_build(NULL, "f.json", "/middleware", &e);
-	assert_non_null(pl);
-	assert_int_equal(pipeline_size(pl), 0);
-	assert_int_equal(e.count, 0);
-	pipeline_unref(pl);
-	json_t *arr = json_array();
-	pl = pipeline_build(arr, "f.json", "/middleware", &e);
-	assert_non_null(pl);
-	assert_int_equal(pipeline_size(pl), 0);
-	assert_int_equal(pipeline_start(pl), 0);
-	pipeline_unref(pl);
-	json_decref(arr);
-	assert_int_equal(pipeline_start(NULL), 0);
-}
-
-/* Every bad entry is reported, with the pointer to it. */
-static void test_build_errors(void **state)
-{
-	(void)state;
-	struct cfg_errors e = { 0 };
-	json_t *arr = json_loads("[5, {\"opt\":1}, {\"use\":7}, {\"use\":\"no-such-module\"}]", 0, NULL);
-	assert_non_null(arr);
-	assert_null(pipeline_build(arr, "f.json", "/mcpServers/s/middleware", &e));
-	assert_int_equal(e.count, 4);
-	assert_true(cfgt_has_error(&e, "f.json: /mcpServers/s/middleware/0: a module is an object "
-			      "{\"use\": \"NAME\", ...options}"));
-	assert_true(cfgt_has_error(&e, "f.json: /mcpServers/s/middleware/1/use: missing or not a string: "
-			      "name the module to use"));
-	assert_true(cfgt_has_error(&e, "f.json: /mcpServers/s/middleware/2/use: missing or not a string: "
-			      "name the module to use"));
-	assert_true(cfgt_has_error_prefix(&e, "f.json: /mcpServers/s/middleware/3/use: unknown module "
-				     "\"no-such-module\" (available: "));
-	cfg_errors_release(&e);
-	json_decref(arr);
-	assert_null(mw_find("no-such-module"));
-}
-
-/* mw_error and mw_check_keys, as modules use them to validate their options. */
-static void test_module_option_errors(void **state)
-{
-	(void)state;
-	struct cfg_errors e = { 0 };
-	struct mw_build b = { .file = "f.json", .path = "/middleware/2", .errs = &e };
-	mw_error(&b, "/rules/0/allow", "must be %s", "an array");
-	assert_int_equal(b.nerr, 1);
-	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/rules/0/allow: must be an array"));
-	json_t *opts = json_loads("{\"use\":\"m\",\"rules\":[],\"rulez\":1,\"x\":2}", 0, NULL);
-	static const char *const keys[] = { "rules", NULL };
-	assert_int_equal(mw_check_keys(&b, opts, keys), 2);
-	assert_int_equal(b.nerr, 3);
-	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/rulez: unknown option (did you mean \"rules\"?)"));
-	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/x: unknown option"));
-	assert_int_equal(mw_check_keys(&b, opts, (const char *const[]){ "rules", "rulez", "x", NULL }), 0);
-	json_decref(opts);
-	/* a key is a pointer segment at either level (RFC 6901), with its hint */
-	opts = json_loads("{\"use\":\"m\",\"a/b~\":1}", 0, NULL);
-	assert_int_equal(mw_check_keys(&b, opts, NULL), 1);
-	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/a~1b~0: unknown option"));
-	json_decref(opts);
-	opts = json_loads("{\"alow\":[]}", 0, NULL);
-	mw_check_keys_at(&b, "/rules/0", opts, (const char *const[]){ "allow", "deny", "ask", NULL });
-	assert_true(cfgt_has_error(&e, "f.json: /middleware/2/rules/0/alow: unknown option "
-				   "(did you mean \"allow\"?)"));
-	json_decref(opts);
-	cfg_errors_release(&e);
-}
-
 static int starts;
 
 static int t_start_ok(struct mw_module *m)
@@ -1203,6 +1129,7 @@ static void test_start(void **state)
 	assert_int_equal(starts, 3);                 /* the one after the failure is not started */
 	pipeline_unref(pl);
 	assert_int_equal(destroyed, 5);
+	assert_int_equal(pipeline_start(NULL), 0);
 }
 
 int main(void)
@@ -1230,9 +1157,6 @@ int main(void)
 		cmocka_unit_test_setup(test_raw_hold_back, setup),
 		cmocka_unit_test_setup(test_raw_unparseable, setup),
 		cmocka_unit_test_setup(test_meta_has, setup),
-		cmocka_unit_test_setup(test_build_empty, setup),
-		cmocka_unit_test_setup(test_build_errors, setup),
-		cmocka_unit_test_setup(test_module_option_errors, setup),
 		cmocka_unit_test_setup(test_start, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

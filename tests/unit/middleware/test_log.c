@@ -5,8 +5,8 @@
  * reaching every sink (and the chain hashing the redacted text), which
  * messages the module reads, and the same line whether the message was
  * read or not. The line's text (log_line.c), the sinks (log_sink.c), the
- * hash chain (audit.c) and redaction rules (log_redact.c) have their own
- * test files.
+ * hash chain (audit.c) and the core's redaction rules (src/core/redact.c)
+ * have their own test files.
  *
  * The module is driven directly: pipelines are built from JSON and
  * messages walked through them by the driver in mw_test.c, as the chain

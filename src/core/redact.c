@@ -1,16 +1,20 @@
 /*
- * log_redact.c - redaction for the log module: members named by "keys"
- * and matches of "patterns" (PCRE2) are replaced in each line before it
- * reaches any sink, so every sink and the hash chain only ever see the
- * redacted text. Keys also apply inside a body string that holds a JSON
- * document (tools often answer with JSON as text). It fails closed: a string that cannot be checked (a
- * match error, no memory) is replaced whole.
+ * redact.c - redaction rules: members named by "keys" and matches of
+ * "patterns" (PCRE2) are replaced in a line before it is written. The log
+ * module redacts each line before it reaches any sink, so every sink and
+ * the hash chain only ever see the redacted text; the recorder
+ * (--record) redacts each message it records. Keys also apply inside a
+ * body string that holds a JSON document (tools often answer with JSON as
+ * text). It fails closed: a string that cannot be checked (a match error,
+ * no memory) is replaced whole.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 
-#include "log_int.h"
+#include "redact.h"
 
 #include <pcre2.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +22,7 @@
 
 #define DEFAULT_REPLACEMENT "[REDACTED]"
 
-struct log_redact {
+struct redact {
 	char **keys;              /* member names, matched case-insensitively */
 	size_t nkeys;
 	pcre2_code **re;
@@ -28,7 +32,7 @@ struct log_redact {
 };
 
 /* Frees the rules. */
-void log_redact_free(struct log_redact *r)
+void redact_free(struct redact *r)
 {
 	if (!r)
 		return;
@@ -67,7 +71,7 @@ static bool string_array(json_t *v, struct mw_build *b, const char *key)
 }
 
 /* Copies the key names of the array KEYS. */
-static void parse_keys(struct log_redact *r, json_t *keys, struct mw_build *b)
+static void parse_keys(struct redact *r, json_t *keys, struct mw_build *b)
 {
 	size_t i;
 	json_t *e;
@@ -88,7 +92,7 @@ static bool matches_empty(pcre2_code *re, pcre2_match_data *md)
 }
 
 /* Compiles pattern I; reports at /redact/patterns/I. */
-static void compile_one(struct log_redact *r, json_t *pat, size_t i, struct mw_build *b)
+static void compile_one(struct redact *r, json_t *pat, size_t i, struct mw_build *b)
 {
 	char key[64];
 	int err;
@@ -116,7 +120,7 @@ static void compile_one(struct log_redact *r, json_t *pat, size_t i, struct mw_b
 }
 
 /* Compiles every pattern of the array PATS. */
-static void parse_patterns(struct log_redact *r, json_t *pats, struct mw_build *b)
+static void parse_patterns(struct redact *r, json_t *pats, struct mw_build *b)
 {
 	size_t i;
 	json_t *e;
@@ -145,7 +149,7 @@ static void check_redact_keys(json_t *opt, struct mw_build *b)
 }
 
 /* Parses the "redact" option. */
-int log_redact_parse(json_t *opt, struct mw_build *b, struct log_redact **out)
+int redact_parse(json_t *opt, struct mw_build *b, struct redact **out)
 {
 	*out = NULL;
 	if (!opt)
@@ -157,7 +161,7 @@ int log_redact_parse(json_t *opt, struct mw_build *b, struct log_redact **out)
 	int before = b->nerr;
 	json_t *keys = json_object_get(opt, "keys"), *pats = json_object_get(opt, "patterns");
 	json_t *with = json_object_get(opt, "replacement");
-	struct log_redact *r = calloc(1, sizeof *r);
+	struct redact *r = calloc(1, sizeof *r);
 	check_redact_keys(opt, b);
 	if (keys && string_array(keys, b, "/redact/keys") && r)
 		parse_keys(r, keys, b);
@@ -170,7 +174,7 @@ int log_redact_parse(json_t *opt, struct mw_build *b, struct log_redact **out)
 	if (!r || !r->with)
 		mw_error(b, "/redact", "out of memory");
 	if (b->nerr > before || (r->nkeys == 0 && r->nre == 0)) {
-		log_redact_free(r);
+		redact_free(r);
 		return b->nerr > before ? -1 : 0;
 	}
 	*out = r;
@@ -178,7 +182,7 @@ int log_redact_parse(json_t *opt, struct mw_build *b, struct log_redact **out)
 }
 
 /* S (LEN bytes) with pattern I replaced: a new string, or NULL if no match. */
-static char *subst(const struct log_redact *r, size_t i, const char *s, size_t len,
+static char *subst(const struct redact *r, size_t i, const char *s, size_t len,
 		   size_t *outlen, bool *failed)
 {
 	const uint32_t opts = PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH |
@@ -212,7 +216,7 @@ static char *subst(const struct log_redact *r, size_t i, const char *s, size_t l
  * S (LEN bytes) with every pattern applied: a new string (its length in
  * *OUTLEN), or NULL when nothing matched. A failure gives the replacement.
  */
-static char *redact_text(const struct log_redact *r, const char *s, size_t len,
+static char *redact_text(const struct redact *r, const char *s, size_t len,
 			 size_t *outlen)
 {
 	char *own = NULL;
@@ -237,7 +241,7 @@ static char *redact_text(const struct log_redact *r, const char *s, size_t len,
 }
 
 /* Applies the patterns to one string value; returns 1 if it changed. */
-static int redact_string(const struct log_redact *r, json_t *v)
+static int redact_string(const struct redact *r, json_t *v)
 {
 	size_t n;
 	char *out = redact_text(r, json_string_value(v), json_string_length(v), &n);
@@ -248,7 +252,7 @@ static int redact_string(const struct log_redact *r, json_t *v)
 }
 
 /* True when member NAME is to be replaced whole. */
-static bool key_listed(const struct log_redact *r, const char *name)
+static bool key_listed(const struct redact *r, const char *name)
 {
 	for (size_t i = 0; i < r->nkeys; i++)
 		if (strcasecmp(r->keys[i], name) == 0)
@@ -257,7 +261,7 @@ static bool key_listed(const struct log_redact *r, const char *name)
 }
 
 /* Renames the members of OBJ whose names match a pattern; returns how many. */
-static int redact_names(const struct log_redact *r, json_t *obj)
+static int redact_names(const struct redact *r, json_t *obj)
 {
 	const char *k;
 	json_t *v, *renamed = NULL;
@@ -281,10 +285,10 @@ static int redact_names(const struct log_redact *r, json_t *obj)
 	return changes;
 }
 
-static int redact_tree(const struct log_redact *r, json_t *v, bool body);
+static int redact_tree(const struct redact *r, json_t *v, bool body);
 
 /* Redacts the members of an object; returns the number of changes. */
-static int redact_object(const struct log_redact *r, json_t *obj, bool body)
+static int redact_object(const struct redact *r, json_t *obj, bool body)
 {
 	const char *k;
 	json_t *v;
@@ -307,7 +311,7 @@ static int redact_object(const struct log_redact *r, json_t *obj, bool body)
  * apply inside it too. Re-serializes the string only if something in it
  * was redacted; returns the number of changes.
  */
-static int redact_embedded(const struct log_redact *r, json_t *v)
+static int redact_embedded(const struct redact *r, json_t *v)
 {
 	const char *s = json_string_value(v);
 	size_t n = json_string_length(v), i = 0;
@@ -327,7 +331,7 @@ static int redact_embedded(const struct log_redact *r, json_t *v)
 }
 
 /* Redacts a value (BODY: inside params, result or error); counts changes. */
-static int redact_tree(const struct log_redact *r, json_t *v, bool body)
+static int redact_tree(const struct redact *r, json_t *v, bool body)
 {
 	size_t i;
 	json_t *e;
@@ -351,7 +355,7 @@ static int redact_tree(const struct log_redact *r, json_t *v, bool body)
 }
 
 /* Redacts a whole line in place. */
-void log_redact_line(const struct log_redact *r, json_t *line)
+void redact_line(const struct redact *r, json_t *line)
 {
 	const char *k;
 	json_t *v;

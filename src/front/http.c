@@ -32,7 +32,12 @@
 #include "chain.h"
 #include "config.h"
 #include "hmap.h"
-#include "http_util.h"
+#include "http_check.h"
+#include "http_ring.h"
+#include "http_routes.h"
+#include "http_sid.h"
+#include "http_stats.h"
+#include "sse_frame.h"
 #include "log.h"
 #include "http_conn.h"
 #include "msg.h"
@@ -98,7 +103,7 @@ static void stream_give_up(struct hreq *r, struct hsess *hs, const char *reason)
 	for (size_t i = 0; i < r->nids; i++) {
 		if (!http_routes_drop_id(&hs->routes, &r->ids[i], r))
 			continue;
-		r->f->outcomes[r->methods ? r->methods[i] : HTTP_NMETHODS - 1][REQ_GIVEN_UP]++;
+		r->f->outcomes[r->methods ? r->methods[i] : HTTP_STATS_NMETHODS - 1][REQ_GIVEN_UP]++;
 		if (!reason)
 			continue;
 		session_cancel(hs->s, &r->ids[i], reason);
@@ -122,7 +127,7 @@ static void stream_detach(struct hreq *r, const char *reason)
 	if (hs->get == r) {
 		hs->get = NULL;
 		if (hs->legacy)
-			http_sse_closed(hs, r);
+			http_legacy_closed(hs, r);
 	}
 	stream_give_up(r, hs, r->pending > 0 ? reason : NULL);
 }
@@ -303,7 +308,7 @@ static void stream_send(struct hreq *r, const char *line, size_t n)
 	} else if (r->sse) {
 		bool get = r == hs->get;
 		uint64_t seq = get ? ++hs->get_seq : ++r->seq;
-		rc = http_sse_event(&r->out, get ? 0 : r->stream_no, seq, line, n);
+		rc = sse_frame_event(&r->out, get ? 0 : r->stream_no, seq, line, n);
 		size_t added = buf_pending(&r->out) - waiting;
 		if (rc == 0 && get && !hs->legacy)
 			ring_keep(hs, seq, r->out.data + r->out.len - added, added);
@@ -499,12 +504,12 @@ static int req_slot(const struct hreq *r, const struct msg_val *id)
 static void count_answer(struct hreq *r, const struct msg_val *id, int outcome)
 {
 	int i = req_slot(r, id);
-	unsigned m = i >= 0 && r->methods ? r->methods[i] : HTTP_NMETHODS - 1;
+	unsigned m = i >= 0 && r->methods ? r->methods[i] : HTTP_STATS_NMETHODS - 1;
 	static const enum req_outcome outcomes[] = { REQ_OK, REQ_ERROR, REQ_TOOL_ERROR };
 	double took = mono_now() - r->t0;
 	struct http_front *f = r->f;
 	f->outcomes[m][outcomes[outcome >= 0 && outcome <= 2 ? outcome : 1]]++;
-	f->latency[m][http_latency_bucket(took)]++;
+	f->latency[m][http_stats_latency_bucket(took)]++;
 	f->latency_sum[m] += took;
 }
 
@@ -739,7 +744,7 @@ static void route_out(struct hsess *hs, const struct session_out *o)
 		return;
 	}
 	if (hs->legacy) {
-		http_sse_route(hs, line, n);
+		http_legacy_route(hs, line, n);
 		return;
 	}
 	switch (o->kind) {
@@ -1175,7 +1180,7 @@ static void note_request(struct hreq *r, struct msg *m)
 	memset(&ids[r->nids], 0, sizeof ids[0]);
 	if (msg_id_get(m, &ids[r->nids]) < 0)
 		return;
-	methods[r->nids] = (unsigned char)http_method_index(msg_method(m));
+	methods[r->nids] = (unsigned char)http_stats_method_index(msg_method(m));
 	r->nids++;
 }
 
@@ -1234,7 +1239,7 @@ static void stream_open_resumable(struct hsess *hs, struct hreq *r)
 {
 	bool prime = r->head == 2;
 	kept_add(hs, r);
-	if (http_sse_head(&r->out, r->stream_no, hs->f->retry_ms, prime) == 0 && prime)
+	if (sse_frame_head(&r->out, r->stream_no, hs->f->retry_ms, prime) == 0 && prime)
 		r->primed = true;
 }
 
@@ -1253,7 +1258,7 @@ static int post_to_session(struct hreq *r, struct hsess *hs, bool is_init)
 		}
 	}
 	r->pending = r->nids;
-	r->sse = http_accepts(header(c, "Accept"), SSE_TYPE);
+	r->sse = http_check_accepts(header(c, "Accept"), SSE_TYPE);
 	r->stream_no = ++hs->next_stream;
 	r->t0 = mono_now();
 	r->deferred = r->nids > 0;   /* one body or a stream: its first line decides */
@@ -1312,10 +1317,10 @@ static int reply_now_or_stream(struct hreq *r, const char *sid)
 	}
 	if (r->done) {
 		struct buf body = { 0 };
-		int rc = r->head ? http_sse_head(&body, r->stream_no, r->f->retry_ms, r->head == 2) : 0;
+		int rc = r->head ? sse_frame_head(&body, r->stream_no, r->f->retry_ms, r->head == 2) : 0;
 		for (size_t i = 0; i < n && rc == 0;) {
 			size_t len = (size_t)((const char *)memchr(held + i, '\n', n - i) - (held + i));
-			rc = http_sse_event(&body, r->stream_no, ++r->seq, held + i, len);
+			rc = sse_frame_event(&body, r->stream_no, ++r->seq, held + i, len);
 			i += len + 1;
 		}
 		int res = rc < 0 ? -1 :
@@ -1330,7 +1335,7 @@ static int reply_now_or_stream(struct hreq *r, const char *sid)
 		const char *nl = memchr(held + i, '\n', n - i);
 		size_t len = (size_t)(nl - (held + i));
 		int rc = r->keep ? http_ring_add_event(&r->ring, r->stream_no, ++r->seq, held + i, len)
-			: http_sse_event(&r->out, r->stream_no, ++r->seq, held + i, len);
+			: sse_frame_event(&r->out, r->stream_no, ++r->seq, held + i, len);
 		if (rc < 0)
 			return -1;
 		r->primed = true;
@@ -1634,7 +1639,7 @@ static int resume_post(struct hsess *hs, struct hreq *g, unsigned stream,
 	stream_wake(r);
 	kept_add(hs, g);
 	kept_remove(r);
-	if (http_sse_head(&g->out, g->stream_no, hs->f->retry_ms, false) < 0)
+	if (sse_frame_head(&g->out, g->stream_no, hs->f->retry_ms, false) < 0)
 		return -1;
 	return reply_stream(g, NULL);
 }
@@ -1651,13 +1656,13 @@ static int on_get(struct http_front *f, struct hreq *r)
 	const char *why;
 	unsigned stream;
 	uint64_t seq;
-	if (!http_accepts(header(c, "Accept"), SSE_TYPE))
+	if (!http_check_accepts(header(c, "Accept"), SSE_TYPE))
 		return reply_error(r, c, 406, -32000,
 				   "Not Acceptable: the GET stream is text/event-stream");
 	unsigned status = find_session(f, c, &hs, &why);
 	if (status)
 		return reply_error(r, c, status, -32000, why);
-	bool resume = http_event_id_parse(header(c, "Last-Event-ID"), &stream, &seq) == 0;
+	bool resume = sse_frame_id_parse(header(c, "Last-Event-ID"), &stream, &seq) == 0;
 	if (resume && stream > 0)
 		return resume_post(hs, r, stream, seq);
 	if (f->draining)
@@ -1721,11 +1726,11 @@ static unsigned check_headers(struct http_front *f, struct hc_conn *c,
 		*why = "Service Unavailable: too many connections";
 		return 503;
 	}
-	if (!http_host_allowed(header(c, "Host"), f->port, f->hosts)) {
+	if (!http_check_host(header(c, "Host"), f->port, f->hosts)) {
 		*why = "Forbidden: Host not allowed";
 		return 403;
 	}
-	if (!http_origin_allowed(header(c, "Origin"), f->port, f->origins)) {
+	if (!http_check_origin(header(c, "Origin"), f->port, f->origins)) {
 		*why = "Forbidden: Origin not allowed";
 		return 403;
 	}
@@ -1733,7 +1738,7 @@ static unsigned check_headers(struct http_front *f, struct hc_conn *c,
 		*why = "Method Not Allowed";
 		return 405;
 	}
-	if (*kind == REQ_POST && !http_is_json_type(header(c, "Content-Type"))) {
+	if (*kind == REQ_POST && !http_check_json_type(header(c, "Content-Type"))) {
 		*why = "Unsupported Media Type: POST application/json";
 		return 415;
 	}
@@ -1773,7 +1778,7 @@ static int on_head(void *cls, struct hc_conn *c)
 {
 	struct http_front *f = cls;
 	const char *url = hc_path(c), *method = hc_method(c);
-	int ep = http_sse_endpoint(f, url);
+	int ep = http_legacy_endpoint(f, url);
 	if (ep < 0)
 		return on_other_path(f, c, url, method);
 	struct hreq *r = calloc(1, sizeof *r);
@@ -1811,7 +1816,7 @@ static int on_head(void *cls, struct hc_conn *c)
 		return reply_error(r, c, 405, -32000,
 			"Method Not Allowed: protocol " ERA_STATELESS_VERSION " uses POST only");
 	if (r->kind == REQ_GET)
-		return r->ep == EP_SSE ? http_sse_open(f, r) : on_get(f, r);
+		return r->ep == EP_SSE ? http_legacy_open(f, r) : on_get(f, r);
 	if (r->kind == REQ_DELETE)
 		return on_delete(f, r);
 	hc_read_body(c);
@@ -1827,7 +1832,7 @@ static int on_body(void *cls, struct hc_conn *c, struct buf *body)
 		return -1;
 	r->body = *body;   /* taken */
 	memset(body, 0, sizeof *body);
-	return r->ep == EP_MESSAGES ? http_sse_post(f, r) : on_post(f, r);
+	return r->ep == EP_MESSAGES ? http_legacy_post(f, r) : on_post(f, r);
 }
 
 /* Something came for a request that has no answer yet. */
@@ -1845,7 +1850,7 @@ static int on_resume(void *cls, struct hc_conn *c)
 		return reply_now_or_stream(r, r->sid);
 	}
 	if (r->kind == REQ_POST && !r->queued)   /* held for the tool list: taken again */
-		return r->ep == EP_MESSAGES ? http_sse_post(f, r) : on_post(f, r);
+		return r->ep == EP_MESSAGES ? http_legacy_post(f, r) : on_post(f, r);
 	return 0;
 }
 
@@ -2095,7 +2100,7 @@ void http_front_free(struct http_front *f)
 	free(f);
 }
 
-/* ---- shared with http_sse.c (http_int.h) ---- */
+/* ---- shared with http_legacy.c (http_int.h) ---- */
 
 const char *hf_header(struct hc_conn *c, const char *name) { return header(c, name); }
 
@@ -2207,27 +2212,27 @@ static void request_metrics(struct http_front *f, struct buf *b)
 		   "how they ended: ok, error (JSON-RPC), tool_error (isError), given_up (the client "
 		   "left and did not resume, or the session ended first).\n"
 		   "# TYPE mcp_chain_http_requests_total counter\n");
-	for (unsigned m = 0; m < HTTP_NMETHODS; m++)
+	for (unsigned m = 0; m < HTTP_STATS_NMETHODS; m++)
 		for (unsigned o = 0; method_seen(f, m) && o < REQ_NOUTCOMES; o++)
 			buf_printf(b, "mcp_chain_http_requests_total{method=\"%s\",outcome=\"%s\"} %llu\n",
-				   http_methods[m], outcome[o], f->outcomes[m][o]);
+				   http_stats_methods[m], outcome[o], f->outcomes[m][o]);
 	buf_printf(b, "# HELP mcp_chain_http_request_duration_seconds Time from a request's POST "
 		   "to its answer, by method.\n"
 		   "# TYPE mcp_chain_http_request_duration_seconds histogram\n");
-	for (unsigned m = 0; m < HTTP_NMETHODS; m++) {
+	for (unsigned m = 0; m < HTTP_STATS_NMETHODS; m++) {
 		if (!method_seen(f, m))
 			continue;
 		unsigned long long n = 0;
-		for (unsigned i = 0; i <= HTTP_NBUCKETS; i++) {
+		for (unsigned i = 0; i <= HTTP_STATS_NBUCKETS; i++) {
 			n += f->latency[m][i];
-			if (i < HTTP_NBUCKETS)
+			if (i < HTTP_STATS_NBUCKETS)
 				buf_printf(b, "mcp_chain_http_request_duration_seconds_bucket{method=\"%s\","
-					   "le=\"%g\"} %llu\n", http_methods[m], http_latency_bounds[i], n);
+					   "le=\"%g\"} %llu\n", http_stats_methods[m], http_stats_latency_bounds[i], n);
 		}
 		buf_printf(b, "mcp_chain_http_request_duration_seconds_bucket{method=\"%s\",le=\"+Inf\"} "
 			   "%llu\nmcp_chain_http_request_duration_seconds_sum{method=\"%s\"} %.9g\n"
 			   "mcp_chain_http_request_duration_seconds_count{method=\"%s\"} %llu\n",
-			   http_methods[m], n, http_methods[m], f->latency_sum[m], http_methods[m], n);
+			   http_stats_methods[m], n, http_stats_methods[m], f->latency_sum[m], http_stats_methods[m], n);
 	}
 }
 

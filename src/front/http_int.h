@@ -1,6 +1,6 @@
 /*
  * http_int.h - what the HTTP front's files share (http.c: Streamable
- * HTTP and the machinery; http_sse.c: the legacy HTTP+SSE transport).
+ * HTTP and the machinery; http_legacy.c: the legacy HTTP+SSE transport).
  * Not an API: nothing outside src/front/http*.c includes it.
  */
 #ifndef MCPC_HTTP_INT_H
@@ -14,7 +14,12 @@
 #include "hmap.h"
 #include "param_headers.h"
 #include "http_front.h"
-#include "http_util.h"
+#include "http_check.h"
+#include "http_ring.h"
+#include "http_routes.h"
+#include "http_sid.h"
+#include "http_stats.h"
+#include "sse_frame.h"
 #include "msg.h"
 
 #define JSON_TYPE "application/json"
@@ -79,7 +84,7 @@ struct hreq {
 	struct hreq *next;        /* in the session's streams */
 	enum http_ep ep;          /* the endpoint it came to */
 	/* as a stream a client may resume (docs/http-front.md, "Resuming a stream") */
-	unsigned stream_no;       /* names its events "STREAM-SEQ" (http_util.h) */
+	unsigned stream_no;       /* names its events "STREAM-SEQ" (sse_frame.h) */
 	uint64_t seq;             /* its last event's number */
 	bool keep;                /* resumable: its events are kept in RING, which
 				   * its connection reads from (OUT only has the
@@ -91,7 +96,7 @@ struct hreq {
 	struct hsess *home;       /* the session whose kept list holds it */
 	struct hreq *knext;       /* in home->kept */
 	ev_timer grace;           /* a parked stream's wait */
-	/* /metrics: each request's method (an http_methods index), and when
+	/* /metrics: each request's method (an http_stats_methods index), and when
 	 * the POST that carried them was read */
 	unsigned char *methods;   /* parallel to IDS */
 	double t0;
@@ -170,14 +175,14 @@ struct http_front {
 	void *metrics_arg;
 	/* counted where they happen, read by /metrics (responses by status
 	 * and bytes: the HTTP layer's) */
-	/* Streamable HTTP requests by method (http_methods) and how they
+	/* Streamable HTTP requests by method (http_stats_methods) and how they
 	 * ended; the answered ones' durations as a histogram */
-	unsigned long long outcomes[HTTP_NMETHODS][REQ_NOUTCOMES];
-	unsigned long long latency[HTTP_NMETHODS][HTTP_NBUCKETS + 1];
-	double latency_sum[HTTP_NMETHODS];
+	unsigned long long outcomes[HTTP_STATS_NMETHODS][REQ_NOUTCOMES];
+	unsigned long long latency[HTTP_STATS_NMETHODS][HTTP_STATS_NBUCKETS + 1];
+	double latency_sum[HTTP_STATS_NMETHODS];
 };
 
-/* ---- http.c, for http_sse.c ---- */
+/* ---- http.c, for http_legacy.c ---- */
 
 /* A header of C, or NULL. */
 const char *hf_header(struct hc_conn *c, const char *name);
@@ -210,19 +215,19 @@ int hf_bind_credential(struct hsess *hs, struct hc_conn *c);
 /* GET /metrics: Prometheus text (Host/Origin and auth checked). */
 int hf_on_metrics(struct http_front *f, struct hc_conn *c);
 
-/* ---- http_sse.c ---- */
+/* ---- http_legacy.c ---- */
 
 /* The endpoint of URL: EP_MCP for the Streamable HTTP path, the legacy
  * ones when they are on; -1 for none of ours. */
-int http_sse_endpoint(const struct http_front *f, const char *url);
+int http_legacy_endpoint(const struct http_front *f, const char *url);
 /* GET on the legacy stream path: a new session whose stream R becomes. */
-int http_sse_open(struct http_front *f, struct hreq *r);
+int http_legacy_open(struct http_front *f, struct hreq *r);
 /* A complete POST to the legacy messages path: 202, answers on the stream. */
-int http_sse_post(struct http_front *f, struct hreq *r);
+int http_legacy_post(struct http_front *f, struct hreq *r);
 /* What a legacy session writes: all of it goes down its one stream. */
-void http_sse_route(struct hsess *hs, const char *line, size_t n);
+void http_legacy_route(struct hsess *hs, const char *line, size_t n);
 /* The legacy stream R of HS closed: the session ends soon (not now: the
  * caller may be inside the session). */
-void http_sse_closed(struct hsess *hs, struct hreq *r);
+void http_legacy_closed(struct hsess *hs, struct hreq *r);
 
 #endif

@@ -1,18 +1,22 @@
 /*
  * fuzz_http.c - libFuzzer target for the HTTP front's request handling
- * (src/front/http_util.c): the Host, Origin, Accept and Content-Type
- * checks and session ids on any header text, with no undefined behaviour
- * and the shapes they promise; and SSE framing against the SSE parser
- * (src/external/sse.c): any data written as an event by http_sse_event
- * reads back as exactly one event with that data (its line breaks, CR,
- * LF or CRLF, read as LF), that id and the type "message".
+ * (src/front/http_check.c, http_sid.c, sse_frame.c, http_ring.c): the
+ * Host, Origin, Accept and Content-Type checks and session ids on any
+ * header text, with no undefined behaviour and the shapes they promise;
+ * and SSE framing against the SSE parser (src/external/sse.c): any data
+ * written as an event by sse_frame_event reads back as exactly one event
+ * with that data (its line breaks, CR, LF or CRLF, read as LF), that id
+ * and the type "message".
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_util.h"
+#include "http_check.h"
+#include "http_ring.h"
+#include "http_sid.h"
+#include "sse_frame.h"
 #include "sse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -66,12 +70,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s[size] = '\0';   /* a header value as the HTTP layer hands it (NUL-terminated; it refuses a NUL inside) */
 	char *const extra[] = { "example.test:8080", "http://app.example.test", NULL };
 	unsigned port = size ? data[0] * 256u + (size > 1 ? data[1] : 0) : 8080;
-	(void)http_host_allowed(s, port, extra);
-	(void)http_host_allowed(s, port, NULL);
-	(void)http_origin_allowed(s, port, extra);
-	(void)http_accepts(s, "text/event-stream");
-	(void)http_accepts(s, "application/json");
-	(void)http_is_json_type(s);
+	(void)http_check_host(s, port, extra);
+	(void)http_check_host(s, port, NULL);
+	(void)http_check_origin(s, port, extra);
+	(void)http_check_accepts(s, "text/event-stream");
+	(void)http_check_accepts(s, "application/json");
+	(void)http_check_json_type(s);
 	if (http_sid_valid(s)) {
 		CHECK(strlen(s) == HTTP_SID_LEN);
 		for (const char *c = s; *c; c++)
@@ -84,7 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		id = id * 131 + data[i];
 	unsigned stream = (unsigned)(id >> 40);
 	struct buf out = BUF_INIT;
-	CHECK(http_sse_event(&out, stream, id, (const char *)data, size) == 0);
+	CHECK(sse_frame_event(&out, stream, id, (const char *)data, size) == 0);
 	char *want = malloc(size + 1);
 	CHECK(want);
 	size_t wn = normalized((const char *)data, size, want);
@@ -92,8 +96,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	snprintf(idtext, sizeof idtext, "%u-%llu", stream, (unsigned long long)id);
 	unsigned ps;
 	uint64_t pn;
-	CHECK(http_event_id_parse(idtext, &ps, &pn) == 0 && ps == stream && pn == id);
-	(void)http_event_id_parse(s, &ps, &pn);   /* any header text */
+	CHECK(sse_frame_id_parse(idtext, &ps, &pn) == 0 && ps == stream && pn == id);
+	(void)sse_frame_id_parse(s, &ps, &pn);   /* any header text */
 	struct http_ring ring;     /* framed straight into a ring: the same bytes */
 	struct buf again = BUF_INIT;
 	http_ring_init(&ring);

@@ -1,5 +1,5 @@
 /*
- * test_http_sse.c - unit tests for src/front/http_sse.c: the legacy
+ * test_http_legacy.c - unit tests for src/front/http_legacy.c: the legacy
  * HTTP+SSE transport (MCP 2024-11-05) beside Streamable HTTP: which
  * endpoint a URL is, the GET stream and its "endpoint" event, POSTs to
  * the messages path (sessionId checks, 202, answers down the stream),
@@ -85,17 +85,17 @@ static void test_endpoint(void **state)
 	struct http_front f;
 	memset(&f, 0, sizeof f);
 	f.path = "/mcp";
-	assert_int_equal(http_sse_endpoint(&f, "/mcp"), EP_MCP);
-	assert_int_equal(http_sse_endpoint(&f, "/sse"), -1);
-	assert_int_equal(http_sse_endpoint(&f, "/messages"), -1);
+	assert_int_equal(http_legacy_endpoint(&f, "/mcp"), EP_MCP);
+	assert_int_equal(http_legacy_endpoint(&f, "/sse"), -1);
+	assert_int_equal(http_legacy_endpoint(&f, "/messages"), -1);
 	f.sse_path = "/sse";
 	f.messages_path = "/messages";
-	assert_int_equal(http_sse_endpoint(&f, "/mcp"), EP_MCP);
-	assert_int_equal(http_sse_endpoint(&f, "/sse"), EP_SSE);
-	assert_int_equal(http_sse_endpoint(&f, "/messages"), EP_MESSAGES);
-	assert_int_equal(http_sse_endpoint(&f, "/sse/"), -1);
-	assert_int_equal(http_sse_endpoint(&f, "/mcp2"), -1);
-	assert_int_equal(http_sse_endpoint(&f, ""), -1);
+	assert_int_equal(http_legacy_endpoint(&f, "/mcp"), EP_MCP);
+	assert_int_equal(http_legacy_endpoint(&f, "/sse"), EP_SSE);
+	assert_int_equal(http_legacy_endpoint(&f, "/messages"), EP_MESSAGES);
+	assert_int_equal(http_legacy_endpoint(&f, "/sse/"), -1);
+	assert_int_equal(http_legacy_endpoint(&f, "/mcp2"), -1);
+	assert_int_equal(http_legacy_endpoint(&f, ""), -1);
 }
 
 /* The whole exchange: the stream names the messages URL; a POST there is

@@ -1,5 +1,5 @@
 /*
- * http_sse.c - the legacy HTTP+SSE transport (MCP 2024-11-05) beside
+ * http_legacy.c - the legacy HTTP+SSE transport (MCP 2024-11-05) beside
  * Streamable HTTP, on the same sessions, limits and checks (http.c).
  *
  * GET ssePath opens a stream and a session; its first event is
@@ -17,13 +17,14 @@
 #include <string.h>
 
 #include "http_int.h"
+#include "http_sid.h"
 #include "log.h"
 #include "rpc.h"
 #include "session.h"
 
 #define SID_PARAM "sessionId"
 
-int http_sse_endpoint(const struct http_front *f, const char *url)
+int http_legacy_endpoint(const struct http_front *f, const char *url)
 {
 	if (strcmp(url, f->path) == 0)
 		return EP_MCP;
@@ -42,7 +43,7 @@ static void on_reap(struct ev_loop *loop, ev_timer *w, int revents)
 	hf_sess_end(w->data, "its HTTP+SSE stream closed");
 }
 
-void http_sse_closed(struct hsess *hs, struct hreq *r)
+void http_legacy_closed(struct hsess *hs, struct hreq *r)
 {
 	(void)r;
 	if (ev_is_active(&hs->reap))
@@ -51,14 +52,14 @@ void http_sse_closed(struct hsess *hs, struct hreq *r)
 	ev_timer_start(EV_DEFAULT, &hs->reap);
 }
 
-void http_sse_route(struct hsess *hs, const char *line, size_t n)
+void http_legacy_route(struct hsess *hs, const char *line, size_t n)
 {
 	if (hs->get)
 		hf_stream_send(hs->get, line, n);
 	/* else: the stream is gone and the session ends on the next turn */
 }
 
-int http_sse_open(struct http_front *f, struct hreq *r)
+int http_legacy_open(struct http_front *f, struct hreq *r)
 {
 	struct hc_conn *c = r->conn;
 	struct hsess *hs;
@@ -118,7 +119,7 @@ static struct hsess *find_legacy(struct http_front *f, struct hc_conn *c,
 	return hs;
 }
 
-int http_sse_post(struct http_front *f, struct hreq *r)
+int http_legacy_post(struct http_front *f, struct hreq *r)
 {
 	struct hc_conn *c = r->conn;
 	unsigned status;

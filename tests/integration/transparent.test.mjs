@@ -45,7 +45,7 @@ import {
   CHAIN, HERE, SE_ENTRY, SKIP_NO_CHAIN, descendants, everythingServer, isAlive, killAll, serverParams, sleep, tmpPath,
   waitFor, writeConfig,
 } from './lib.mjs';
-import { startChain } from './http_lib.mjs';
+import { startChain, within } from './http_lib.mjs';
 
 const T = { timeout: 40_000, skip: SKIP_NO_CHAIN };
 const CLIENT_INFO = { name: 'transparent-it', version: '2.4.0' };
@@ -67,7 +67,7 @@ const DIRS = (() => {
   const note = `only in the client's root ${process.pid}\n`;
   writeFileSync(path.join(root, 'note.txt'), note);
   writeFileSync(path.join(served, 'other.txt'), 'only in the server directory\n');
-  return { root: realpathSync(root), served: realpathSync(served), note };
+  return { base, root: realpathSync(root), served: realpathSync(served), note };
 })();
 const ROOTS = [{ uri: pathToFileURL(DIRS.root).href, name: 'client-root' }];
 
@@ -652,4 +652,79 @@ test('[http] a server\'s request during a call comes on the call\'s POST stream,
   const chained = await withHttpChain(everythingServer(), undefined, (chain) => run(chain.url.href));
   assert.deepEqual(direct.filter((x) => x !== 'notifications/message'), ['sampling/createMessage', 'result'], 'directly');
   assert.deepEqual(chained.filter((x) => x !== 'notifications/message'), ['sampling/createMessage', 'result'], 'through mcp-chain');
+});
+
+/*
+ * The same with two calls open at once, to two backends (namespaced): each
+ * server's request comes on the stream of the call it belongs to -- the
+ * chain knows (the one call of this client open at that backend), so the
+ * front need not guess. Before the typed edge the front could tell only
+ * when one POST stream was open: with two it sent both requests to the GET
+ * stream, which this client never opened, and both calls hung.
+ */
+test('[http] two calls at two backends: each server request comes on its own call\'s POST stream, with no GET stream open', T, async () => {
+  const cfg = path.join(DIRS.base, 'two-ask.json');
+  writeFileSync(cfg, JSON.stringify({ mcpServers: { a: ASK_SERVER, b: ASK_SERVER } }));
+  const chain = await startChain(null, { config: cfg });
+  const base = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
+  const url = chain.url.href;
+  const post = (body, headers = {}) => fetch(url, { method: 'POST', headers: { ...base, ...headers }, body: JSON.stringify(body) });
+  try {
+    const init = await post({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25',
+      capabilities: { sampling: {}, elicitation: {} }, clientInfo: { name: 'two-calls', version: '1' } } });
+    const sid = init.headers.get('mcp-session-id');
+    await init.text();
+    const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-11-25' };
+    await (await post({ jsonrpc: '2.0', method: 'notifications/initialized' }, h)).text();
+    const tools = await (await post({ jsonrpc: '2.0', id: 2, method: 'tools/list' }, { ...h, Accept: 'application/json' })).json();
+    const names = tools.result.tools.map((t) => t.name).filter((n) => /ask_then_progress/.test(n)).sort();
+    assert.equal(names.length, 2, `both backends' tools: ${JSON.stringify(tools)}`);
+    /** Opens the call NAME (id ID) and yields its stream's messages. */
+    async function* events(id, name, kind) {
+      const res = await post({ jsonrpc: '2.0', id, method: 'tools/call', params: { name, arguments: { kind, steps: 1 } } }, h);
+      assert.match(res.headers.get('content-type') ?? '', /text\/event-stream/);
+      const reader = res.body.getReader();
+      const dec = new TextDecoder();
+      let buf = '';
+      try {
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) return;
+          buf += dec.decode(value, { stream: true });
+          let i;
+          while ((i = buf.indexOf('\n\n')) >= 0) {
+            const data = buf.slice(0, i).split('\n').filter((l) => l.startsWith('data:')).map((l) => l.slice(5).trim()).join('');
+            buf = buf.slice(i + 2);
+            if (data) yield JSON.parse(data);
+          }
+        }
+      } finally {
+        reader.cancel().catch(() => {});
+      }
+    }
+    const first = events(10, names[0], 'elicitation');
+    const q1 = (await within(first.next(), 'the first call\'s question')).value;
+    assert.equal(q1.method, 'elicitation/create', `on the first call's stream: ${JSON.stringify(q1)}`);
+    // the first call is still open (its question unanswered) when the second asks
+    const second = events(11, names[1], 'sampling');
+    const q2 = (await within(second.next(), 'the second call\'s question')).value;
+    assert.equal(q2.method, 'sampling/createMessage', `on the second call's stream: ${JSON.stringify(q2)}`);
+    await (await post({ jsonrpc: '2.0', id: q2.id, result: { model: 'm', role: 'assistant', content: { type: 'text', text: 'two' } } }, h)).text();
+    await (await post({ jsonrpc: '2.0', id: q1.id, result: { action: 'accept', content: { name: 'one' } } }, h)).text();
+    const resultOf = async (gen, id) => {
+      for (;;) {
+        const { value, done } = await within(gen.next(), `the answer to ${id}`);
+        assert.ok(!done, `stream of ${id} ended without its answer`);
+        if (value.id === id && !value.method) return value.result.content[0].text;
+      }
+    };
+    assert.match(await resultOf(second, 11), /^answered two/);
+    assert.match(await resultOf(first, 10), /^answered one/);
+    await fetch(url, { method: 'DELETE', headers: h }).catch(() => {});
+  } catch (e) {
+    e.message += `\n--- mcp-chain stderr (tail) ---\n${chain.stderr.slice(-3000)}`;
+    throw e;
+  } finally {
+    await chain.stop();
+  }
 });

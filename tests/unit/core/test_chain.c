@@ -44,7 +44,18 @@ struct fake {
 	json_t *raw;               /* with fake_raw_ops: the text of each send_raw */
 	int tree_sends;            /* messages given to send (as trees) */
 	json_t *wire;              /* the text of every message, as it would be written */
+	struct peer_out out;       /* what the chain said of the last message */
+	char about[64];            /* its ABOUT_ID's text, "" when none */
 };
+
+/* Keeps what the chain said of a message sent to F. */
+static void keep_out(struct fake *f, const struct peer_out *o)
+{
+	f->out = *o;
+	f->out.about_id = NULL;   /* borrowed for the call: its text is kept */
+	snprintf(f->about, sizeof f->about, "%.*s", o->about_id ? (int)o->about_id->n : 0,
+		 o->about_id ? msg_val_text(o->about_id) : "");
+}
 
 static int fake_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
@@ -53,6 +64,7 @@ static int fake_send(struct peer *p, json_t *msg, const struct peer_out *o)
 		return -1;
 	json_array_append_new(f->got, json_deep_copy(msg));
 	f->last_ex = o->kind == PEER_OUT_RESPONSE ? o->about : NULL;
+	keep_out(f, o);
 	f->tree_sends++;
 	char *text = json_dumps(msg, JSON_COMPACT);   /* what a transport writes */
 	json_array_append_new(f->wire, json_string(text));
@@ -66,9 +78,9 @@ static int fake_send_raw(struct peer *p, const struct iovec *iov, int n, const s
 	struct fake *f = (struct fake *)p;
 	char text[4096];
 	size_t len = 0;
-	(void)o;
 	if (f->fail_send)
 		return -1;
+	keep_out(f, o);
 	for (int i = 0; i < n; i++) {
 		assert_true(len + iov[i].iov_len < sizeof text);
 		memcpy(text + len, iov[i].iov_base, iov[i].iov_len);
@@ -542,6 +554,52 @@ static void test_server_request_routing(void **state)
 	from(&backend, "{\"jsonrpc\":\"2.0\",\"id\":\"t\",\"method\":\"roots/list\"}");
 	assert_int_equal(count(&client2), 0);
 	respond(&client, int_at(last(&client), "id"), "{\"roots\":[]}");
+	assert_int_equal(chain_open_exchanges(C), 0);
+}
+
+/*
+ * What the chain says of each message it hands a peer (peer_out): its
+ * kind, and which of the receiver's own requests it is about -- the one
+ * answered, the one whose progress it is, the client's call a backend's
+ * request belongs to (the one request of that client open there; with
+ * two, nothing tells, and it says so). The HTTP front routes by it
+ * without reading the message; the 2026-07-28 rounds use the same answer.
+ */
+static void test_peer_out_tells_whose(void **state)
+{
+	(void)state;
+	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":\"c1\",\"method\":\"tools/call\",\"params\":"
+	     "{\"name\":\"t\",\"_meta\":{\"progressToken\":\"pt\"}}}");
+	assert_int_equal(backend.out.kind, PEER_OUT_REQUEST);
+	json_int_t b1 = int_at(got(&backend, 0), "id");
+	char buf[300];
+	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+		 "\"params\":{\"progressToken\":%" JSON_INTEGER_FORMAT ",\"progress\":1}}", b1);
+	from(&backend, buf);
+	assert_int_equal(client.out.kind, PEER_OUT_PROGRESS);
+	assert_string_equal(client.about, "\"c1\"");
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"id\":\"s1\",\"method\":\"sampling/createMessage\",\"params\":{}}");
+	assert_int_equal(client.out.kind, PEER_OUT_REQUEST);
+	assert_string_equal(client.about, "\"c1\"");       /* the one call open there */
+	assert_false(client.out.several);
+	respond(&client, int_at(last(&client), "id"), "{}");
+	from(&client, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"u\"}}");
+	json_int_t b2 = int_at(last(&backend), "id");
+	from(&backend, "{\"jsonrpc\":\"2.0\",\"id\":\"s2\",\"method\":\"elicitation/create\",\"params\":{}}");
+	assert_int_equal(client.out.kind, PEER_OUT_REQUEST);
+	assert_string_equal(client.about, "");               /* two calls open: nothing tells */
+	assert_true(client.out.several);
+	respond(&client, int_at(last(&client), "id"), "{}");
+	respond(&backend, b1, "{\"content\":[]}");
+	assert_int_equal(client.out.kind, PEER_OUT_RESPONSE);
+	assert_string_equal(client.about, "\"c1\"");
+	assert_int_equal(client.out.outcome, 0);
+	snprintf(buf, sizeof buf, "{\"jsonrpc\":\"2.0\",\"id\":%" JSON_INTEGER_FORMAT
+		 ",\"error\":{\"code\":-32602,\"message\":\"no\"}}", b2);
+	from(&backend, buf);
+	assert_int_equal(client.out.kind, PEER_OUT_RESPONSE);
+	assert_string_equal(client.about, "2");
+	assert_int_equal(client.out.outcome, 1);
 	assert_int_equal(chain_open_exchanges(C), 0);
 }
 
@@ -2614,6 +2672,7 @@ int main(void)
 		T(test_raw_ctx_fields),
 		T(test_raw_async_on_response),
 		T(test_raw_server_request),
+		T(test_peer_out_tells_whose),
 		T(test_raw_limit_queue),
 		T(test_cancel_while_queued),
 		T(test_raw_progress_token_exact),

@@ -142,10 +142,6 @@ uint64_t session_instance(const struct session *s);
 /* Sets how the chain pauses and resumes reading from the client. */
 void session_set_pause(struct session *s, void (*pause)(void *arg, bool paused));
 
-/* Handles one parsed message or batch from the client; steals MSG
- * (tests: session_receive_msg is the fronts' way). */
-void session_receive(struct session *s, json_t *msg);
-
 /* Answers a line that could not be parsed or was too large; steals ERR. */
 void session_reject(struct session *s, json_t *err);
 

@@ -873,23 +873,6 @@ static void handle_batch(struct session *s, json_t *arr)
 	batch_finish_if_done(s, b);
 }
 
-/* Entry point for everything the client sends. */
-void session_receive(struct session *s, json_t *msg)
-{
-	if (s->state == SESSION_CLOSING) {
-		json_decref(msg);
-		return;
-	}
-	wiretap_json(&s->peer, WIRETAP_IN, msg);
-	if (json_is_array(msg)) {
-		handle_batch(s, msg);
-	} else {
-		struct msg m;
-		msg_init_tree(&m, msg);
-		handle(s, &m);
-	}
-}
-
 /* Sends an error for input that never became a message. */
 void session_reject(struct session *s, json_t *err)
 {

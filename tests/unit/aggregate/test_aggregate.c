@@ -175,9 +175,21 @@ static int rec_write(void *arg, const struct session_out *o)
 	return 0;
 }
 
+/* The client sends MSG (stolen) as its bytes: the path the binary takes
+ * (session_receive_line, as the stdio front hands on a line). */
+static void send_tree(struct session *s, json_t *msg)
+{
+	char *text = json_dumps(msg, JSON_COMPACT | JSON_ENCODE_ANY);
+	json_decref(msg);
+	assert_non_null(text);
+	session_receive_line(s, text, strlen(text));
+	memset(text, 'X', strlen(text));   /* the front reuses its buffer */
+	free(text);
+}
+
 static void csend(const char *s)
 {
-	session_receive(S, J(s));
+	send_tree(S, J(s));
 }
 
 /* The client's response with integer id ID, or fails. */
@@ -531,7 +543,7 @@ static json_t *call_tool(json_int_t id, const char *name, struct fbe **who)
 	json_t *msg = json_pack("{s:s,s:I,s:s,s:{s:s,s:{s:i}}}", "jsonrpc", "2.0", "id", id,
 				"method", "tools/call", "params", "name", name,
 				"arguments", "x", 7);
-	session_receive(S, msg);
+	send_tree(S, msg);
 	pump();
 	json_t *found = NULL;
 	*who = NULL;
@@ -751,7 +763,7 @@ static void test_names_same_prefix(void **state)
 	assert_null(peek(&B[1], "prompts/get"));
 	json_t *msg = json_pack("{s:s,s:i,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", 8,
 				"method", "prompts/get", "params", "name", bg);
-	session_receive(S, msg);
+	send_tree(S, msg);
 	pump();
 	json_t *req = must(&B[1], "prompts/get");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(req, "params"), "name")), "greet");
@@ -902,7 +914,7 @@ static const char *const CFG_RES =
 static void list_resources(json_int_t id, const char *cursor)
 {
 	json_t *params = cursor ? json_pack("{s:s}", "cursor", cursor) : json_object();
-	session_receive(S, json_pack("{s:s,s:I,s:s,s:o}", "jsonrpc", "2.0", "id", id,
+	send_tree(S, json_pack("{s:s,s:I,s:s,s:o}", "jsonrpc", "2.0", "id", id,
 				     "method", "resources/list", "params", params));
 	pump();
 }
@@ -1008,7 +1020,7 @@ static void test_resources_status_and_failure(void **state)
 /* Sends resources/read of URI with id ID; returns the backend that got it. */
 static struct fbe *read_goes_to(json_int_t id, const char *uri)
 {
-	session_receive(S, json_pack("{s:s,s:I,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", id,
+	send_tree(S, json_pack("{s:s,s:I,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", id,
 				     "method", "resources/read", "params", "uri", uri));
 	pump();
 	struct fbe *who = NULL;
@@ -1138,7 +1150,7 @@ static void test_later_session_gets_asked_version(void **state)
 			 ",\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"%s\","
 			 "\"capabilities\":{},\"clientInfo\":{\"name\":\"later\",\"version\":\"1\"}}}",
 			 id, cases[i].asked);
-		session_receive(s2, J(buf));
+		send_tree(s2, J(buf));
 		pump();
 		json_t *r = result_of(reply_to(id));
 		assert_string_equal(json_string_value(json_object_get(r, "protocolVersion")),
@@ -1562,7 +1574,7 @@ static json_t *reached(const char *method, struct fbe **who)
 /* The client asks METHOD about task TID with id ID. */
 static void task_req(json_int_t id, const char *method, const char *tid)
 {
-	session_receive(S, json_pack("{s:s,s:I,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", id,
+	send_tree(S, json_pack("{s:s,s:I,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", id,
 				     "method", method, "params", "taskId", tid));
 	pump();
 }
@@ -1574,7 +1586,7 @@ static void create_task(json_int_t id, const char *name, struct fbe *want, const
 			const char *exposed)
 {
 	struct fbe *who;
-	session_receive(S, json_pack("{s:s,s:I,s:s,s:{s:s,s:{},s:{s:i}}}", "jsonrpc", "2.0",
+	send_tree(S, json_pack("{s:s,s:I,s:s,s:{s:s,s:{},s:{s:i}}}", "jsonrpc", "2.0",
 				     "id", id, "method", "tools/call", "params", "name", name,
 				     "arguments", "task", "ttl", 60000));
 	pump();
@@ -1668,7 +1680,7 @@ static void test_tasks_routed_by_id(void **state)
 				"taskId")), "a-x-t2");
 
 	/* a task-augmented call to an unknown tool reaches nobody */
-	session_receive(S, J("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":"
+	send_tree(S, J("{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":"
 			     "{\"name\":\"nope\",\"task\":{}}}"));
 	pump();
 	assert_int_equal(err_code(reply_to(9)), RPC_INVALID_PARAMS);
@@ -1703,7 +1715,7 @@ static void test_tasks_list_paged(void **state)
 	assert_non_null(cur);
 	json_t *next = json_pack("{s:s,s:i,s:s,s:{s:s}}", "jsonrpc", "2.0", "id", 2,
 				 "method", "tasks/list", "params", "cursor", cur);
-	session_receive(S, next);
+	send_tree(S, next);
 	pump();
 	req = reached("tasks/list", &who);
 	assert_ptr_equal(who, &B[2]);
@@ -1726,7 +1738,7 @@ static void test_tasks_single_backend_unchanged(void **state)
 	start("{\"mcpServers\":{\"only\":{\"command\":\"/bin/true\"}}}");
 	fbe_caps(&B[0], TASK_CAPS, NULL);
 	client_init();
-	session_receive(S, J("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+	send_tree(S, J("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
 			     "{\"name\":\"slow\",\"task\":{\"ttl\":5}}}"));
 	pump();
 	json_t *req = must(&B[0], "tools/call");

@@ -68,10 +68,15 @@ static struct session *S;
 
 /* ---- helpers ---- */
 
-/* The client sends S. */
+/* The client sends S (a JSON text), as a front hands on its line. */
 static void send_c(const char *s)
 {
-	session_receive(S, sst_json(s));
+	json_decref(sst_json(s));   /* a test's own typo fails here, not in the session */
+	char *line = strdup(s);
+	assert_non_null(line);
+	session_receive_line(S, line, strlen(line));
+	memset(line, 'X', strlen(line));   /* the front reuses its buffer */
+	free(line);
 }
 
 static size_t n_out(void)

@@ -1,7 +1,10 @@
 /*
- * http_int.h - what the HTTP front's files share (http.c: Streamable
- * HTTP and the machinery; http_legacy.c: the legacy HTTP+SSE transport).
- * Not an API: nothing outside src/front/http*.c includes it.
+ * http_int.h - what the HTTP front's files share: http.c (the front
+ * object and dispatch), http_stream.c (streams and replies), http_sess.c
+ * (sessions and routing), http_probe.c (x-mcp-header marks),
+ * http_stateless.c (a 2026-07-28 POST), http_auth.c (bearer tokens),
+ * http_metrics.c (/metrics), http_legacy.c (the legacy HTTP+SSE
+ * transport). Not an API: nothing outside src/front/http*.c includes it.
  */
 #ifndef MCPC_HTTP_INT_H
 #define MCPC_HTTP_INT_H
@@ -39,6 +42,7 @@ enum req_outcome { REQ_OK, REQ_ERROR, REQ_TOOL_ERROR, REQ_GIVEN_UP, REQ_NOUTCOME
 enum http_ep { EP_MCP, EP_SSE, EP_MESSAGES };
 
 struct hsess;
+struct session_out;
 
 /* A line held for a GET stream that is not open. */
 struct held {
@@ -182,38 +186,135 @@ struct http_front {
 	double latency_sum[HTTP_STATS_NMETHODS];
 };
 
-/* ---- http.c, for http_legacy.c ---- */
+/* ---- http.c: the front object and dispatch ---- */
 
 /* A header of C, or NULL. */
 const char *hf_header(struct hc_conn *c, const char *name);
-/* Queues a complete response (CTYPE may be NULL: empty body); SID adds
- * Mcp-Session-Id. */
-int hf_reply(struct hreq *r, struct hc_conn *c, unsigned status,
-			 const char *ctype, const char *body, size_t n, const char *sid);
-/* Queues STATUS with a JSON-RPC error body (id null) saying TEXT. */
-int hf_reply_error(struct hreq *r, struct hc_conn *c, unsigned status,
-			       int code, const char *text);
-/* Queues R's stream response (SSE when r->sse). */
-int hf_reply_stream(struct hreq *r);
-/* A new session for the client of C (its chain from the front's
- * factory; room made under the session caps); NULL with the reason in
- * WHY (N bytes) when it cannot be made. */
-struct hsess *hf_sess_new(struct http_front *f, struct hc_conn *c, char *why, size_t n);
-/* Makes R a stream of HS. */
-void hf_sess_add_stream(struct hsess *hs, struct hreq *r);
-/* Appends one message line to the stream R (framed as SSE when r->sse). */
-void hf_stream_send(struct hreq *r, const char *line, size_t n);
-/* Ends HS now, logging REASON: not from inside the session's own calls. */
-void hf_sess_end(struct hsess *hs, const char *reason);
+/*
+ * Checks what the headers allow before any body is read: 0, or an HTTP
+ * status with *WHY. Host and Origin first (DNS rebinding), then the method
+ * (its kind into *KIND).
+ */
+unsigned hf_check_headers(struct http_front *f, struct hc_conn *c,
+			  const char *method, enum req_kind *kind, const char **why);
+/* Hands R's body to HS's session and queues what answers it (IS_INIT: an
+ * initialize, answered with HS's Mcp-Session-Id). */
+int hf_post_to_session(struct hreq *r, struct hsess *hs, bool is_init);
 
+/* ---- http_stream.c: streams, their replies and their resumption ---- */
+
+/* Drops a reference to R; frees it with the last. */
+void http_stream_unref(struct hreq *r);
+/* Something new for R: its connection takes it before the loop sleeps. */
+void http_stream_wake(struct hreq *r);
+/* Takes R out of its session: what it waited for is cancelled with
+ * REASON (NULL: nothing is left to cancel). */
+void http_stream_detach(struct hreq *r, const char *reason);
+/* Ends R once what it holds is sent. */
+void http_stream_finish(struct hreq *r);
+/* Drops R's connection and R: the client stalled or left (its requests
+ * are cancelled with REASON). May free R. */
+void http_stream_abort(struct hreq *r, const char *reason);
+/* R is no longer resumable: out of its session's kept list, its kept
+ * events freed (those not taken yet move to OUT). May free R. */
+void http_stream_kept_remove(struct hreq *r);
+/* A parked stream's wait ended with no resume (R's grace timer). */
+void http_stream_on_grace(struct ev_loop *loop, ev_timer *w, int revents);
+/* R's client left (REASON) before R ended: parked when it may be resumed,
+ * else dropped with its requests cancelled. May free R. */
+void http_stream_lost(struct hreq *r, const char *reason);
+/* A stateless call's first line O, while its HTTP status is not sent
+ * yet: an error answer the era gives a status of its own sets it. */
+void http_stream_defer_note(struct hreq *r, const struct session_out *o);
+/* Appends one message line to the stream R (framed as SSE when r->sse);
+ * a reader past streamBufferBytes is dropped. */
+void http_stream_send(struct hreq *r, const char *line, size_t n);
+/* Queues a complete response (CTYPE may be NULL: empty body); SID adds
+ * Mcp-Session-Id. R may be NULL (a request of no stream). */
+int http_stream_reply(struct hreq *r, struct hc_conn *c, unsigned status,
+		      const char *ctype, const char *body, size_t n, const char *sid);
+/* Queues STATUS with a JSON-RPC error body (id null) saying TEXT. */
+int http_stream_reply_error(struct hreq *r, struct hc_conn *c, unsigned status,
+			    int code, const char *text);
+/* Queues R's stream response: SSE or a JSON body, as it comes (SID: NULL,
+ * or the Mcp-Session-Id it carries). */
+int http_stream_reply_stream(struct hreq *r, const char *sid);
+/* A message for HS's GET stream: sent, or held (oldest dropped) until one
+ * opens; a stateless session's goes to its call's own SSE stream. */
+void http_stream_to_get(struct hsess *hs, const char *line, size_t n);
+/* Frees the lines held for HS's GET stream. */
+void http_stream_held_clear(struct hsess *hs);
+/* A GET with Last-Event-ID of the GET stream's event SEQ: the kept events
+ * after it go first on R. */
+void http_stream_get_replay(struct hsess *hs, struct hreq *r, uint64_t seq);
+/* R's response, now that something of it is there (or all of it): one
+ * body, or a stream that begins with the lines held. */
+int http_stream_reply_now_or_stream(struct hreq *r, const char *sid);
+/* A GET G with Last-Event-ID naming event SEQ of HS's POST stream STREAM:
+ * G takes that stream over (400 when HS keeps no such stream). */
+int http_stream_resume_post(struct hsess *hs, struct hreq *g, unsigned stream,
+			    uint64_t seq);
+
+/* ---- http_sess.c: sessions, their caps and the routing of what they write ---- */
+
+/* A new session; CAPS (borrowed): a 2026-07-28 call's capabilities
+ * (http_sess_caps_key), NULL in the handshake era. NULL when it cannot be
+ * made (the reason, if any, in WHY, N bytes). */
+struct hsess *http_sess_new(struct http_front *f, const char *caps, char *why, size_t n);
+/* A new handshake-era session for the client of C (its chain from the
+ * front's factory; room made under the session caps); NULL with the
+ * reason in WHY (N bytes) when it cannot be made. */
+struct hsess *http_sess_open(struct http_front *f, struct hc_conn *c, char *why, size_t n);
+/* Ends HS now, logging REASON: its streams end, its requests are
+ * cancelled. Not from inside the session's own calls. */
+void http_sess_end(struct hsess *hs, const char *reason);
+/* Makes R a stream of HS. */
+void http_sess_add_stream(struct hsess *hs, struct hreq *r);
+/* The capabilities a 2026-07-28 call's PARAMS (borrowed) declare, as
+ * canonical JSON (owned by the caller), or NULL when out of memory. */
+char *http_sess_caps_key(json_t *params);
+/* True when HS's POST streams may be resumed. */
+bool http_sess_resumable(const struct hsess *hs);
+
+/* ---- http_probe.c: the x-mcp-header marks ---- */
+
+/* Learns the marks of a tools/list RESULT (borrowed) crossing the front. */
+void http_probe_learn(struct http_front *f, json_t *result);
+/* Holds the 2026-07-28 tools/call R (PARAMS borrowed) while the tool list
+ * is fetched, when the marks are not known yet: true when held. */
+bool http_probe_hold(struct http_front *f, struct hreq *r, json_t *params);
+/* The fetch is over (WHY: NULL, or why it failed): the held calls go on. */
+void http_probe_end(struct http_front *f, const char *why);
+/* The fetch's bound passed (f->probe_bound's callback). */
+void http_probe_on_bound(struct ev_loop *loop, ev_timer *w, int revents);
+
+/* ---- http_stateless.c: a 2026-07-28 POST ---- */
+
+/* A POST R without a session: true, with the reply in *RC, when it is of
+ * the 2026-07-28 era (IS_DISCOVER: a server/discover); false otherwise. */
+bool http_stateless_post(struct http_front *f, struct hreq *r, bool is_discover, int *rc);
+
+/* ---- http_auth.c: bearer tokens ---- */
+
+/* The bearer token of C's Authorization header (*N bytes), or NULL. */
+const char *http_auth_bearer(struct hc_conn *c, size_t *n);
+/* The SHA-256 of a bearer token TOK (N bytes) into OUT; 0 or -1. */
+int http_auth_cred_key(const char *tok, size_t n, unsigned char out[32]);
 /* 0, or 401 with *WHY: a module checks credentials and C's bearer token
  * is missing or unknown. */
-unsigned hf_check_auth(struct http_front *f, struct hc_conn *c, const char **why);
+unsigned http_auth_check(struct http_front *f, struct hc_conn *c, const char **why);
 /* Binds C's bearer token to HS; -1 when HS is bound to another. */
-int hf_bind_credential(struct hsess *hs, struct hc_conn *c);
+int http_auth_bind(struct hsess *hs, struct hc_conn *c);
 
+/* ---- http_metrics.c: /metrics ---- */
+
+/* The monotonic clock, in seconds (request durations). */
+double http_metrics_now(void);
+/* Counts the answer to R's request ID (OUTCOME: msg_outcome's) by method,
+ * and how long it took since its POST. */
+void http_metrics_count_answer(struct hreq *r, const struct msg_val *id, int outcome);
 /* GET /metrics: Prometheus text (Host/Origin and auth checked). */
-int hf_on_metrics(struct http_front *f, struct hc_conn *c);
+int http_metrics_serve(struct http_front *f, struct hc_conn *c);
 
 /* ---- http_legacy.c ---- */
 

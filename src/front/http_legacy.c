@@ -1,6 +1,7 @@
 /*
  * http_legacy.c - the legacy HTTP+SSE transport (MCP 2024-11-05) beside
- * Streamable HTTP, on the same sessions, limits and checks (http.c).
+ * Streamable HTTP, on the same sessions, limits and checks (http.c,
+ * http_sess.c, http_stream.c).
  *
  * GET ssePath opens a stream and a session; its first event is
  * "endpoint", the URL to POST to (messagesPath?sessionId=<id>, the id
@@ -40,7 +41,7 @@ static void on_reap(struct ev_loop *loop, ev_timer *w, int revents)
 {
 	(void)loop;
 	(void)revents;
-	hf_sess_end(w->data, "its HTTP+SSE stream closed");
+	http_sess_end(w->data, "its HTTP+SSE stream closed");
 }
 
 void http_legacy_closed(struct hsess *hs, struct hreq *r)
@@ -55,7 +56,7 @@ void http_legacy_closed(struct hsess *hs, struct hreq *r)
 void http_legacy_route(struct hsess *hs, const char *line, size_t n)
 {
 	if (hs->get)
-		hf_stream_send(hs->get, line, n);
+		http_stream_send(hs->get, line, n);
 	/* else: the stream is gone and the session ends on the next turn */
 }
 
@@ -64,28 +65,28 @@ int http_legacy_open(struct http_front *f, struct hreq *r)
 	struct hc_conn *c = r->conn;
 	struct hsess *hs;
 	if (f->draining || f->stopped)
-		return hf_reply_error(r, c, 503, -32000,
+		return http_stream_reply_error(r, c, 503, -32000,
 				      "Service Unavailable: mcp-chain is shutting down");
 	char refused[300] = "";
-	if (!(hs = hf_sess_new(f, c, refused, sizeof refused)))
-		return hf_reply_error(r, c, 503, -32000, refused[0] ?
+	if (!(hs = http_sess_open(f, c, refused, sizeof refused)))
+		return http_stream_reply_error(r, c, 503, -32000, refused[0] ?
 				      refused : "Service Unavailable: cannot open a session now");
 	hs->legacy = true;
-	hf_bind_credential(hs, c);
+	http_auth_bind(hs, c);
 	ev_init(&hs->reap, on_reap);
 	hs->reap.data = hs;
 	r->sse = true;
-	hf_sess_add_stream(hs, r);
+	http_sess_add_stream(hs, r);
 	hs->get = r;
 	char ev[256];
 	int n = snprintf(ev, sizeof ev, "event: endpoint\ndata: %s?" SID_PARAM "=%s\n\n",
 			 f->messages_path, hs->sid);
 	if (n < 0 || (size_t)n >= sizeof ev || buf_append(&r->out, ev, (size_t)n) < 0) {
-		hf_sess_end(hs, "out of memory");
+		http_sess_end(hs, "out of memory");
 		return -1;
 	}
 	log_debug("http: session #%u: HTTP+SSE stream open", hs->serial);
-	return hf_reply_stream(r);
+	return http_stream_reply_stream(r, NULL);
 }
 
 /* The legacy session a POST names (sessionId=), or NULL with an HTTP
@@ -110,7 +111,7 @@ static struct hsess *find_legacy(struct http_front *f, struct hc_conn *c,
 		*why = "Bad Request: unsupported MCP-Protocol-Version";
 		return NULL;
 	}
-	if (hf_bind_credential(hs, c) < 0) {
+	if (http_auth_bind(hs, c) < 0) {
 		*status = 401;
 		*why = "Unauthorized: this session belongs to another bearer token";
 		return NULL;
@@ -126,13 +127,13 @@ int http_legacy_post(struct http_front *f, struct hreq *r)
 	const char *why;
 	struct hsess *hs = find_legacy(f, c, &status, &why);
 	if (!hs)
-		return hf_reply_error(r, c, status, -32000, why);
+		return http_stream_reply_error(r, c, status, -32000, why);
 	struct msg m;
 	json_t *err = NULL;
 	if (msg_init_line(&m, r->body.data ? r->body.data : "", buf_pending(&r->body), &err) < 0) {
 		char *s = json_dumps(err, JSON_COMPACT);
 		json_decref(err);
-		int rc = hf_reply(r, c, 400, "application/json",
+		int rc = http_stream_reply(r, c, 400, "application/json",
 					      s ? s : "", s ? strlen(s) : 0, NULL);
 		free(s);
 		return rc;
@@ -141,9 +142,9 @@ int http_legacy_post(struct http_front *f, struct hreq *r)
 	bool request = msg_classify(&m, &in) == RPC_REQUEST;
 	msg_release(&m);
 	if (f->draining && request)
-		return hf_reply_error(r, c, 503, -32000,
+		return http_stream_reply_error(r, c, 503, -32000,
 				      "Service Unavailable: mcp-chain is shutting down");
 	session_receive_line(hs->s, r->body.data ? r->body.data : "", buf_pending(&r->body));
 	buf_release(&r->body);
-	return hf_reply(r, c, 202, "text/plain", "Accepted", 8, NULL);
+	return http_stream_reply(r, c, 202, "text/plain", "Accepted", 8, NULL);
 }

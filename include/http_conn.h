@@ -147,6 +147,10 @@ void hc_read_body(struct hc_conn *c);
 int hc_reply(struct hc_conn *c, unsigned status, const char *headers, const char *body,
 	     size_t n);
 
+/* The same with the body in BODY, whose memory C takes (BODY is left
+ * empty): the bytes go to the socket from where they are. */
+int hc_reply_buf(struct hc_conn *c, unsigned status, const char *headers, struct buf *body);
+
 /*
  * Starts the response STATUS with HEADERS whose body READ gives, piece by
  * piece (chunked in HTTP/1.1; HTTP/1.0 ends it by closing), READ's CTX

@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "buf.h"
 
@@ -55,5 +56,10 @@ size_t sse_frame_id_lines(char id[SSE_FRAME_ID_MAX], unsigned stream, uint64_t s
  * bytes) as data lines, the blank line, into OUT; with OUT NULL only
  * counts. Returns its length. */
 size_t sse_frame_write(char *out, const char *id, size_t idn, const char *data, size_t n);
+
+/* Appends event STREAM-SEQ whose data is one message line in N pieces
+ * (IOV; no CR or LF in them), copied once; 0 or -1. */
+int sse_frame_event_iov(struct buf *out, unsigned stream, uint64_t seq, const struct iovec *iov,
+			int n);
 
 #endif

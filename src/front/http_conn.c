@@ -49,6 +49,8 @@ struct hc_conn {
 	ev_timer tm;
 	struct buf in;              /* bytes read, not yet taken */
 	struct buf out;             /* bytes to write */
+	struct buf tail;            /* then these: a whole body handed over
+				     * (hc_reply_buf), written without a copy */
 	struct hc_conn *prev, *next;   /* in s->conns */
 	struct hc_conn *pnext;      /* in s->pending */
 	bool pending;
@@ -368,8 +370,14 @@ static int conn_pull(struct hc_conn *c)
 /* Writes what C has; -1 when the connection is gone. */
 static int conn_write(struct hc_conn *c)
 {
-	while (buf_pending(&c->out) > 0) {
-		ssize_t n = send(c->fd, c->out.data + c->out.off, buf_pending(&c->out), MSG_NOSIGNAL);
+	while (buf_pending(&c->out) + buf_pending(&c->tail) > 0) {
+		struct iovec iov[2] = {
+			{ c->out.data + c->out.off, buf_pending(&c->out) },
+			{ c->tail.data + c->tail.off, buf_pending(&c->tail) },
+		};
+		struct msghdr mh = { .msg_iov = iov[0].iov_len ? iov : iov + 1,
+				     .msg_iovlen = iov[0].iov_len ? 2 : 1 };
+		ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -379,9 +387,12 @@ static int conn_write(struct hc_conn *c)
 		}
 		if (n <= 0)
 			return -1;
-		buf_consume(&c->out, (size_t)n);
+		size_t head = (size_t)n < iov[0].iov_len ? (size_t)n : iov[0].iov_len;
+		buf_consume(&c->out, head);
+		buf_consume(&c->tail, (size_t)n - head);
 	}
 	buf_shrink(&c->out, 65536);
+	buf_release(&c->tail);
 	ev_io_stop(EV_DEFAULT, &c->wio);
 	if (c->state == ST_APP)
 		ev_timer_stop(EV_DEFAULT, &c->tm);   /* waiting for the handler is not a stall */
@@ -436,7 +447,8 @@ static void conn_serve(struct hc_conn *c)
 		conn_close(c);
 		return;
 	}
-	if (c->state == ST_LINGER || buf_pending(&c->out) > 0 || !c->responded)
+	if (c->state == ST_LINGER || buf_pending(&c->out) + buf_pending(&c->tail) > 0 ||
+	    !c->responded)
 		return;
 	if (!c->streaming || c->stream_end)
 		conn_request_done(c);
@@ -531,6 +543,7 @@ static void conn_close(struct hc_conn *c)
 	c->fd = -1;
 	buf_release(&c->in);
 	buf_release(&c->out);
+	buf_release(&c->tail);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -955,8 +968,28 @@ int hc_reply(struct hc_conn *c, unsigned status, const char *headers, const char
 	if (c->dead || c->responded)
 		return -1;
 	int rc = put_head(c, status, headers, false, n);
-	if (rc == 0 && n > 0 && !c->head_only)
-		rc = buf_append(&c->out, body, n);
+	if (rc == 0 && n > 0 && !c->head_only)   /* after a body handed over, if one waits */
+		rc = buf_append(buf_pending(&c->tail) ? &c->tail : &c->out, body, n);
+	c->s->bytes_out += n;
+	conn_schedule(c);
+	return rc;
+}
+
+int hc_reply_buf(struct hc_conn *c, unsigned status, const char *headers, struct buf *body)
+{
+	size_t n = buf_pending(body);
+	if (c->dead || c->responded)
+		return -1;
+	int rc = put_head(c, status, headers, false, n);
+	if (rc == 0 && n > 0 && !c->head_only) {
+		if (buf_pending(&c->tail) == 0) {   /* its memory, as it is */
+			buf_release(&c->tail);
+			c->tail = *body;
+			memset(body, 0, sizeof *body);
+		} else {
+			rc = buf_append(&c->tail, body->data + body->off, n);
+		}
+	}
 	c->s->bytes_out += n;
 	conn_schedule(c);
 	return rc;

@@ -229,6 +229,8 @@ void http_stream_defer_note(struct hreq *r, const struct session_out *o);
 /* Appends one message line to the stream R (framed as SSE when r->sse);
  * a reader past streamBufferBytes is dropped. */
 void http_stream_send(struct hreq *r, const char *line, size_t n);
+/* The same for a message in N pieces (IOV), copied once where it can be. */
+void http_stream_send_iov(struct hreq *r, const struct iovec *iov, int n);
 /* Queues a complete response (CTYPE may be NULL: empty body); SID adds
  * Mcp-Session-Id. R may be NULL (a request of no stream). */
 int http_stream_reply(struct hreq *r, struct hc_conn *c, unsigned status,

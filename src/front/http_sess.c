@@ -105,12 +105,12 @@ static void route_out(struct hsess *hs, const struct session_out *o)
 	struct hreq *r = NULL;
 	struct msg_val v = { .n = 0 };
 	const struct msg_val *id = o->about;
-	size_t n;
-	const char *line = out_line(f, o, &n);
-	if (!line) {
-		log_error("http: session #%u: out of memory for a message", hs->serial);
-		return;
-	}
+	size_t n = 0;
+	/* as one line only where one is needed: the pieces go to a stream as
+	 * they are (http_stream_send_iov) */
+	const char *line = o->iov && o->n > 1 ? NULL : out_line(f, o, &n);
+	if (!line && (!o->iov || hs->legacy))
+		goto oom;
 	if (hs->legacy) {
 		http_legacy_route(hs, line, n);
 		return;
@@ -129,6 +129,8 @@ static void route_out(struct hsess *hs, const struct session_out *o)
 		if (!r && o->route && !((struct hreq *)o->route)->queued) {
 			/* no request of it routes: an answer to the body being handed in (400) */
 			struct hreq *in = o->route;
+			if (!line && !(line = out_line(f, o, &n)))
+				goto oom;
 			buf_append(&in->err, line, n);
 			http_stream_finish(in);
 			return;
@@ -136,7 +138,8 @@ static void route_out(struct hsess *hs, const struct session_out *o)
 		if (r)
 			http_metrics_count_answer(r, id, o->outcome);
 		if (r && r->lists_tools) {   /* the marks a 2026-07-28 call's headers follow */
-			json_t *t = o->tree ? json_incref(o->tree) : json_loadb(line, n, 0, NULL);
+			const char *text = o->tree || line ? line : out_line(f, o, &n);
+			json_t *t = o->tree ? json_incref(o->tree) : text ? json_loadb(text, n, 0, NULL) : NULL;
 			http_probe_learn(f, json_object_get(t, "result"));
 			json_decref(t);
 		}
@@ -166,13 +169,22 @@ static void route_out(struct hsess *hs, const struct session_out *o)
 		if (response)
 			http_routes_drop_id(&hs->routes, id, r);
 		http_stream_defer_note(r, o);
-		http_stream_send(r, line, n);
+		if (o->iov)
+			http_stream_send_iov(r, o->iov, o->n);
+		else
+			http_stream_send(r, line, n);
 		if (response && r->sess && --r->pending == 0)
 			http_stream_finish(r);
-	} else {
+	} else if (line || (line = out_line(f, o, &n))) {
 		http_stream_to_get(hs, line, n);
+	} else {
+		goto oom;
 	}
 	msg_val_release(&v);
+	return;
+oom:
+	msg_val_release(&v);
+	log_error("http: session #%u: out of memory for a message", hs->serial);
 }
 
 /* The session's write function. */

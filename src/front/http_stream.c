@@ -289,6 +289,59 @@ void http_stream_send(struct hreq *r, const char *line, size_t n)
 	http_stream_wake(r);
 }
 
+/*
+ * The same for a message given as pieces (IOV, N), copied once on the
+ * common ways -- held for the first answer, a JSON body, an SSE event --
+ * and gathered into the front's scratch line first only for a resumable
+ * stream's ring.
+ */
+void http_stream_send_iov(struct hreq *r, const struct iovec *iov, int n)
+{
+	struct hsess *hs = r->sess;
+	if (!hs)
+		return;
+	size_t len = 0;
+	for (int i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	bool over = !r->deferred && (r->keep ? r->ring.fresh : buf_pending(&r->out)) > r->f->stream_buffer;
+	if (r->keep || over || (r->sse && r == hs->get)) {
+		/* the ring, the GET stream's kept events, a stalled reader: by line */
+		struct buf *line = &r->f->line;
+		buf_reset(line);
+		for (int i = 0; i < n; i++)
+			if (buf_append(line, iov[i].iov_base, iov[i].iov_len) < 0)
+				goto oom;
+		http_stream_send(r, line->data ? line->data : "", len);
+		return;
+	}
+	int rc = 0;
+	struct buf *to = r->deferred ? &r->first : &r->out;
+	if (r->deferred || !r->sse) {
+		rc = buf_reserve(to, len + 1);
+		for (int i = 0; rc == 0 && i < n; i++)
+			rc = buf_append(to, iov[i].iov_base, iov[i].iov_len);
+		if (rc == 0 && r->deferred)
+			rc = buf_append(to, "\n", 1);
+	} else {
+		rc = sse_frame_event_iov(&r->out, r->stream_no, ++r->seq, iov, n);
+	}
+	if (rc < 0)
+		goto oom;
+	if (r->deferred) {
+		r->nfirst++;
+		if (r->sse)
+			http_stream_wake(r);
+		return;
+	}
+	if (r->sse)
+		r->primed = true;
+	http_stream_wake(r);
+	return;
+oom:
+	log_error("http: session #%u: out of memory for a stream", hs->serial);
+	http_stream_abort(r, "mcp-chain ran out of memory");
+}
+
 /* The response's reader: what is queued, or HC_READ_WAIT until more comes. */
 static ssize_t stream_read(void *cls, char *out, size_t max)
 {
@@ -318,26 +371,48 @@ static ssize_t stream_read(void *cls, char *out, size_t max)
  * stream wait in its buffer). */
 #define SSE_HEADERS "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
 
+#define REPLY_HEAD 512
+
+/* The headers of a complete response, into H (REPLY_HEAD bytes). */
+static void reply_headers(char *h, struct hc_conn *c, unsigned status, const char *ctype,
+			  const char *sid)
+{
+	int len = 0;
+	h[0] = '\0';
+	if (ctype)
+		len += snprintf(h + len, REPLY_HEAD - (size_t)len, "Content-Type: %s\r\n%s", ctype,
+				strcmp(ctype, SSE_TYPE) == 0 ? SSE_HEADERS : "");
+	if (sid)
+		len += snprintf(h + len, REPLY_HEAD - (size_t)len, SID_HEADER ": %s\r\n", sid);
+	if (status == 405)
+		len += snprintf(h + len, REPLY_HEAD - (size_t)len, "Allow: GET, POST, DELETE\r\n");
+	if (status == 401)
+		snprintf(h + len, REPLY_HEAD - (size_t)len, "WWW-Authenticate: %s\r\n",
+			 http_auth_bearer(c, &(size_t){ 0 }) ? "Bearer realm=\"mcp-chain\", error=\"invalid_token\""
+						  : "Bearer realm=\"mcp-chain\"");
+}
+
 /* Queues a complete response; CTYPE may be NULL for an empty body. */
 int http_stream_reply(struct hreq *r, struct hc_conn *c, unsigned status,
 		      const char *ctype, const char *body, size_t n, const char *sid)
 {
-	char h[512] = "";
-	int len = 0;
-	if (ctype)
-		len += snprintf(h + len, sizeof h - (size_t)len, "Content-Type: %s\r\n%s", ctype,
-				strcmp(ctype, SSE_TYPE) == 0 ? SSE_HEADERS : "");
-	if (sid)
-		len += snprintf(h + len, sizeof h - (size_t)len, SID_HEADER ": %s\r\n", sid);
-	if (status == 405)
-		len += snprintf(h + len, sizeof h - (size_t)len, "Allow: GET, POST, DELETE\r\n");
-	if (status == 401)
-		snprintf(h + len, sizeof h - (size_t)len, "WWW-Authenticate: %s\r\n",
-			 http_auth_bearer(c, &(size_t){ 0 }) ? "Bearer realm=\"mcp-chain\", error=\"invalid_token\""
-						  : "Bearer realm=\"mcp-chain\"");
+	char h[REPLY_HEAD];
+	reply_headers(h, c, status, ctype, sid);
 	if (r)
 		r->queued = true;
 	return hc_reply(c, status, h, body, n) < 0 ? -1 : 0;
+}
+
+/* The same with the body in BODY, whose memory the connection takes: it is
+ * written from there (the one copy between the chain and the socket is
+ * the one into BODY). */
+static int reply_buf(struct hreq *r, unsigned status, const char *ctype, struct buf *body,
+		     const char *sid)
+{
+	char h[REPLY_HEAD];
+	reply_headers(h, r->conn, status, ctype, sid);
+	r->queued = true;
+	return hc_reply_buf(r->conn, status, h, body) < 0 ? -1 : 0;
 }
 
 /* Queues STATUS with a JSON-RPC error body (id null) saying TEXT. */
@@ -485,9 +560,8 @@ int http_stream_reply_now_or_stream(struct hreq *r, const char *sid)
 		return http_stream_reply(r, c, 202, NULL, "", 0, sid);
 	if (r->done && (!r->sse || r->status_hint)) {
 		if (n > 0 && held[n - 1] == '\n')
-			n--;
-		return http_stream_reply(r, c, r->status_hint ? r->status_hint : 200, JSON_TYPE, held, n,
-			     sid);
+			r->first.len--;
+		return reply_buf(r, r->status_hint ? r->status_hint : 200, JSON_TYPE, &r->first, sid);
 	}
 	if (r->done) {
 		struct buf body = { 0 };
@@ -497,8 +571,7 @@ int http_stream_reply_now_or_stream(struct hreq *r, const char *sid)
 			rc = sse_frame_event(&body, r->stream_no, ++r->seq, held + i, len);
 			i += len + 1;
 		}
-		int res = rc < 0 ? -1 :
-			http_stream_reply(r, c, 200, SSE_TYPE, body.data + body.off, buf_pending(&body), sid);
+		int res = rc < 0 ? -1 : reply_buf(r, 200, SSE_TYPE, &body, sid);
 		buf_release(&body);
 		return res;
 	}

@@ -55,6 +55,30 @@ int sse_frame_event(struct buf *out, unsigned stream, uint64_t seq, const char *
 	return 0;
 }
 
+/* Appends an SSE event whose data is one message line given as pieces
+ * (no CR or LF in them: a line the chain writes has none). */
+int sse_frame_event_iov(struct buf *out, unsigned stream, uint64_t seq, const struct iovec *iov,
+			int n)
+{
+	char id[SSE_FRAME_ID_MAX];
+	size_t idn = sse_frame_id_lines(id, stream, seq), len = idn + 8;
+	for (int i = 0; i < n; i++)
+		len += iov[i].iov_len;
+	if (buf_reserve(out, len) < 0)
+		return -1;
+	char *at = out->data + out->len;
+	memcpy(at, id, idn);
+	memcpy(at + idn, "data: ", 6);
+	at += idn + 6;
+	for (int i = 0; i < n; i++) {
+		memcpy(at, iov[i].iov_base, iov[i].iov_len);
+		at += iov[i].iov_len;
+	}
+	memcpy(at, "\n\n", 2);
+	out->len += len;
+	return 0;
+}
+
 /* Appends a resumable stream's head: the retry hint, the priming event. */
 int sse_frame_head(struct buf *out, unsigned stream, unsigned retry_ms, bool prime)
 {

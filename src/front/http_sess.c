@@ -108,8 +108,9 @@ static void route_out(struct hsess *hs, const struct session_out *o)
 	size_t n = 0;
 	/* as one line only where one is needed: the pieces go to a stream as
 	 * they are (http_stream_send_iov) */
-	const char *line = o->iov && o->n > 1 ? NULL : out_line(f, o, &n);
-	if (!line && (!o->iov || hs->legacy))
+	bool pieces = o->iov && o->n > 1 && !hs->legacy;
+	const char *line = pieces ? NULL : out_line(f, o, &n);
+	if (!line && !pieces)
 		goto oom;
 	if (hs->legacy) {
 		http_legacy_route(hs, line, n);

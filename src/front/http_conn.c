@@ -13,6 +13,10 @@
  * the highest priority: the answers one loop iteration produced leave
  * before the loop sleeps, and the chain's writers (lower priority) flush
  * what a pipelined request handed them in the same iteration.
+ *
+ * Why one file of some 1,100 lines: one connection's state machine (the
+ * states above, its timer, its reads and writes), whose transitions must be
+ * read together to see that every path ends a request exactly once.
  */
 #include "http_conn.h"
 

@@ -375,9 +375,9 @@ static int conn_pull(struct hc_conn *c)
 static int conn_write(struct hc_conn *c)
 {
 	while (buf_pending(&c->out) + buf_pending(&c->tail) > 0) {
-		struct iovec iov[2] = {
-			{ c->out.data + c->out.off, buf_pending(&c->out) },
-			{ c->tail.data + c->tail.off, buf_pending(&c->tail) },
+		struct iovec iov[2] = {   /* an empty buffer may have no memory: no pointer into it */
+			{ buf_pending(&c->out) ? c->out.data + c->out.off : NULL, buf_pending(&c->out) },
+			{ buf_pending(&c->tail) ? c->tail.data + c->tail.off : NULL, buf_pending(&c->tail) },
 		};
 		struct msghdr mh = { .msg_iov = iov[0].iov_len ? iov : iov + 1,
 				     .msg_iovlen = iov[0].iov_len ? 2 : 1 };

@@ -43,9 +43,9 @@ static void wrote(struct fake *f, const char *text, size_t len)
 	json_array_append_new(f->got, m ? m : json_null());
 }
 
-static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int fake_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
-	(void)ex;
+	(void)o;
 	char *text = json_dumps(msg, JSON_COMPACT);
 	CHECK(text);
 	wrote((struct fake *)p, text, strlen(text));
@@ -53,9 +53,9 @@ static int fake_send(struct peer *p, json_t *msg, struct exchange *ex)
 	return 0;
 }
 
-static int fake_send_raw(struct peer *p, const struct iovec *iov, int n, bool request)
+static int fake_send_raw(struct peer *p, const struct iovec *iov, int n, const struct peer_out *o)
 {
-	(void)request;
+	(void)o;
 	size_t len = 0;
 	for (int i = 0; i < n; i++)
 		len += iov[i].iov_len;

@@ -58,10 +58,10 @@ static void on_answer(struct ev_loop *loop, ev_timer *w, int revents)
 	json_decref(q);
 }
 
-static int be_send(struct peer *p, json_t *msg, struct exchange *ex)
+static int be_send(struct peer *p, json_t *msg, const struct peer_out *o)
 {
 	(void)p;
-	(void)ex;
+	(void)o;
 	json_t *id = json_object_get(msg, "id");
 	const char *method = json_string_value(json_object_get(msg, "method"));
 	if (!id || !method)

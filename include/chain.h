@@ -95,11 +95,17 @@ int chain_rebind_request(struct exchange *ex, const struct msg_val *new_id,
 			 const struct msg_val *new_token);
 
 /*
- * Whether C's global modules accept the transport credential CRED (N
- * bytes; NULL: none presented): -1 refused (a front answers 401), 1
- * accepted, 0 no module checks credentials. CRED is not kept.
+ * Asks C's global modules about a transport credential (see struct
+ * mw_cred_check in middleware.h: a front answers 401, 403 or 503 as
+ * CHK->result says, or waits on WAIT for MW_CRED_PENDING). The token is
+ * not kept.
  */
-int chain_check_credential(struct chain *c, const char *cred, size_t n);
+void chain_check_credential(struct chain *c, struct mw_cred_check *chk,
+			    struct mw_cred_wait *wait);
+
+/* C's modules' part of the OAuth Protected Resource Metadata (RFC 9728):
+ * a new object, or NULL when no module validates OAuth tokens. */
+json_t *chain_resource_metadata(struct chain *c);
 
 /* Sets C's global pipeline (takes a reference; NULL for none). */
 void chain_set_pipeline(struct chain *c, struct pipeline *pl);

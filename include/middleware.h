@@ -170,6 +170,58 @@ int mw_list_edit(struct mw_ctx *ctx, const char *key, const char *field,
 struct mw_module;
 struct mw_walk;
 
+/* What a transport's credential check answers (check_credential). */
+enum mw_cred_result {
+	MW_CRED_NONE,        /* no module checks credentials */
+	MW_CRED_OK,          /* accepted */
+	MW_CRED_INVALID,     /* missing, unknown, expired, not for us: 401 */
+	MW_CRED_SCOPE,       /* valid, but without the scope the request needs: 403 */
+	MW_CRED_UNAVAILABLE, /* cannot be checked now (the issuer's keys are out of reach): 503 */
+	MW_CRED_PENDING,     /* being found out: ask again when the wait is ready */
+};
+
+/* One credential check: the question (in) and the answer (out). */
+struct mw_cred_check {
+	const char *token;       /* in: the bearer token, LEN bytes (NULL: none);
+				  * borrowed for the call, never logged */
+	size_t len;
+	const char *resource;    /* in: the URL the client reached (scheme, host,
+				  * path of the endpoint), or NULL */
+	const char *method;      /* in: the request's method, or NULL (the
+				  * transport's head, before any message) */
+	const char *tool;        /* in: a tools/call's tool name, or NULL */
+	enum mw_cred_result result;  /* out: the worst answer of the modules */
+	const char *error;       /* out: the OAuth error code (RFC 6750:
+				  * "invalid_token", "insufficient_scope"), or
+				  * NULL when none was presented */
+	char why[240];           /* out: for the client and the log; no secret */
+	char scope[256];         /* out: the scopes to ask for (space separated),
+				  * or empty */
+	unsigned char subject[32]; /* out (MW_CRED_OK): who the token stands
+				  * for (a hash: the same person with a new
+				  * token has the same subject) */
+	bool has_subject;
+};
+
+/*
+ * A front's wait for a MW_CRED_PENDING answer, embedded in the front's
+ * request; a module links it into its own list. READY is called once,
+ * from the loop (the wait is unlinked by then).
+ */
+struct mw_cred_wait {
+	void (*ready)(struct mw_cred_wait *w);
+	struct mw_cred_wait *next, **prevp;   /* the module's list */
+};
+
+/* Links W into the list at *HEAD (a module's waiters). */
+void mw_cred_wait_add(struct mw_cred_wait **head, struct mw_cred_wait *w);
+
+/* Unlinks W if linked (a front whose request went away). */
+void mw_cred_wait_cancel(struct mw_cred_wait *w);
+
+/* Calls READY of every wait in the list at *HEAD, emptying it first. */
+void mw_cred_wait_wake(struct mw_cred_wait **head);
+
 struct mw_module_ops {
 	const char *name;
 	/*
@@ -207,13 +259,27 @@ struct mw_module_ops {
 	 */
 	void (*on_cancel)(struct mw_module *m, struct mw_ctx *ctx);
 	/*
-	 * Optional: whether this module accepts the transport credential
-	 * CRED (N bytes; NULL: the client presented none). A front whose
-	 * transport carries credentials (HTTP) asks before it hands a
-	 * request over, and refuses it (401) on -1. Returns 1 accepted, 0
-	 * no opinion, -1 refused. Never logs CRED.
+	 * Optional: whether this module accepts the transport credential in
+	 * CHK (see struct mw_cred_check: the token, the URL the client
+	 * reached, the request if known), answered in CHK's out members. A
+	 * front whose transport carries credentials (HTTP) asks before it
+	 * hands a request over and answers as told (401, 403, 503). When
+	 * the answer needs I/O (an issuer's keys, an introspection), the
+	 * module answers MW_CRED_PENDING, keeps WAIT (borrowed until it
+	 * calls WAIT->ready or the front cancels it with mw_cred_wait_cancel)
+	 * and calls WAIT->ready from the loop when asking again will tell.
+	 * Never logs the token.
 	 */
-	int (*check_credential)(struct mw_module *m, const char *cred, size_t n);
+	void (*check_credential)(struct mw_module *m, struct mw_cred_check *chk,
+				 struct mw_cred_wait *wait);
+	/*
+	 * Optional: what this module adds to the front's OAuth Protected
+	 * Resource Metadata (RFC 9728): a new object with
+	 * "authorization_servers", "scopes_supported", and "resource" when
+	 * the module's configuration names the canonical URL; NULL when the
+	 * module does not validate OAuth tokens.
+	 */
+	json_t *(*resource_metadata)(struct mw_module *m);
 	/*
 	 * Optional: goes live (opens files, starts processes). create() only
 	 * validates and allocates, so "mcp-chain check" has no side effects.
@@ -308,9 +374,18 @@ int pipeline_start(struct pipeline *pl);
 /* Number of modules. */
 size_t pipeline_size(const struct pipeline *pl);
 
-/* Asks every module with a check_credential hook about CRED (N bytes,
- * NULL: none): -1 when one refuses, else 1 when one accepts, else 0. */
-int pipeline_check_credential(const struct pipeline *pl, const char *cred, size_t n);
+/*
+ * Asks every module with a check_credential hook about CHK (its in
+ * members set, its out members cleared here): the first that does not
+ * accept answers; MW_CRED_NONE when none checks credentials. WAIT as for
+ * the hook.
+ */
+void pipeline_check_credential(const struct pipeline *pl, struct mw_cred_check *chk,
+			       struct mw_cred_wait *wait);
+
+/* The modules' contribution to the Protected Resource Metadata (the
+ * first module's that has one; new reference), or NULL. */
+json_t *pipeline_resource_metadata(const struct pipeline *pl);
 
 struct pipeline *pipeline_ref(struct pipeline *pl);
 void pipeline_unref(struct pipeline *pl);

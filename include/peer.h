@@ -83,6 +83,19 @@ struct peer_ops {
 	void (*pause)(struct peer *p, bool paused);
 };
 
+/*
+ * A client's transport credential, shared by its peer and by the
+ * exchanges whose modules may read it (mw_ctx.credential) while they walk:
+ * a client that presents a new token (an OAuth refresh) replaces the
+ * peer's, and the old one lives on, wiped at the end, until the last
+ * exchange that read it ends.
+ */
+struct peer_cred {
+	unsigned refs;
+	size_t len;
+	char s[];   /* LEN bytes and a NUL */
+};
+
 enum peer_role { PEER_CLIENT, PEER_BACKEND };
 
 struct peer {
@@ -92,11 +105,10 @@ struct peer {
 	const char *principal;   /* client identity (clients only); may be NULL */
 	const char *version;     /* clients: the protocol version they speak
 				  * (owned by the container); may be NULL */
-	const char *credential;  /* clients: the secret presented on the
+	struct peer_cred *cred;  /* clients: the secret presented on the
 				  * transport (HTTP bearer token), for
-				  * mw_ctx.credential; owned by the front's
-				  * session; NULL when none. Never logged. */
-	size_t credential_len;
+				  * mw_ctx.credential; NULL when none. Never
+				  * logged. Set with peer_set_credential. */
 	bool ready;              /* handshake done; may carry traffic */
 	bool congested;          /* its output queue is over the high-water mark */
 	bool over_limit;         /* its last request went over the chain's bound */
@@ -139,5 +151,17 @@ void peer_init(struct peer *p, const struct peer_ops *ops, enum peer_role role,
 
 /* Frees the tables; call chain_peer_gone first to end open exchanges. */
 void peer_release(struct peer *p);
+
+/*
+ * Sets P's transport credential to a copy of S (N bytes); NULL drops it.
+ * Nothing changes when S is the one P has. 0, or -1 out of memory.
+ */
+int peer_set_credential(struct peer *p, const char *s, size_t n);
+
+/* Another holder of C (may be NULL); returns C. */
+struct peer_cred *peer_cred_ref(struct peer_cred *c);
+
+/* A holder of C (may be NULL) lets go; the last wipes and frees it. */
+void peer_cred_unref(struct peer_cred *c);
 
 #endif

@@ -159,12 +159,12 @@ bool session_busy(const struct session *s);
 bool session_holds_requests(const struct session *s);
 
 /*
- * Binds the credential the client presented on its transport (an HTTP
- * bearer token; CRED of N bytes, copied) to the session, where modules
- * read it (mw_ctx.credential). The first one binds; a later one must be
- * the same (compared in constant time). Returns 0, or -1 when it differs
- * (the front refuses the request) or memory fails. CRED NULL forgets it
- * (session_free does). Never logged.
+ * The credential the client presented on its transport (an HTTP bearer
+ * token; CRED of N bytes, copied), where modules read it
+ * (mw_ctx.credential); a newer one replaces it (an OAuth client refreshes
+ * its token). Whether it may (the same person) is the front's to check
+ * first (mw_cred_check.subject). 0, or -1 out of memory. CRED NULL forgets
+ * it. Never logged.
  */
 int session_set_credential(struct session *s, const char *cred, size_t n);
 

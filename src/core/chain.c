@@ -59,6 +59,8 @@ struct exchange {
 	struct mw_ctx ctx;
 	struct mw_walk walk;
 	struct pipeline *pl[2];  /* references held for the exchange's life */
+	struct peer_cred *cred;  /* the requester's credential ctx.credential
+				  * reads (a reference), or NULL */
 	/* For requests mcp-chain makes itself: */
 	void (*on_response)(struct exchange *ex, json_t *msg, void *arg);
 	void *arg;
@@ -112,6 +114,7 @@ struct note {
 	struct peer *from;
 	struct peer *to;   /* NULL: every ready client */
 	struct msg_val about; /* progress: the receiver's request it is of */
+	struct peer_cred *cred; /* what ctx.credential reads (a reference) */
 	char method[];     /* ctx.method */
 };
 
@@ -606,6 +609,7 @@ static void exchange_free(struct exchange *ex)
 	json_decref(ex->ctx.scratch);
 	pipeline_unref(ex->pl[0]);
 	pipeline_unref(ex->pl[1]);
+	peer_cred_unref(ex->cred);
 	if (ex->method != ex->method_buf)
 		free(ex->method);
 	free(ex->name_heap);
@@ -641,17 +645,26 @@ static const char *version_of(struct peer *a, struct peer *b)
 	return NULL;
 }
 
-/* The client FROM's transport credential into CTX (none from a backend). */
-static void credential_of(struct mw_ctx *ctx, const struct peer *from)
+/* The client FROM's transport credential into CTX (none from a backend);
+ * *HOLD takes a reference to it for as long as CTX lives. */
+static void credential_of(struct mw_ctx *ctx, const struct peer *from,
+			  struct peer_cred **hold)
 {
-	bool client = from && from->role == PEER_CLIENT;
-	ctx->credential = client ? from->credential : NULL;
-	ctx->credential_len = client ? from->credential_len : 0;
+	struct peer_cred *c = from && from->role == PEER_CLIENT ? from->cred : NULL;
+	*hold = peer_cred_ref(c);
+	ctx->credential = c ? c->s : NULL;
+	ctx->credential_len = c ? c->len : 0;
 }
 
-int chain_check_credential(struct chain *c, const char *cred, size_t n)
+void chain_check_credential(struct chain *c, struct mw_cred_check *chk,
+			    struct mw_cred_wait *wait)
 {
-	return pipeline_check_credential(c->global_pl, cred, n);
+	pipeline_check_credential(c->global_pl, chk, wait);
+}
+
+json_t *chain_resource_metadata(struct chain *c)
+{
+	return pipeline_resource_metadata(c->global_pl);
 }
 
 const struct chain_stats *chain_stats(const struct chain *c) { return &c->stats; }
@@ -897,7 +910,7 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 	ex->ctx.dir = from->role == PEER_CLIENT ? MW_TO_BACKEND : MW_TO_CLIENT;
 	ex->ctx.client = principal_of(from, NULL);
 	ex->ctx.protocol = version_of(from, NULL);
-	credential_of(&ex->ctx, from);
+	credential_of(&ex->ctx, from, &ex->cred);
 	ex->ctx.backend = backend_of(from, NULL);
 	if (from->role == PEER_BACKEND && pipeline_size(from->pl) > 0) {
 		/* from a backend: its own modules first, then the global ones */
@@ -1110,6 +1123,7 @@ static void note_walked(struct mw_walk *w, enum mw_verdict v)
 	json_decref(n->ctx.scratch);
 	pipeline_unref(n->walk.stage[0]);
 	pipeline_unref(n->walk.stage[1]);
+	peer_cred_unref(n->cred);
 	free(n);
 }
 
@@ -1149,7 +1163,7 @@ static void send_notification(struct chain *c, struct peer *from, struct peer *t
 	n->ctx.method_code = mcp_method_of(method, mlen);
 	n->ctx.client = principal_of(from, to);
 	n->ctx.protocol = version_of(from, to);
-	credential_of(&n->ctx, from);
+	credential_of(&n->ctx, from, &n->cred);
 	n->ctx.backend = backend_of(from, to);
 	n->ctx.start = ev_now(EV_DEFAULT);
 	n->walk.stage[0] = pipeline_ref(first);

@@ -64,18 +64,68 @@ size_t pipeline_size(const struct pipeline *pl)
 	return pl ? pl->n : 0;
 }
 
-int pipeline_check_credential(const struct pipeline *pl, const char *cred, size_t n)
+void pipeline_check_credential(const struct pipeline *pl, struct mw_cred_check *chk,
+			       struct mw_cred_wait *wait)
 {
-	int verdict = 0;
+	chk->result = MW_CRED_NONE;
+	chk->error = NULL;
+	chk->why[0] = chk->scope[0] = '\0';
+	chk->has_subject = false;
 	for (size_t i = 0; pl && i < pl->n; i++) {
 		struct mw_module *m = pl->mods[i];
-		int v = m->ops->check_credential ? m->ops->check_credential(m, cred, n) : 0;
-		if (v < 0)
-			return -1;
-		if (v > 0)
-			verdict = 1;
+		if (!m->ops->check_credential)
+			continue;
+		m->ops->check_credential(m, chk, wait);
+		if (chk->result != MW_CRED_OK)
+			return;   /* refused, or pending: the first such module answers */
 	}
-	return verdict;
+}
+
+json_t *pipeline_resource_metadata(const struct pipeline *pl)
+{
+	for (size_t i = 0; pl && i < pl->n; i++) {
+		struct mw_module *m = pl->mods[i];
+		json_t *md = m->ops->resource_metadata ? m->ops->resource_metadata(m) : NULL;
+		if (md)
+			return md;
+	}
+	return NULL;
+}
+
+void mw_cred_wait_add(struct mw_cred_wait **head, struct mw_cred_wait *w)
+{
+	if (!w)
+		return;   /* the asker does not wait (it answers 503) */
+	mw_cred_wait_cancel(w);
+	w->next = *head;
+	if (w->next)
+		w->next->prevp = &w->next;
+	w->prevp = head;
+	*head = w;
+}
+
+void mw_cred_wait_cancel(struct mw_cred_wait *w)
+{
+	if (!w->prevp)
+		return;
+	*w->prevp = w->next;
+	if (w->next)
+		w->next->prevp = w->prevp;
+	w->next = NULL;
+	w->prevp = NULL;
+}
+
+void mw_cred_wait_wake(struct mw_cred_wait **head)
+{
+	struct mw_cred_wait *list = *head;
+	*head = NULL;
+	if (list)
+		list->prevp = &list;
+	while (list) {   /* each unlinked before its READY, which may free it */
+		struct mw_cred_wait *w = list;
+		mw_cred_wait_cancel(w);
+		w->ready(w);
+	}
 }
 
 /* Takes a reference. */

@@ -80,8 +80,8 @@ static unsigned find_session(struct http_front *f, struct hc_conn *c,
 		*hs = NULL;
 		return 400;
 	}
-	if (http_auth_bind(*hs, c) < 0) {
-		*why = "Unauthorized: this session belongs to another bearer token";
+	if (http_auth_bind(*hs, hc_ctx(c)) < 0) {
+		*why = "Unauthorized: this session belongs to another bearer token (another principal)";
 		*hs = NULL;
 		return 401;
 	}
@@ -216,6 +216,10 @@ static int on_post(struct http_front *f, struct hreq *r)
 		free(s);
 		return rc;
 	}
+	char awhy[300], chal[1024];
+	unsigned astatus = http_auth_check_body(f, r, &r->msg, awhy, chal, sizeof chal);
+	if (astatus)   /* before anything of it reaches a session */
+		return http_auth_refuse(r, c, astatus, awhy, chal);
 	if (f->draining && r->nids > 0)
 		return http_stream_reply_error(r, c, 503, -32000,
 				   "Service Unavailable: mcp-chain is shutting down");
@@ -228,7 +232,7 @@ static int on_post(struct http_front *f, struct hreq *r)
 		if (f->stopped || !(hs = http_sess_open(f, c, refused, sizeof refused)))
 			return http_stream_reply_error(r, c, 503, -32000, refused[0] ?
 					   refused : "Service Unavailable: cannot open a session now");
-		http_auth_bind(hs, c);
+		http_auth_bind(hs, r);
 	} else {
 		unsigned status = find_session(f, c, &hs, &why);
 		if (status)
@@ -362,7 +366,39 @@ static int on_other_path(struct http_front *f, struct hc_conn *c, const char *ur
 		return on_health(f, c, true);
 	if (strcmp(method, "GET") == 0 && strcmp(url, "/metrics") == 0)
 		return http_metrics_serve(f, c);
+	int rc;
+	if (strcmp(method, "GET") == 0 && http_auth_metadata(f, c, url, &rc))
+		return rc;
 	return http_stream_reply(NULL, c, 404, "text/plain", "not found\n", 10, NULL);
+}
+
+static int head_go(struct http_front *f, struct hreq *r);
+static void on_auth_ready(struct mw_cred_wait *w);
+
+/* R's bearer token, asked of the modules: refused, accepted (on to
+ * head_go), or waited for (on_auth_ready asks again). */
+static int head_auth(struct http_front *f, struct hreq *r)
+{
+	char why[300], chal[1024];
+	unsigned status = http_auth_check(f, r->conn, r, NULL, NULL, on_auth_ready, why, chal,
+					  sizeof chal);
+	if (status == HTTP_AUTH_PENDING)
+		return 0;
+	if (status)
+		return http_auth_refuse(r, r->conn, status, why, chal);
+	return head_go(f, r);
+}
+
+/* What R's token check waited for came: asked again. */
+static void on_auth_ready(struct mw_cred_wait *w)
+{
+	struct hreq *r = (struct hreq *)(void *)w;   /* its first member */
+	if (!r->conn)
+		return;
+	if (head_auth(r->f, r) < 0) {
+		r->aborted = true;   /* on_resume closes the connection */
+		hc_resume(r->conn);
+	}
 }
 
 /* A request's head: checked before any of its body is read; GET and
@@ -387,9 +423,18 @@ static int on_head(void *cls, struct hc_conn *c)
 	hc_set_ctx(c, r);
 	const char *why = NULL;
 	unsigned status = hf_check_headers(f, c, method, &r->kind, &why);
-	if (!status)
-		status = http_auth_check(f, c, &why);
-	if (!status && ((r->ep == EP_SSE && r->kind != REQ_GET) ||
+	if (status)   /* a body not read closes its connection after the answer */
+		return http_stream_reply_error(r, c, status, -32000, why);
+	return head_auth(f, r);
+}
+
+/* R's head, its token accepted: its method, its size, then on. */
+static int head_go(struct http_front *f, struct hreq *r)
+{
+	struct hc_conn *c = r->conn;
+	const char *why = NULL;
+	unsigned status = 0;
+	if (((r->ep == EP_SSE && r->kind != REQ_GET) ||
 			(r->ep == EP_MESSAGES && r->kind != REQ_POST))) {
 		status = 405;
 		why = "Method Not Allowed";
@@ -454,6 +499,7 @@ static void on_end(void *cls, struct hc_conn *c, void *ctx, bool ok)
 	(void)cls;
 	(void)c;
 	r->conn = NULL;
+	mw_cred_wait_cancel(&r->auth_wait);
 	if (ok) {
 		http_stream_detach(r, NULL);
 		http_stream_kept_remove(r);            /* all of it was sent: nothing to resume */

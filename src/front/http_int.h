@@ -23,6 +23,7 @@
 #include "http_sid.h"
 #include "http_stats.h"
 #include "sse_frame.h"
+#include "middleware.h"
 #include "msg.h"
 
 #define JSON_TYPE "application/json"
@@ -53,6 +54,9 @@ struct held {
 
 /* One HTTP request; a POST with requests, or a GET, is also a stream. */
 struct hreq {
+	struct mw_cred_wait auth_wait;   /* a credential check it waits for */
+	unsigned char subject[32];       /* who its token stands for, when HAS_SUBJECT */
+	bool has_subject;
 	struct http_front *f;
 	struct hc_conn *conn;
 	enum req_kind kind;
@@ -133,7 +137,8 @@ struct hsess {
 	uint64_t instance;        /* its requestStates' instance, once registered */
 	/* what the session caps count (listen.maxSessions*) */
 	char peer[48];            /* the client address that opened it */
-	unsigned char cred[32];   /* SHA-256 of its bearer token, when HAS_CRED */
+	unsigned char cred[32];   /* who its bearer token stands for (the
+				   * modules' subject: a hash), when HAS_CRED */
 	bool has_cred;
 	double used;              /* ev_now of its last request */
 };
@@ -235,9 +240,16 @@ void http_stream_send_iov(struct hreq *r, const struct iovec *iov, int n);
  * Mcp-Session-Id. R may be NULL (a request of no stream). */
 int http_stream_reply(struct hreq *r, struct hc_conn *c, unsigned status,
 		      const char *ctype, const char *body, size_t n, const char *sid);
+/* The same with EXTRA header lines ("Name: value\r\n"..., or NULL). */
+int http_stream_reply_with(struct hreq *r, struct hc_conn *c, unsigned status,
+			   const char *ctype, const char *body, size_t n, const char *sid,
+			   const char *extra);
 /* Queues STATUS with a JSON-RPC error body (id null) saying TEXT. */
 int http_stream_reply_error(struct hreq *r, struct hc_conn *c, unsigned status,
 			    int code, const char *text);
+/* The same with EXTRA header lines (or NULL). */
+int http_stream_reply_error_with(struct hreq *r, struct hc_conn *c, unsigned status,
+				 int code, const char *text, const char *extra);
 /* Queues R's stream response: SSE or a JSON body, as it comes (SID: NULL,
  * or the Mcp-Session-Id it carries). */
 int http_stream_reply_stream(struct hreq *r, const char *sid);
@@ -296,17 +308,38 @@ void http_probe_on_bound(struct ev_loop *loop, ev_timer *w, int revents);
  * the 2026-07-28 era (IS_DISCOVER: a server/discover); false otherwise. */
 bool http_stateless_post(struct http_front *f, struct hreq *r, bool is_discover, int *rc);
 
-/* ---- http_auth.c: bearer tokens ---- */
+/* ---- http_auth.c: bearer tokens, OAuth resource server ---- */
 
 /* The bearer token of C's Authorization header (*N bytes), or NULL. */
 const char *http_auth_bearer(struct hc_conn *c, size_t *n);
 /* The SHA-256 of a bearer token TOK (N bytes) into OUT; 0 or -1. */
 int http_auth_cred_key(const char *tok, size_t n, unsigned char out[32]);
-/* 0, or 401 with *WHY: a module checks credentials and C's bearer token
- * is missing or unknown. */
-unsigned http_auth_check(struct http_front *f, struct hc_conn *c, const char **why);
-/* Binds C's bearer token to HS; -1 when HS is bound to another. */
-int http_auth_bind(struct hsess *hs, struct hc_conn *c);
+/* http_auth_check's answer when it waits (R's check resumes later). */
+#define HTTP_AUTH_PENDING 1u
+/*
+ * Asks the modules about C's bearer token for a request of METHOD (NULL:
+ * the head, before any message) about TOOL: 0 accepted (R, when given,
+ * keeps who it stands for), HTTP_AUTH_PENDING (only with R: R->auth_wait
+ * calls READY when asking again will tell), or the status (401, 403,
+ * 503) with the reply's *WHY and its WWW-Authenticate into CHALLENGE
+ * (N bytes, header lines).
+ */
+unsigned http_auth_check(struct http_front *f, struct hc_conn *c, struct hreq *r,
+			 const char *method, const char *tool, void (*ready)(struct mw_cred_wait *),
+			 char *why, char *challenge, size_t n);
+/* The check again for each request of R's scanned body M (a method or a
+ * tool may need a scope): 0, or the status as http_auth_check gives it. */
+unsigned http_auth_check_body(struct http_front *f, struct hreq *r, struct msg *m, char *why,
+			      char *chal, size_t n);
+/* Binds R's bearer token to HS (modules read it); -1 when HS belongs to
+ * someone else. */
+int http_auth_bind(struct hsess *hs, struct hreq *r);
+/* Serves GET of the OAuth Protected Resource Metadata (RFC 9728) at URL;
+ * false when URL is not its path or no module validates OAuth tokens. */
+bool http_auth_metadata(struct http_front *f, struct hc_conn *c, const char *url, int *rc);
+/* Answers R (or C) with STATUS from http_auth_check: its challenge and WHY. */
+int http_auth_refuse(struct hreq *r, struct hc_conn *c, unsigned status, const char *why,
+		     const char *challenge);
 
 /* ---- http_metrics.c: /metrics ---- */
 

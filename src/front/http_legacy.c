@@ -72,7 +72,7 @@ int http_legacy_open(struct http_front *f, struct hreq *r)
 		return http_stream_reply_error(r, c, 503, -32000, refused[0] ?
 				      refused : "Service Unavailable: cannot open a session now");
 	hs->legacy = true;
-	http_auth_bind(hs, c);
+	http_auth_bind(hs, r);
 	ev_init(&hs->reap, on_reap);
 	hs->reap.data = hs;
 	r->sse = true;
@@ -111,9 +111,9 @@ static struct hsess *find_legacy(struct http_front *f, struct hc_conn *c,
 		*why = "Bad Request: unsupported MCP-Protocol-Version";
 		return NULL;
 	}
-	if (http_auth_bind(hs, c) < 0) {
+	if (http_auth_bind(hs, hc_ctx(c)) < 0) {
 		*status = 401;
-		*why = "Unauthorized: this session belongs to another bearer token";
+		*why = "Unauthorized: this session belongs to another bearer token (another principal)";
 		return NULL;
 	}
 	ev_timer_again(EV_DEFAULT, &hs->idle);
@@ -140,7 +140,11 @@ int http_legacy_post(struct http_front *f, struct hreq *r)
 	}
 	struct rpc_info in;
 	bool request = msg_classify(&m, &in) == RPC_REQUEST;
+	char awhy[300], chal[1024];
+	unsigned astatus = http_auth_check_body(f, r, &m, awhy, chal, sizeof chal);
 	msg_release(&m);
+	if (astatus)
+		return http_auth_refuse(r, c, astatus, awhy, chal);
 	if (f->draining && request)
 		return http_stream_reply_error(r, c, 503, -32000,
 				      "Service Unavailable: mcp-chain is shutting down");

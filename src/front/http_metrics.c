@@ -146,11 +146,13 @@ int http_metrics_serve(struct http_front *f, struct hc_conn *c)
 {
 	enum req_kind kind;
 	const char *why = NULL;
+	char awhy[300], chal[1024];
 	unsigned status = hf_check_headers(f, c, "GET", &kind, &why);
-	if (!status)
-		status = http_auth_check(f, c, &why);
 	if (status)
 		return http_stream_reply_error(NULL, c, status, -32000, why);
+	status = http_auth_check(f, c, NULL, NULL, NULL, NULL, awhy, chal, sizeof chal);
+	if (status)
+		return http_auth_refuse(NULL, c, status, awhy, chal);
 	struct buf b = BUF_INIT;
 	front_metrics(f, &b);
 	if (f->metrics)

@@ -142,7 +142,7 @@ bool http_probe_hold(struct http_front *f, struct hreq *r, json_t *params)
 			return false;
 		}
 		hs->stateless = true;
-		http_auth_bind(hs, r->conn);
+		http_auth_bind(hs, r);
 		f->probe = hs;
 		f->probe_meta = meta;
 		f->probe_pages = 0;

@@ -436,7 +436,12 @@ static const char *sess_make_room(struct http_front *f, struct hc_conn *c)
 	size_t n = 0;
 	unsigned char key[32];
 	const char *tok = http_auth_bearer(c, &n);
-	struct cap_scan cs = { .peer = hc_peer(c), .cred = tok && http_auth_cred_key(tok, n, key) == 0 ? key : NULL };
+	const struct hreq *r = hc_ctx(c);
+	struct cap_scan cs = { .peer = hc_peer(c) };
+	if (r && r->has_subject)   /* counted per person, whatever token they hold */
+		cs.cred = r->subject;
+	else if (tok && http_auth_cred_key(tok, n, key) == 0)
+		cs.cred = key;
 	hmap_each(&f->sessions, cap_count, &cs);
 	if (cs.same_peer >= f->max_per_client) {
 		if (!cs.idlest_peer)

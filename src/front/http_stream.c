@@ -34,6 +34,7 @@ void http_stream_unref(struct hreq *r)
 {
 	if (--r->refs > 0)
 		return;
+	mw_cred_wait_cancel(&r->auth_wait);
 	ev_timer_stop(EV_DEFAULT, &r->grace);
 	buf_release(&r->body);
 	buf_release(&r->out);
@@ -386,18 +387,25 @@ static void reply_headers(char *h, struct hc_conn *c, unsigned status, const cha
 		len += snprintf(h + len, REPLY_HEAD - (size_t)len, SID_HEADER ": %s\r\n", sid);
 	if (status == 405)
 		len += snprintf(h + len, REPLY_HEAD - (size_t)len, "Allow: GET, POST, DELETE\r\n");
-	if (status == 401)
-		snprintf(h + len, REPLY_HEAD - (size_t)len, "WWW-Authenticate: %s\r\n",
-			 http_auth_bearer(c, &(size_t){ 0 }) ? "Bearer realm=\"mcp-chain\", error=\"invalid_token\""
-						  : "Bearer realm=\"mcp-chain\"");
+	(void)c;
 }
 
 /* Queues a complete response; CTYPE may be NULL for an empty body. */
 int http_stream_reply(struct hreq *r, struct hc_conn *c, unsigned status,
 		      const char *ctype, const char *body, size_t n, const char *sid)
 {
-	char h[REPLY_HEAD];
+	return http_stream_reply_with(r, c, status, ctype, body, n, sid, NULL);
+}
+
+/* The same with EXTRA header lines ("Name: value\r\n"..., or NULL). */
+int http_stream_reply_with(struct hreq *r, struct hc_conn *c, unsigned status,
+			   const char *ctype, const char *body, size_t n, const char *sid,
+			   const char *extra)
+{
+	char h[REPLY_HEAD + 1024];
 	reply_headers(h, c, status, ctype, sid);
+	if (extra)
+		snprintf(h + strlen(h), sizeof h - strlen(h), "%s", extra);
 	if (r)
 		r->queued = true;
 	return hc_reply(c, status, h, body, n) < 0 ? -1 : 0;
@@ -419,13 +427,21 @@ static int reply_buf(struct hreq *r, unsigned status, const char *ctype, struct 
 int http_stream_reply_error(struct hreq *r, struct hc_conn *c, unsigned status,
 			    int code, const char *text)
 {
+	return http_stream_reply_error_with(r, c, status, code, text, NULL);
+}
+
+/* The same with EXTRA header lines (or NULL). */
+int http_stream_reply_error_with(struct hreq *r, struct hc_conn *c, unsigned status,
+				 int code, const char *text, const char *extra)
+{
 	/* the id of the one request the body holds, once read; else null */
 	json_t *id = r && r->nids == 1 ? msg_val_json(&r->ids[0]) : NULL;
 	json_t *e = rpc_error(id, code, text, NULL);
 	json_decref(id);
 	char *s = json_dumps(e, JSON_COMPACT);
 	json_decref(e);
-	int rc = http_stream_reply(r, c, status, JSON_TYPE, s ? s : "", s ? strlen(s) : 0, NULL);
+	int rc = http_stream_reply_with(r, c, status, JSON_TYPE, s ? s : "", s ? strlen(s) : 0,
+					NULL, extra);
 	free(s);
 	return rc;
 }

@@ -935,7 +935,6 @@ void session_free(struct session *s)
 	json_decref(s->init_result);
 	chain_remove_peer(&s->peer);
 	peer_release(&s->peer);
-	session_set_credential(s, NULL, 0);
 	free(s->version);
 	free(s->principal);
 	free(s->name);
@@ -951,30 +950,9 @@ const char *session_version(const struct session *s) { return s->version; }
 /* The session as a chain peer. */
 struct peer *session_peer(struct session *s) { return &s->peer; }
 
-/*
- * The transport credential lives in the peer (mw_ctx.credential borrows
- * it), bound once: a module holding a walk may read it later, so it is
- * never replaced while the session lives; freed wiped.
- */
+/* The transport credential lives in the peer (see peer_set_credential):
+ * a newer one replaces it; exchanges that read the old keep theirs. */
 int session_set_credential(struct session *s, const char *cred, size_t n)
 {
-	char *old = (char *)s->peer.credential;
-	if (!cred) {   /* session_free */
-		if (old)
-			OPENSSL_cleanse(old, s->peer.credential_len);
-		free(old);
-		s->peer.credential = NULL;
-		s->peer.credential_len = 0;
-		return 0;
-	}
-	if (old)
-		return n == s->peer.credential_len && CRYPTO_memcmp(old, cred, n) == 0 ? 0 : -1;
-	char *copy = malloc(n + 1);
-	if (!copy)
-		return -1;
-	memcpy(copy, cred, n);
-	copy[n] = '\0';
-	s->peer.credential = copy;
-	s->peer.credential_len = n;
-	return 0;
+	return peer_set_credential(&s->peer, cred, n);
 }

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth_int.h"
 #include "glob_match.h"
 #include "log.h"
 #include "rpc.h"
@@ -55,6 +56,7 @@ struct auth {
 	struct glob_list open;   /* methods that need no credential */
 	enum env_state env_state;
 	const struct token *env_token;  /* ENV_OK: the one it matched */
+	struct oauth *oauth;     /* owned: OAuth access tokens, or NULL */
 };
 
 /* ---- hashing and matching ---- */
@@ -194,6 +196,16 @@ static enum mw_verdict auth_on_message(struct mw_module *m, struct mw_ctx *ctx, 
 		}
 	} else if (ctx->credential) {
 		t = find_secret(a, ctx->credential, ctx->credential_len);
+		if (!t && a->oauth) {
+			const struct oauth_who *w = oauth_who(a->oauth, ctx->credential,
+							      ctx->credential_len, ctx->method,
+							      ctx->name, why, sizeof why);
+			if (!w)
+				return refuse(a, ctx, msg, why);
+			ctx->client = w->principal;   /* interned: outlives the exchange */
+			ctx->roles = w->roles;
+			return MW_PASS;
+		}
 		if (!t)
 			return refuse(a, ctx, msg, "unauthenticated: the bearer token matches no "
 				      "configured token");
@@ -218,16 +230,41 @@ static bool auth_reads(struct mw_module *m, const struct mw_ctx *ctx)
 		mw_meta_has(ctx, ((struct auth *)m)->meta_key);
 }
 
-/* A transport's credential: required, and one of ours. */
-static int auth_check_credential(struct mw_module *m, const char *cred, size_t n)
+/* A transport's credential: required, and one of ours (a configured
+ * token, or a valid OAuth access token with the scopes the request needs). */
+static void auth_check_credential(struct mw_module *m, struct mw_cred_check *chk,
+				  struct mw_cred_wait *wait)
 {
-	return cred && find_secret((struct auth *)m, cred, n) ? 1 : -1;
+	struct auth *a = (struct auth *)m;
+	const struct token *t = chk->token ? find_secret(a, chk->token, chk->len) : NULL;
+	if (t) {
+		unsigned len = 0;
+		chk->result = MW_CRED_OK;
+		chk->has_subject = EVP_Digest(t->principal, strlen(t->principal), chk->subject, &len,
+					      EVP_sha256(), NULL) == 1;
+		return;
+	}
+	if (a->oauth)
+		return oauth_check(a->oauth, chk, wait);
+	chk->result = MW_CRED_INVALID;
+	chk->error = chk->token ? "invalid_token" : NULL;
+	snprintf(chk->why, sizeof chk->why, "%s", chk->token ? "the bearer token is not valid" :
+		 "a bearer token is required (Authorization: Bearer ...)");
+}
+
+/* The OAuth part of the Protected Resource Metadata, when configured. */
+static json_t *auth_resource_metadata(struct mw_module *m)
+{
+	struct auth *a = (struct auth *)m;
+	return a->oauth ? oauth_metadata(a->oauth) : NULL;
 }
 
 /* Takes the environment credential, if configured. */
 static int auth_start(struct mw_module *m)
 {
 	struct auth *a = (struct auth *)m;
+	if (a->oauth && oauth_start(a->oauth) < 0)
+		return -1;
 	if (!a->env || a->env_state != ENV_NONE)
 		return 0;
 	const unsigned char *h = env_take(a->env);
@@ -257,6 +294,7 @@ static void auth_destroy(struct mw_module *m)
 	free(a->meta_key);
 	free(a->env);
 	glob_list_release(&a->open);
+	oauth_free(a->oauth);
 	free(a);
 }
 
@@ -265,6 +303,7 @@ static const struct mw_module_ops auth_ops = {
 	.reads = auth_reads,
 	.on_message = auth_on_message,
 	.check_credential = auth_check_credential,
+	.resource_metadata = auth_resource_metadata,
 	.start = auth_start,
 	.destroy = auth_destroy,
 };
@@ -333,13 +372,15 @@ static void parse_token(struct mw_build *b, size_t i, json_t *v, struct token *t
 }
 
 /* Parses "tokens" into A, reporting duplicate hashes. */
-static void parse_tokens(struct auth *a, json_t *v, struct mw_build *b)
+static void parse_tokens(struct auth *a, json_t *v, bool oauth, struct mw_build *b)
 {
 	size_t i;
 	json_t *e;
+	if (!v && oauth)
+		return;   /* OAuth access tokens only */
 	if (!json_is_array(v) || json_array_size(v) == 0) {
 		mw_error(b, "/tokens", "missing or not a non-empty array of "
-			 "{\"sha256\", \"principal\", \"roles\"}");
+			 "{\"sha256\", \"principal\", \"roles\"} (or give \"oauth\")");
 		return;
 	}
 	a->tokens = calloc(json_array_size(v), sizeof *a->tokens);
@@ -403,7 +444,7 @@ static void parse_open(struct auth *a, json_t *v, struct mw_build *b)
 /* Validates the options and makes the module. */
 struct mw_module *mw_auth_create(json_t *opts, struct mw_build *b)
 {
-	static const char *const keys[] = { "tokens", "metaKey", "env", "public", NULL };
+	static const char *const keys[] = { "tokens", "metaKey", "env", "public", "oauth", NULL };
 	int before = b->nerr;
 	struct auth *a = calloc(1, sizeof *a);
 	if (!a) {
@@ -412,7 +453,10 @@ struct mw_module *mw_auth_create(json_t *opts, struct mw_build *b)
 	}
 	a->base.ops = &auth_ops;
 	mw_check_keys(b, opts, keys);
-	parse_tokens(a, json_object_get(opts, "tokens"), b);
+	json_t *oauth = json_object_get(opts, "oauth");
+	parse_tokens(a, json_object_get(opts, "tokens"), oauth != NULL, b);
+	if (oauth)
+		a->oauth = oauth_create(oauth, b);
 	parse_sources(a, opts, b);
 	parse_open(a, json_object_get(opts, "public"), b);
 	if (b->nerr == before && !a->meta_key)

@@ -164,20 +164,27 @@ static int teardown(void **state)
 
 /* ---- lifecycle ---- */
 
-/* A transport credential binds once; the same one again passes, another
- * is refused; the peer carries it for the modules. */
+/* The transport credential lives in the peer for the modules; the same one
+ * again changes nothing; a newer one (a refreshed token: whether it may
+ * is the front's check) replaces it, while a holder of the old one (an
+ * exchange whose modules read it) keeps it until it lets go. */
 static void test_credential_binds_once(void **state)
 {
 	(void)state;
 	struct peer *p = session_peer(S);
-	assert_null(p->credential);
+	assert_null(p->cred);
 	assert_int_equal(session_set_credential(S, "tok-1", 5), 0);
-	assert_int_equal(p->credential_len, 5);
-	assert_memory_equal(p->credential, "tok-1", 5);
+	assert_int_equal(p->cred->len, 5);
+	assert_memory_equal(p->cred->s, "tok-1", 5);
+	struct peer_cred *first = p->cred;
 	assert_int_equal(session_set_credential(S, "tok-1", 5), 0);
-	assert_int_equal(session_set_credential(S, "tok-2", 5), -1);
-	assert_int_equal(session_set_credential(S, "tok-1x", 6), -1);
-	assert_memory_equal(p->credential, "tok-1", 5);
+	assert_ptr_equal(p->cred, first);
+	struct peer_cred *held = peer_cred_ref(p->cred);
+	assert_int_equal(session_set_credential(S, "tok-2x", 6), 0);
+	assert_int_equal(p->cred->len, 6);
+	assert_memory_equal(p->cred->s, "tok-2x", 6);
+	assert_string_equal(held->s, "tok-1");   /* still readable by its holder */
+	peer_cred_unref(held);
 }
 
 static void test_versions(void **state)

@@ -177,6 +177,14 @@ static void test_refusals(void **state)
 	pipeline_unref(pl);
 }
 
+/* The modules' answer about a transport's token TOK (N bytes). */
+static struct mw_cred_check check(struct pipeline *pl, const char *tok, size_t n)
+{
+	struct mw_cred_check chk = { .token = tok, .len = n };
+	pipeline_check_credential(pl, &chk, NULL);
+	return chk;
+}
+
 /*
  * A transport's bearer token (ctx->credential, from an HTTP session):
  * names the principal without being in the message; an unknown one is
@@ -202,14 +210,22 @@ static void test_transport_credential(void **state)
 	assert_non_null(strstr(mwt_error_message(&x), "bearer token"));
 	assert_null(strstr(mwt_error_message(&x), "guess"));
 	mwt_run_release(&x);
-	assert_int_equal(pipeline_check_credential(pl, "secret-alice", 12), 1);
-	assert_int_equal(pipeline_check_credential(pl, "secret-alicX", 12), -1);
-	assert_int_equal(pipeline_check_credential(pl, "secret-alice", 11), -1);
-	assert_int_equal(pipeline_check_credential(pl, NULL, 0), -1);
+	assert_int_equal(check(pl, "secret-alice", 12).result, MW_CRED_OK);
+	struct mw_cred_check a1 = check(pl, "secret-alice", 12);
+	assert_true(a1.has_subject);
+	struct mw_cred_check bad = check(pl, "secret-alicX", 12);
+	assert_int_equal(bad.result, MW_CRED_INVALID);
+	assert_string_equal(bad.error, "invalid_token");
+	assert_null(strstr(bad.why, "secret"));
+	assert_int_equal(check(pl, "secret-alice", 11).result, MW_CRED_INVALID);
+	struct mw_cred_check none_given = check(pl, NULL, 0);
+	assert_int_equal(none_given.result, MW_CRED_INVALID);
+	assert_null(none_given.error);   /* RFC 6750: no error code when none was presented */
+	assert_null(pipeline_resource_metadata(pl));   /* static tokens: no OAuth metadata */
 	pipeline_unref(pl);
 	/* no module that checks credentials: no opinion */
 	struct pipeline *none = mwt_start_okf("[]");
-	assert_int_equal(pipeline_check_credential(none, NULL, 0), 0);
+	assert_int_equal(check(none, NULL, 0).result, MW_CRED_NONE);
 	pipeline_unref(none);
 }
 

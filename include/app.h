@@ -240,4 +240,8 @@ size_t app_processes_running(const struct app *a);
 /* Passes SIG on to every backend's process group, sessions' own included. */
 void app_signal_backends(struct app *a, int sig);
 
+/* "mcp-chain auth login|status|logout ..." (auth.c): ARGV[0] is "auth".
+ * Returns the exit code. */
+int app_auth_main(int argc, char **argv);
+
 #endif

@@ -50,12 +50,28 @@ enum cfg_scope {
 	CFG_SCOPE_SHARED,     /* default for an HTTP upstream ("url") */
 };
 
+/*
+ * "oauth" of an HTTP upstream: mcp-chain is an OAuth 2.1 client of it (the
+ * MCP authorization spec; docs/oauth-upstreams.md). `true` is an object with
+ * every member left out: discover everything, register dynamically.
+ */
+struct cfg_oauth {
+	char *client_id;            /* "clientId": pre-registered; NULL: none */
+	char *client_secret;        /* "clientSecret" (after ${VAR}); NULL: a public client */
+	char *client_metadata_url;  /* "clientMetadataUrl": a Client ID Metadata Document */
+	char **scopes;              /* "scopes": asked for; NULL: from the server */
+	bool resource;              /* "resource": false leaves RFC 8707's parameter out */
+	char *resource_url;         /* "resource": "URL" sends that instead of the url */
+	unsigned callback_port;     /* "callbackPort": the login's loopback port; 0: any */
+};
+
 /* A backend entry. All strings are owned by the config. */
 struct cfg_server {
 	char *name;
 	enum cfg_transport transport;
 	char *url;          /* CFG_HTTP (Streamable HTTP) and CFG_SSE (HTTP+SSE) */
 	char **headers;     /* NULL-terminated "Name: value", after expansion */
+	struct cfg_oauth *oauth;  /* HTTP: "oauth" given (not false); NULL: none */
 	char *command;      /* after ${VAR} expansion */
 	char **argv;        /* NULL-terminated; argv[0] == command */
 	char **env;         /* NULL-terminated "KEY=VALUE" added to ours */

@@ -28,6 +28,7 @@ static const char usage[] =
 	"       mcp-chain audit verify FILE\n"
 	"       mcp-chain list|call|read|prompt [-c FILE] ...   (docs/cli.md)\n"
 	"       mcp-chain --direct [-c FILE]\n"
+	"       mcp-chain auth login|status|logout [NAME] [-c FILE]   (OAuth upstreams)\n"
 	"       mcp-chain replay FILE | --config FILE --record OUT\n"
 	"       mcp-chain --version | --help\n"
 	"\n"
@@ -174,6 +175,9 @@ int main(int argc, char **argv)
 	int c;
 	mw_use_registry(mw_registry);
 	backend_use_transports(be_transports);
+	/* OAuth logins of HTTP upstreams (src/app/auth.c). */
+	if (argc > 1 && strcmp(argv[1], "auth") == 0)
+		return app_auth_main(argc - 1, argv + 1);
 	/* The shell commands (src/cli/): a client of the chain, not the chain. */
 	if (cli_wanted(argc, argv))
 		return cli_main(argc, argv);

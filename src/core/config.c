@@ -256,7 +256,7 @@ static char *opt_string(struct ctx *c, json_t *v, const char *path)
 static const char *const server_keys[] = {
 	"type", "command", "args", "env", "cwd", "enabled", "middleware",
 	"disabled", "prefix", "timeout", "restart", "url", "headers", "protocol", "scope",
-	NULL
+	"oauth", NULL
 };
 
 static void check_keys(struct ctx *c, json_t *obj, const char *path,
@@ -403,6 +403,59 @@ static void load_headers(struct ctx *c, struct cfg_server *s, json_t *h, const c
 	}
 }
 
+static const char *const oauth_keys[] = {
+	"clientId", "clientSecret", "clientMetadataUrl", "scopes", "resource", "callbackPort",
+	NULL
+};
+
+static char **opt_strv(struct ctx *c, json_t *v, const char *path);
+static void opt_int_at(struct ctx *c, json_t *obj, const char *path, const char *key,
+		       double min, double max, double *out);
+
+/* Reads "oauth": true, false, or an object (struct cfg_oauth). */
+static void load_oauth(struct ctx *c, struct cfg_server *s, json_t *v, const char *path)
+{
+	char p[512];
+	if (!v || json_is_false(v))
+		return;
+	if (!json_is_true(v) && !json_is_object(v)) {
+		bad(c, path, "must be true, false or an object");
+		return;
+	}
+	struct cfg_oauth *o = s->oauth = calloc(1, sizeof *o);
+	if (!o)
+		return;
+	o->resource = true;
+	if (json_is_true(v))
+		return;
+	check_keys(c, v, path, oauth_keys);
+	path_join(p, sizeof p, path, "clientId");
+	o->client_id = opt_string(c, json_object_get(v, "clientId"), p);
+	path_join(p, sizeof p, path, "clientSecret");
+	o->client_secret = opt_string(c, json_object_get(v, "clientSecret"), p);
+	if (o->client_secret && !o->client_id)
+		bad(c, p, "needs a \"clientId\"");
+	path_join(p, sizeof p, path, "clientMetadataUrl");
+	o->client_metadata_url = opt_string(c, json_object_get(v, "clientMetadataUrl"), p);
+	if (o->client_metadata_url && strncmp(o->client_metadata_url, "https://", 8) != 0)
+		bad(c, p, "must be an https:// URL (a Client ID Metadata Document)");
+	path_join(p, sizeof p, path, "scopes");
+	o->scopes = opt_strv(c, json_object_get(v, "scopes"), p);
+	path_join(p, sizeof p, path, "resource");
+	json_t *r = json_object_get(v, "resource");
+	if (json_is_boolean(r)) {
+		o->resource = json_is_true(r);
+	} else if (r) {
+		o->resource_url = opt_string(c, r, p);
+		if (o->resource_url && strncmp(o->resource_url, "http://", 7) &&
+		    strncmp(o->resource_url, "https://", 8))
+			bad(c, p, "must be true, false or an http(s) URL");
+	}
+	double port = 0;
+	opt_int_at(c, v, path, "callbackPort", 0, 65535, &port);
+	o->callback_port = (unsigned)port;
+}
+
 /* Reads "type" and "url"; returns the transport. HTTP entries take no
  * command, args, env or cwd. */
 static enum cfg_transport load_transport(struct ctx *c, struct cfg_server *s, json_t *e,
@@ -438,6 +491,8 @@ static enum cfg_transport load_transport(struct ctx *c, struct cfg_server *s, js
 		bad(c, p, "must be an http:// or https:// URL");
 	path_join(p, sizeof p, path, "headers");
 	load_headers(c, s, json_object_get(e, "headers"), p);
+	path_join(p, sizeof p, path, "oauth");
+	load_oauth(c, s, json_object_get(e, "oauth"), p);
 	s->command = strdup(s->url ? s->url : "");
 	return s->transport;
 }
@@ -490,6 +545,9 @@ static void load_server(struct ctx *c, struct cfg_server *s, const char *name,
 	check_keys(c, e, path, server_keys);
 	if (load_transport(c, s, e, path) != CFG_STDIO)
 		goto common;
+	path_join(p, sizeof p, path, "oauth");
+	if (json_object_get(e, "oauth"))
+		bad(c, p, "only for an HTTP server (one with a \"url\")");
 	path_join(p, sizeof p, path, "command");
 	json_t *cmd = json_object_get(e, "command");
 	if (!cmd)
@@ -892,6 +950,14 @@ void cfg_free(struct cfg *c)
 		free(s->prefix);
 		free(s->url);
 		free_strv(s->headers);
+		if (s->oauth) {
+			free(s->oauth->client_id);
+			free(s->oauth->client_secret);
+			free(s->oauth->client_metadata_url);
+			free_strv(s->oauth->scopes);
+			free(s->oauth->resource_url);
+			free(s->oauth);
+		}
 		pipeline_unref(s->pipeline);
 	}
 	pipeline_unref(c->pipeline);

@@ -69,7 +69,7 @@ static int st_post(struct be_http *s, struct out *o)
 /* Messages may go out unless a new session is being set up. */
 static bool st_can_post(struct be_http *s)
 {
-	return s->reinit == REINIT_NONE;
+	return s->reinit == REINIT_NONE && http_auth_ready(s);
 }
 
 /* Keeps the protocol version of an initialize RESULT. */
@@ -346,6 +346,8 @@ static void post_done(struct hx *x, CURLcode rc)
 		session_lost(s, hx_take_msg(x), x->gen);
 		return;
 	}
+	if (rc == CURLE_OK && (x->status == 401 || x->status == 403) && http_auth_refused(s, x))
+		return;
 	if (x->msg->kind == OUT_RELIST)
 		relist_step_done(s, x, rc);
 	else if (x->msg->kind != OUT_CHAIN)
@@ -448,6 +450,9 @@ static int http_start(struct backend *b)
 		return -1;
 	}
 	backend_set_transport(b, s);
+	int rc = http_auth_load(s, p->why_down, sizeof p->why_down);
+	if (rc < 0)
+		return rc;
 	return s->mode == &http_legacy ? sse_start(s) : 0;
 }
 

@@ -140,7 +140,7 @@ static int legacy_post(struct be_http *s, struct out *o)
 /* Messages wait for the endpoint. */
 static bool legacy_can_post(struct be_http *s)
 {
-	return s->endpoint != NULL;
+	return s->endpoint != NULL && http_auth_ready(s);
 }
 
 /* Nothing to look at before delivery. */

@@ -54,6 +54,7 @@ struct out {
 	bool is_initialized;    /* notifications/initialized */
 	bool retried;           /* already sent again after a lost session */
 	bool relisted;          /* already sent again after a -32020 */
+	bool auth_retried;      /* already sent again after a 401 and a refresh */
 	char *version;          /* owned: the 2026-07-28 era's protocol version
 				 * the message states in its _meta, or NULL
 				 * (handshake era: the session's headers apply) */
@@ -90,6 +91,7 @@ struct hx {
 	unsigned gen;               /* the session generation it was sent in */
 	char *session;              /* owned: Mcp-Session-Id of the reply */
 	char *start_id;             /* owned: the Last-Event-ID it sent */
+	char *www_auth;             /* owned: the reply's WWW-Authenticate, or NULL */
 	char why[160];              /* why it was refused */
 	struct buf body;            /* a JSON reply, or the head of an error reply */
 	struct sse parser;
@@ -151,6 +153,9 @@ struct be_http {
 	char *get_last_id;          /* owned: its last event id */
 	unsigned get_fails;
 	bool get_off;               /* no GET stream: not offered, or given up */
+	/* OAuth ("oauth" configured; http_oauth.c) */
+	struct oauth_tokens *tok;   /* owned: the stored registration and tokens */
+	struct oauth_refresh *refresh;  /* a refresh under way */
 	/* legacy HTTP+SSE */
 	char *endpoint;             /* owned: where to POST */
 	struct hx *stream;
@@ -242,6 +247,33 @@ void http_down(struct be_http *s, const char *why);
 
 /* Frees the held messages. */
 void http_drop_held(struct be_http *s);
+
+/* ---- http_oauth.c: an upstream's OAuth tokens ---- */
+
+/*
+ * Reads the tokens kept for S's backend when it has "oauth". 0 (none
+ * configured, or usable tokens), or BE_START_PERMANENT with the reason
+ * ("needs login: ...") in WHY.
+ */
+int http_auth_load(struct be_http *s, char *why, size_t n);
+
+/* Adds "Authorization: Bearer ..." to X when S has a token; 0 or -1. */
+int http_auth_header(struct hx *x);
+
+/* True when messages may be POSTed as far as the token goes; starts a
+ * refresh (and says false) when the token is about to expire. */
+bool http_auth_ready(struct be_http *s);
+
+/*
+ * X (a POST) was answered 401 or 403. True when that was handled here:
+ * the message held for a refresh and one more try, or the transport down
+ * with "needs login: ..." (also for an upstream without "oauth" that asks
+ * for it, and for a step-up's insufficient_scope).
+ */
+bool http_auth_refused(struct be_http *s, struct hx *x);
+
+/* Frees S's OAuth state. */
+void http_auth_release(struct be_http *s);
 
 /* ---- http_relist.c: a 2026-07-28 call refused for its headers ---- */
 

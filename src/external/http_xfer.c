@@ -76,6 +76,7 @@ void http_free(struct be_http *s)
 	ev_idle_stop(EV_DEFAULT, &s->kick);
 	drop_inbox(s);
 	http_drop_held(s);
+	http_auth_release(s);
 	free(s->session);
 	free(s->proto);
 	param_table_release(&s->params);
@@ -162,6 +163,7 @@ static void hx_destroy(struct hx *x)
 	buf_release(&x->body);
 	free(x->session);
 	free(x->start_id);
+	free(x->www_auth);
 	out_free(x->msg);
 	free(x);
 }
@@ -364,6 +366,14 @@ static size_t on_header(char *line, size_t size, size_t n, void *arg)
 		while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
 			end--;
 		take_session(x, v, (size_t)(end - v));
+	} else if (len > 17 && strncasecmp(line, "www-authenticate:", 17) == 0 && !x->www_auth &&
+		   len < 4096) {
+		const char *v = line + 17, *end = line + len;
+		while (v < end && (*v == ' ' || *v == '\t'))
+			v++;
+		while (end > v && (end[-1] == '\r' || end[-1] == '\n'))
+			end--;
+		x->www_auth = strndup(v, (size_t)(end - v));
 	}
 	return len;
 }
@@ -493,10 +503,16 @@ struct hx *hx_new(struct be_http *s, enum hx_kind kind, const char *url, struct 
 	set_common(x, url);
 	char **h = backend_cfg(s->b)->headers;
 	for (size_t i = 0; h && h[i]; i++)
-		if (!reserved_header(h[i]) && add_line(x, h[i]) < 0) {
+		if (!reserved_header(h[i]) &&
+		    !(s->tok && strncasecmp(h[i], "authorization:", 14) == 0) &&
+		    add_line(x, h[i]) < 0) {
 			hx_destroy(x);
 			return NULL;
 		}
+	if (http_auth_header(x) < 0) {
+		hx_destroy(x);
+		return NULL;
+	}
 	x->msg = msg;
 	x->next = s->xfers;
 	if (s->xfers)

@@ -313,6 +313,8 @@ static void take_prm(struct oauth_flow *f, json_t *m, const char *from)
 	}
 	oauth_set(&f->meta.prm_url, from);
 	oauth_set(&f->meta.issuer, as);
+	if (f->o->resource && !f->o->resource_url)
+		oauth_set(&f->meta.resource, res);   /* RFC 8707's value: exactly as the PRM says */
 	choose_scope(f, m);
 	oauth_urls_clear(f);
 	f->step = D_AS;

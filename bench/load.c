@@ -138,6 +138,7 @@ static struct {
 	const char *child_stderr;
 	const char *url;    /* --url: drive an HTTP server instead of pipes */
 	bool accept_sse;    /* --accept both (default) or json */
+	const char *header; /* --header: one more request header, or NULL */
 	bool pid_stats;
 	bool quiet;
 	bool strict;
@@ -1230,6 +1231,7 @@ static void usage(FILE *f)
 	  "                    at URL (http://HOST:PORT/PATH), one connection per\n"
 	  "                    operation in flight\n"
 	  "  --sessions S      --url: S sessions, operation slot i in session i %% S (1)\n"
+	  "  --header H        --url: one more request header (\"Authorization: Bearer ...\")\n"
 	  "  --accept A        --url: both (Accept: application/json, text/event-stream,\n"
 	  "                    the default) or json (Accept: application/json)\n"
 	  "  --settle-ms MS    idle: wait this long before each VmRSS reading (500)\n");
@@ -1315,6 +1317,10 @@ static void parse_args(int argc, char **argv)
 			opt.sessions = num_arg(a, v);
 		} else if (strcmp(a, "--settle-ms") == 0) {
 			opt.settle_ms = num_arg(a, v);
+		} else if (strcmp(a, "--header") == 0) {
+			if (!strchr(v, ':') || strpbrk(v, "\r\n"))
+				die("--header takes one \"Name: value\"");
+			opt.header = v;
 		} else if (strcmp(a, "--accept") == 0) {
 			if (strcmp(v, "both") != 0 && strcmp(v, "json") != 0)
 				die("--accept takes both or json");
@@ -1351,7 +1357,7 @@ static void parse_args(int argc, char **argv)
 		opt.warmup = 0;
 	}
 	if (opt.url)
-		http_init(opt.url, opt.c, opt.sessions, opt.accept_sse);
+		http_init(opt.url, opt.c, opt.sessions, opt.accept_sse, opt.header);
 }
 
 /* Run the startup mode: n fresh children, time to first answered call. */

@@ -67,7 +67,7 @@ void load_on_session(int64_t dt);
  * uses connection s and session s % sessions).  accept_sse: send
  * "Accept: application/json, text/event-stream" (what the specification
  * asks of a client); else "Accept: application/json". */
-void http_init(const char *url, long conns, long sessions, bool accept_sse);
+void http_init(const char *url, long conns, long sessions, bool accept_sse, const char *header);
 /* Fail (fatal) unless nothing answers on the URL's port yet: the server
  * about to be started must be the one measured, not another listener. */
 void http_check_port_free(void);

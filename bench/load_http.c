@@ -110,6 +110,7 @@ static struct {
 	char path[512];
 	char port[16];
 	const char *accept;
+	char *extra;         /* --header line(s), each ending in CRLF; "" for none */
 	long nconns, nsessions;
 	struct conn *conns;
 	struct session *sessions;
@@ -181,10 +182,13 @@ static void parse_url(const char *url)
 }
 
 /* Set up the transport (see load.h). */
-void http_init(const char *url, long conns, long sessions, bool accept_sse)
+void http_init(const char *url, long conns, long sessions, bool accept_sse, const char *header)
 {
 	parse_url(url);
 	H.accept = accept_sse ? "application/json, text/event-stream" : "application/json";
+	H.extra = "";
+	if (header && asprintf(&H.extra, "%s\r\n", header) < 0)
+		die("out of memory");
 	H.nconns = conns;
 	H.nsessions = sessions;
 	H.conns = calloc((size_t)conns, sizeof *H.conns);
@@ -381,9 +385,9 @@ static void conn_start(struct conn *c, enum what what, long id, long session,
 	parse_reset(c);
 	c->out.len = c->woff = 0;
 	buf_printf(&c->out, "POST %s HTTP/1.1\r\nHost: %s\r\n"
-	           "Content-Type: application/json\r\nAccept: %s\r\n"
+	           "Content-Type: application/json\r\nAccept: %s\r\n%s"
 	           "%s%s%s%s%s%sContent-Length: %zu\r\n\r\n",
-	           H.path, H.authority, H.accept,
+	           H.path, H.authority, H.accept, H.extra,
 	           what == W_INIT ? "" : "MCP-Protocol-Version: ",
 	           what == W_INIT ? "" : PROTOCOL,
 	           what == W_INIT ? "" : "\r\n",

@@ -25,8 +25,8 @@
  * Results are cached by the token's SHA-256 (never the token): a valid
  * token until it expires, a refused one for a minute, so a session's
  * requests cost a hash and a lookup. The cache is bounded ("cacheSize");
- * when full, expired entries go, and a token past the bound is checked
- * each time rather than cached.
+ * when full, expired answers go, else one settled answer (its token is
+ * checked again when next presented).
  */
 #include "auth_int.h"
 
@@ -454,22 +454,29 @@ static void tok_free(struct tok *t)
 	free(t);
 }
 
-/* hmap_each: collects expired answers. */
+/* hmap_each: collects expired answers, and one settled answer to drop if
+ * none has expired. */
 struct sweep {
 	double now;
 	struct tok **out;
 	size_t n, cap;
+	struct tok *any;
 };
 
 static void sweep_one(void *value, void *arg)
 {
 	struct tok *t = value;
 	struct sweep *s = arg;
-	if (t->state != TOK_PENDING && t->until <= s->now && s->n < s->cap)
+	if (t->state == TOK_PENDING)
+		return;
+	if (t->until <= s->now && s->n < s->cap)
 		s->out[s->n++] = t;
+	else if (!s->any)
+		s->any = t;
 }
 
-/* Room for one more answer: expired ones go first; false when still full. */
+/* Room for one more answer: expired ones go first, else one settled answer
+ * (it is checked again when next presented); false when none can go. */
 static bool cache_room(struct oauth *o)
 {
 	if (o->toks.count < o->cache_max)
@@ -481,6 +488,8 @@ static bool cache_room(struct oauth *o)
 	hmap_each(&o->toks, sweep_one, &s);
 	for (size_t i = 0; i < s.n; i++)
 		tok_free(hmap_del(&o->toks, s.out[i]->key, 32));
+	if (o->toks.count >= o->cache_max && s.any)
+		tok_free(hmap_del(&o->toks, s.any->key, 32));
 	free(s.out);
 	return o->toks.count < o->cache_max;
 }
@@ -543,7 +552,10 @@ static enum verdict verify_jwt(struct oauth *o, struct tok *t, const char *tok, 
 		return V_DONE;
 	}
 	if (!is->keys) {
-		issuer_fetch(is);
+		/* after a failed fetch, not again before refetchInterval: the checks
+		 * it woke would otherwise start another at once, forever */
+		if (!is->failed || ev_now(EV_DEFAULT) - is->last_try >= o->refetch)
+			issuer_fetch(is);
 		if (is->inflight) {
 			*wait_on = is;
 			return V_WAIT;
@@ -790,6 +802,9 @@ void oauth_check(struct oauth *o, struct mw_cred_check *chk, struct mw_cred_wait
 		mw_cred_wait_add(&t->waits, wait);
 		chk->result = MW_CRED_PENDING;
 		return;
+	} else if (o->introspect_url && !t->introspect && !cached) {
+		t->unavailable = true;   /* every cached answer is still being found out */
+		snprintf(t->why, sizeof t->why, "too many tokens are being checked at once");
 	} else if (!o->introspect_url) {
 		snprintf(t->why, sizeof t->why, "the token is not a JWT and no introspection "
 			 "endpoint is configured");
@@ -809,6 +824,11 @@ const struct oauth_who *oauth_who(struct oauth *o, const char *tok, size_t n,
 	char scope[256];
 	sha256(tok, n, key);
 	const struct tok *t = hmap_get(&o->toks, key, 32);
+	if (!t) {   /* dropped from a full cache since the front checked it: again, without I/O */
+		struct mw_cred_check chk = { .token = tok, .len = n, .method = method, .tool = name };
+		oauth_check(o, &chk, NULL);
+		t = chk.result == MW_CRED_OK ? hmap_get(&o->toks, key, 32) : NULL;
+	}
 	if (!t || t->state != TOK_OK) {
 		snprintf(why, wn, "the bearer token is not a valid access token");
 		return NULL;
@@ -1138,9 +1158,9 @@ static void parse_knobs(struct oauth *o, json_t *opts, struct mw_build *b)
 			o->refetch = json_number_value(v);
 	}
 	if ((v = json_object_get(opts, "cacheSize"))) {
-		if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
 		    json_integer_value(v) > 10000000)
-			mw_error(b, "/oauth/cacheSize", "must be a count from 0 to 10000000 "
+			mw_error(b, "/oauth/cacheSize", "must be a count from 1 to 10000000 "
 				 "(default %d)", CACHE_DEFAULT);
 		else
 			o->cache_max = (size_t)json_integer_value(v);

@@ -41,6 +41,7 @@
 /* One configured credential. */
 struct token {
 	unsigned char hash[HASH_LEN];
+	unsigned char subject[HASH_LEN];  /* SHA-256 of the principal: who it stands for */
 	char *principal;         /* owned */
 	json_t *roles;           /* owned: array of strings */
 };
@@ -79,13 +80,21 @@ static const struct token *find_hash(const struct auth *a, const unsigned char *
 	return found;
 }
 
+/* The token the secret S (LEN bytes) matches, or NULL; H gets S's hash
+ * (when given: *HASHED says whether it was made). */
+static const struct token *find_secret_h(const struct auth *a, const char *s, size_t len,
+					 unsigned char h[HASH_LEN], bool *hashed)
+{
+	*hashed = len > 0 && len <= TOKEN_MAX && sha256(s, len, h) == 0;
+	return *hashed ? find_hash(a, h) : NULL;
+}
+
 /* The token the secret S (LEN bytes) matches, or NULL. */
 static const struct token *find_secret(const struct auth *a, const char *s, size_t len)
 {
 	unsigned char h[HASH_LEN];
-	if (len == 0 || len > TOKEN_MAX || sha256(s, len, h) < 0)
-		return NULL;
-	return find_hash(a, h);
+	bool hashed;
+	return find_secret_h(a, s, len, h, &hashed);
 }
 
 /* ---- the environment credential ---- */
@@ -195,11 +204,13 @@ static enum mw_verdict auth_on_message(struct mw_module *m, struct mw_ctx *ctx, 
 			return refuse(a, ctx, msg, why);
 		}
 	} else if (ctx->credential) {
-		t = find_secret(a, ctx->credential, ctx->credential_len);
+		unsigned char h[HASH_LEN];
+		bool hashed;
+		t = find_secret_h(a, ctx->credential, ctx->credential_len, h, &hashed);
 		if (!t && a->oauth) {
 			const struct oauth_who *w = oauth_who(a->oauth, ctx->credential,
-							      ctx->credential_len, ctx->method,
-							      ctx->name, why, sizeof why);
+							      ctx->credential_len, hashed ? h : NULL,
+							      ctx->method, ctx->name, why, sizeof why);
 			if (!w)
 				return refuse(a, ctx, msg, why);
 			ctx->client = w->principal;   /* interned: outlives the exchange */
@@ -236,16 +247,18 @@ static void auth_check_credential(struct mw_module *m, struct mw_cred_check *chk
 				  struct mw_cred_wait *wait)
 {
 	struct auth *a = (struct auth *)m;
-	const struct token *t = chk->token ? find_secret(a, chk->token, chk->len) : NULL;
+	unsigned char h[HASH_LEN];
+	bool hashed = false;
+	const struct token *t = chk->token ? find_secret_h(a, chk->token, chk->len, h, &hashed)
+					   : NULL;
 	if (t) {
-		unsigned len = 0;
 		chk->result = MW_CRED_OK;
-		chk->has_subject = EVP_Digest(t->principal, strlen(t->principal), chk->subject, &len,
-					      EVP_sha256(), NULL) == 1;
+		memcpy(chk->subject, t->subject, HASH_LEN);
+		chk->has_subject = true;
 		return;
 	}
 	if (a->oauth)
-		return oauth_check(a->oauth, chk, wait);
+		return oauth_check(a->oauth, chk, hashed ? h : NULL, wait);
 	chk->result = MW_CRED_INVALID;
 	chk->error = chk->token ? "invalid_token" : NULL;
 	snprintf(chk->why, sizeof chk->why, "%s", chk->token ? "the bearer token is not valid" :
@@ -365,8 +378,8 @@ static void parse_token(struct mw_build *b, size_t i, json_t *v, struct token *t
 	snprintf(k, sizeof k, "%s/principal", key);
 	if (!json_is_string(p) || json_string_length(p) == 0)
 		mw_error(b, k, "missing or not a non-empty string: the name the token stands for");
-	else
-		t->principal = strdup(json_string_value(p));
+	else if ((t->principal = strdup(json_string_value(p))))
+		sha256(t->principal, strlen(t->principal), t->subject);
 	snprintf(k, sizeof k, "%s/roles", key);
 	t->roles = parse_roles(b, k, json_object_get(v, "roles"));
 }

@@ -30,8 +30,10 @@ int oauth_start(struct oauth *o);
 /* Frees O (NULL is fine): pending fetches are cancelled, waits dropped. */
 void oauth_free(struct oauth *o);
 
-/* Answers CHK for a token that is no static one (mw_module_ops.check_credential). */
-void oauth_check(struct oauth *o, struct mw_cred_check *chk, struct mw_cred_wait *wait);
+/* Answers CHK for a token that is no static one (mw_module_ops.check_credential);
+ * HASH: the token's SHA-256 when the caller has it, else NULL. */
+void oauth_check(struct oauth *o, struct mw_cred_check *chk, const unsigned char *hash,
+		 struct mw_cred_wait *wait);
 
 /*
  * Who the token TOK (N bytes), checked by the front already, stands for,
@@ -40,7 +42,8 @@ void oauth_check(struct oauth *o, struct mw_cred_check *chk, struct mw_cred_wait
  * that request needs.
  */
 const struct oauth_who *oauth_who(struct oauth *o, const char *tok, size_t n,
-				  const char *method, const char *name, char *why, size_t wn);
+				  const unsigned char *hash, const char *method, const char *name,
+				  char *why, size_t wn);
 
 /* The module's part of the Protected Resource Metadata (new reference). */
 json_t *oauth_metadata(struct oauth *o);

@@ -652,38 +652,45 @@ static void settle_introspected(struct oauth *o, struct tok *t, json_t *j)
 		t->until = now_wall() + INTROSPECT_TTL_MAX;   /* a revocation shows within minutes */
 }
 
-/* The audiences a token must name for RESOURCE: the configured ones, else the resource. */
-static bool audience_ok(const struct oauth *o, const struct tok *t, const char *resource)
+/* True when A (a string) and W name one resource: "https://h/mcp/" and
+ * "https://h/mcp" are one. */
+static bool same_resource(const char *a, const char *w)
 {
-	if (!o->audience && !o->resource && !resource)
-		return true;   /* nothing to compare with: the front names no URL */
-	json_t *want = o->audience;
-	json_t *one = NULL;
-	if (!want) {
-		one = json_pack("[s]", o->resource ? o->resource : resource);
-		want = one;
-	}
-	bool ok = false;
+	size_t al = strlen(a), wl = strlen(w);
+	while (al > 1 && a[al - 1] == '/')
+		al--;
+	while (wl > 1 && w[wl - 1] == '/')
+		wl--;
+	return al == wl && strncmp(a, w, wl) == 0;
+}
+
+/* True when T's "aud" (a string or an array of strings) names W. */
+static bool aud_names(const struct tok *t, const char *w)
+{
+	if (json_is_string(t->aud))
+		return same_resource(json_string_value(t->aud), w);
 	size_t i;
 	json_t *e;
-	json_array_foreach(want, i, e) {
-		const char *w = json_string_value(e);
-		size_t wl = strlen(w);
-		while (wl > 1 && w[wl - 1] == '/')
-			wl--;   /* "https://h/mcp/" and "https://h/mcp" are one resource */
-		json_t *aud = t->aud;
-		json_t *list = json_is_array(aud) ? aud : NULL;
-		size_t k, na = list ? json_array_size(list) : 1;
-		for (k = 0; k < na && !ok; k++) {
-			const char *a = json_string_value(list ? json_array_get(list, k) : aud);
-			size_t al = a ? strlen(a) : 0;
-			while (al > 1 && a[al - 1] == '/')
-				al--;
-			ok = a && al == wl && strncmp(a, w, wl) == 0;
-		}
+	json_array_foreach(t->aud, i, e)
+		if (json_is_string(e) && same_resource(json_string_value(e), w))
+			return true;
+	return false;
+}
+
+/* Whether T is for us: one of the configured audiences, else the
+ * configured resource, else the URL the client reached (RESOURCE). */
+static bool audience_ok(const struct oauth *o, const struct tok *t, const char *resource)
+{
+	if (o->audience) {
+		size_t i;
+		json_t *e;
+		json_array_foreach(o->audience, i, e)
+			if (aud_names(t, json_string_value(e)))
+				return true;
+		return false;
 	}
-	json_decref(one);
-	return ok;
+	const char *want = o->resource ? o->resource : resource;
+	return !want || aud_names(t, want);   /* no URL to compare: the front names none */
 }
 
 /* The scopes METHOD and NAME need beyond what T has, into OUT; true when some lack. */
@@ -746,7 +753,8 @@ static void answer(struct oauth *o, const struct tok *t, struct mw_cred_check *c
 	chk->has_subject = true;
 }
 
-void oauth_check(struct oauth *o, struct mw_cred_check *chk, struct mw_cred_wait *wait)
+void oauth_check(struct oauth *o, struct mw_cred_check *chk, const unsigned char *hash,
+		 struct mw_cred_wait *wait)
 {
 	unsigned char key[32];
 	if (!chk->token) {
@@ -761,7 +769,10 @@ void oauth_check(struct oauth *o, struct mw_cred_check *chk, struct mw_cred_wait
 		snprintf(chk->why, sizeof chk->why, "the token is too long");
 		return;
 	}
-	sha256(chk->token, chk->len, key);
+	if (hash)
+		memcpy(key, hash, 32);
+	else
+		sha256(chk->token, chk->len, key);
 	struct tok *t = hmap_get(&o->toks, key, 32);
 	if (t && t->state == TOK_PENDING) {
 		mw_cred_wait_add(&t->waits, wait);
@@ -818,15 +829,19 @@ void oauth_check(struct oauth *o, struct mw_cred_check *chk, struct mw_cred_wait
 }
 
 const struct oauth_who *oauth_who(struct oauth *o, const char *tok, size_t n,
-				  const char *method, const char *name, char *why, size_t wn)
+				  const unsigned char *hash, const char *method, const char *name,
+				  char *why, size_t wn)
 {
 	unsigned char key[32];
 	char scope[256];
-	sha256(tok, n, key);
+	if (hash)
+		memcpy(key, hash, 32);
+	else
+		sha256(tok, n, key);
 	const struct tok *t = hmap_get(&o->toks, key, 32);
 	if (!t) {   /* dropped from a full cache since the front checked it: again, without I/O */
 		struct mw_cred_check chk = { .token = tok, .len = n, .method = method, .tool = name };
-		oauth_check(o, &chk, NULL);
+		oauth_check(o, &chk, key, NULL);
 		t = chk.result == MW_CRED_OK ? hmap_get(&o->toks, key, 32) : NULL;
 	}
 	if (!t || t->state != TOK_OK) {

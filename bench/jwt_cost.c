@@ -7,6 +7,11 @@
  * (pipeline_check_credential). The keys come from a JWKS file, so nothing
  * is fetched. Prints one JSON line.
  *   mcp-bench-jwt [N]      (N tokens per kind, default 2000)
+ *   mcp-bench-jwt --emit DIR
+ *                          writes DIR/jwks.json, DIR/jwt (an RS256 access token
+ *                          for https://bench.invalid/mcp, valid for a day) and
+ *                          DIR/static with DIR/static.sha256, for bench/run.sh's
+ *                          HTTP runs with tokens
  */
 #include <jansson.h>
 #include <openssl/core_names.h>
@@ -140,8 +145,50 @@ static double check_all(struct pipeline *pl, char **v, int n)
 	return (now_us() - t0) / n;
 }
 
+/* Writes TEXT to DIR/NAME; aborts on failure. */
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[4096];
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	FILE *f = fopen(path, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+		fprintf(stderr, "mcp-bench-jwt: cannot write %s\n", path);
+		exit(1);
+	}
+}
+
+/* --emit DIR: the files bench/run.sh's HTTP runs with tokens use. */
+static int emit(const char *dir)
+{
+	EVP_PKEY *rsa = EVP_PKEY_Q_keygen(NULL, NULL, "RSA", (size_t)2048);
+	char *nn = bn_b64(rsa, OSSL_PKEY_PARAM_RSA_N), *e = bn_b64(rsa, OSSL_PKEY_PARAM_RSA_E);
+	char jwks[2048];
+	snprintf(jwks, sizeof jwks, "{\"keys\":[{\"kty\":\"RSA\",\"kid\":\"r1\",\"use\":\"sig\","
+		 "\"n\":\"%s\",\"e\":\"%s\"}]}\n", nn, e);
+	put(dir, "jwks.json", jwks);
+	json_t *c = json_pack("{s:s,s:s,s:s,s:I,s:I,s:s}", "iss", ISSUER, "aud", RESOURCE,
+			      "sub", "bench-user", "iat", (json_int_t)time(NULL),
+			      "exp", (json_int_t)time(NULL) + 86400, "scope", "mcp:read mcp:call");
+	char *tok = sign(rsa, "RS256", "r1", c);
+	put(dir, "jwt", tok);
+	const char *st = "static-bench-token-0123456789abcdef-0123456789abcdef-0123456789abcdef";
+	unsigned char h[32];
+	char hex[65];
+	SHA256((const unsigned char *)st, strlen(st), h);
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", h[i]);
+	put(dir, "static", st);
+	put(dir, "static.sha256", hex);
+	json_decref(c);
+	free(tok); free(nn); free(e);
+	EVP_PKEY_free(rsa);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 2 && strcmp(argv[1], "--emit") == 0)
+		return emit(argv[2]);
 	int n = argc > 1 ? atoi(argv[1]) : 2000;
 	if (n < 1)
 		n = 1;

@@ -75,6 +75,8 @@ usage() {
   --no-extras    only the echo comparison (and the HTTP fronts)
   --http-c "K ..."
                  concurrencies for the HTTP echo runs (default "1 16 64")
+  --http-paths "P ..."
+                 the HTTP fronts to compare (default "mcp-chain supergateway mcp-proxy")
   --no-http      no HTTP fronts
   --http-only    only the HTTP fronts (c from --http-c, rounds from -r, n from -n)
   --quick        smoke run: -r 1 -n 500, small extras
@@ -92,6 +94,7 @@ while [ $# -gt 0 ]; do
 	-n) n=$2; shift 2 ;;
 	-c|--concurrency) concs=$2; shift 2 ;;
 	--http-c) http_concs=$2; shift 2 ;;
+	--http-paths) http_paths=$2; shift 2 ;;
 	--paths) paths=$2; shift 2 ;;
 	--no-extras) extras=0; shift ;;
 	--no-http) http=0; shift ;;
@@ -144,6 +147,7 @@ fi
 server="$build/bench/mcp-bench-server"
 load="$build/bench/mcp-bench-load"
 relay="$build/bench/mcp-bench-relay"
+bench_jwt="$build/bench/mcp-bench-jwt"
 chain="$build/mcp-chain"
 proxy="$here/sdk-proxy/proxy.mjs"
 
@@ -486,6 +490,40 @@ if [ "$http" = 1 ]; then
 			done
 		done
 	done
+
+	# Bearer tokens (issue 34): the same c=16 echo calls with the auth module
+	# checking a static token's hash, then validating a JWT access token
+	# (RS256, keys from a file; its answer cached by the token's hash), the
+	# order alternating by round; then the module's own cost per check, cold
+	# (a token seen for the first time) and warm, from mcp-bench-jwt.
+	if [ -x "$bench_jwt" ] && [ -z "${http_skip[mcp-chain]:-}" ] && "$bench_jwt" --emit "$tmp"; then
+		log "HTTP: c=16 echo calls with bearer tokens: static hashes and JWT validation, same rounds"
+		node -e '
+			const [dir, server] = process.argv.slice(1);
+			const fs = require("fs");
+			const base = { mcpServers: { echo: { command: server, scope: "shared" } } };
+			const hash = fs.readFileSync(dir + "/static.sha256", "utf8").trim();
+			fs.writeFileSync(dir + "/chain-auth-static.json", JSON.stringify({ ...base, middleware: [
+				{ use: "auth", env: false, tokens: [{ sha256: hash, principal: "bench" }] }] }));
+			fs.writeFileSync(dir + "/chain-auth-jwt.json", JSON.stringify({ ...base, middleware: [
+				{ use: "auth", env: false, oauth: { issuer: "https://issuer.invalid",
+				  jwksFile: dir + "/jwks.json", resource: "https://bench.invalid/mcp",
+				  scopes: ["mcp:read"] } }] }));
+		' "$tmp" "$server"
+		for ((r = 1; r <= rounds; r++)); do
+			kinds=(static jwt)
+			(( r % 2 == 0 )) && kinds=(jwt static)
+			for kind in "${kinds[@]}"; do
+				tokfile=$tmp/static
+				[ "$kind" = jwt ] && tokfile=$tmp/jwt
+				run_http mcp-chain "http-auth-$kind" "$r" "$tmp/chain-auth-$kind.json" \
+					--accept json -n "$n" -c 16 --warmup "$hwarm" \
+					--header "Authorization: Bearer $(cat "$tokfile")"
+			done
+			line=$("$bench_jwt" 2000) &&
+				printf '{"path":"auth-module","case":"jwt-cost","round":%d,%s\n' "$r" "${line#\{}" >>"$records"
+		done
+	fi
 
 	log "HTTP: $steps progress notifications per call over SSE"
 	for ((r = 1; r <= rounds; r++)); do

@@ -630,6 +630,40 @@ if (httpKinds.some((k) => select(k).length) || skips('http-echo').length) {
   emit();
 
   issue33Targets(verdict);
+  issue34Targets(verdict);
+}
+
+// The section "Bearer tokens (issue 34)": c=16 echo calls over HTTP (Accept
+// json) with the auth module checking a static token and validating a JWT,
+// in the same rounds; and the module's cost per check from mcp-bench-jwt.
+function issue34Targets(verdict) {
+  const st = byRound('http-auth-static', 'http:mcp-chain', 16, 'json');
+  const jw = byRound('http-auth-jwt', 'http:mcp-chain', 16, 'json');
+  const costs = select('jwt-cost', 'auth-module');
+  if (!st.size && !jw.size && !costs.length) return;
+  const per = (f) => [...jw].filter(([k]) => st.has(k) && st.get(k)[f] > 0).map(([k, r]) => r[f] / st.get(k)[f]);
+  const rps = per('rps'), cpu = per('child_cpu_us_per_req');
+  const medOf = (m, f) => median([...m.values()].map((r) => r[f]));
+  emit('### Bearer tokens: JWT validation against static tokens (issue 34, same rounds)');
+  emit();
+  emit('| measure | static token | JWT (RS256, cached by hash) | JWT ÷ static | target | result |');
+  emit('|---|---|---|---|---|---|');
+  const x = median(rps);
+  emit(`| c=16 rps, HTTP, Accept json | ${fmt(medOf(st, 'rps'))} | ${fmt(medOf(jw, 'rps'))} | `
+    + `${rps.length ? ratioWithRange(rps) : 'not run'} | ≥ 0.95× | ${verdict(Number.isFinite(x) ? x >= 0.95 : null)} |`);
+  emit(`| c=16 server CPU µs per request | ${fmt(medOf(st, 'child_cpu_us_per_req'), 2)} | `
+    + `${fmt(medOf(jw, 'child_cpu_us_per_req'), 2)} | ${cpu.length ? ratioWithRange(cpu) : 'not run'} | | |`);
+  emit();
+  if (costs.length) {
+    const m = (f) => fmt(median(costs.map((r) => r[f])), 2);
+    emit(`The auth module's check, through the module as the front asks it (mcp-bench-jwt, `
+      + `${costs[0].n} tokens per kind, medians of ${costs.length} runs): a cold validation (a token `
+      + `seen for the first time: hash, issuer, signature, claims, principal) **${m('cold_rs256_us')} µs** `
+      + `for RS256 and **${m('cold_es256_us')} µs** for ES256; a cached one ${m('warm_us')} µs; a `
+      + `static token ${m('static_us')} µs. The front asks once at a request's head and once per `
+      + 'request message of its body.');
+    emit();
+  }
 }
 
 // The per-round ratios of chain binary name's HTTP front (http-echo, c, Accept

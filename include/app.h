@@ -101,6 +101,8 @@ struct app {
 	ev_signal sigterm, sigint, sighup;
 	ev_prepare step;           /* advances the shutdown before the loop sleeps */
 	ev_timer deadline;
+	struct app_login *login;   /* --listen with perPrincipal upstreams: the
+				    * front's /oauth/ routes (login.c) */
 };
 
 /* ---- app.c: making, running and stopping ---- */
@@ -197,9 +199,11 @@ void app_write_metrics(struct buf *b, void *arg);
  * process-wide chain when the configuration has no session-scoped
  * server, else a chain of the session's own, its backends started now.
  * NULL with WHY (N bytes) set when a bound or the stop refuses it.
+ * SUBJECT (32 bytes, or NULL) is the session's principal, handed to its
+ * perPrincipal backends (backend_set_principal) before they start.
  */
 struct chain *app_session_chain(void *arg, unsigned serial, const char *caps,
-				char *why, size_t n);
+				const unsigned char *subject, char *why, size_t n);
 
 /* The HTTP front gives a session's chain back: its own backends stop. */
 void app_release_session_chain(void *arg, struct chain *c, unsigned serial);
@@ -239,6 +243,19 @@ size_t app_processes_running(const struct app *a);
 
 /* Passes SIG on to every backend's process group, sessions' own included. */
 void app_signal_backends(struct app *a, int sig);
+
+/* ---- login.c: a perPrincipal upstream's sign-in through the HTTP front ---- */
+
+/*
+ * With perPrincipal upstreams: the front's GET /oauth/login, /oauth/callback
+ * and /oauth/logout (http_front_set_routes), and the login links the HTTP
+ * upstreams put in their -32042 errors (oauth_set_login_link). 0, or -1
+ * (said why). Nothing without such an upstream.
+ */
+int app_login_start(struct app *a);
+
+/* Cancels the logins under way and frees their state. */
+void app_login_free(struct app *a);
 
 /* "mcp-chain auth login|status|logout ..." (auth.c): ARGV[0] is "auth".
  * Returns the exit code. */

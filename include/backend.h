@@ -65,6 +65,8 @@ struct be_transport_ops {
 	void (*destroy)(struct backend *b);
 	/* Optional: passes a signal on to what runs (a process group). */
 	void (*signal)(struct backend *b, int sig);
+	/* Optional: the credentials kept for it changed (backend_credentials_changed). */
+	void (*credentials_changed)(struct backend *b);
 };
 
 #define BE_START_PERMANENT (-2)
@@ -126,6 +128,19 @@ void backend_set_cfg(struct backend *b, const struct cfg *top, const struct cfg_
 
 /* Reload: B will initialize with the same client parameters as FROM. */
 void backend_adopt_init_params(struct backend *b, const struct backend *from);
+
+/*
+ * The principal whose credentials the backend uses (an upstream with
+ * "oauth": {"perPrincipal": true}): SUBJECT, 32 bytes (the HTTP front's
+ * hash of who a bearer token stands for), copied; set before
+ * backend_start. backend_principal is NULL when none was set.
+ */
+void backend_set_principal(struct backend *b, const unsigned char subject[32]);
+const unsigned char *backend_principal(const struct backend *b);
+
+/* The credentials kept for B changed (its principal signed in or out):
+ * the transport reads them again, if it keeps any. */
+void backend_credentials_changed(struct backend *b);
 
 /* Frees a backend; its transport must be down. */
 void backend_free(struct backend *b);

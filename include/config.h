@@ -63,6 +63,10 @@ struct cfg_oauth {
 	bool resource;              /* "resource": false leaves RFC 8707's parameter out */
 	char *resource_url;         /* "resource": "URL" sends that instead of the url */
 	unsigned callback_port;     /* "callbackPort": the login's loopback port; 0: any */
+	bool per_principal;         /* "perPrincipal": one set of tokens per principal of
+				     * the HTTP front (--listen, "scope": "session"),
+				     * kept sealed with tokenStore's key, obtained through
+				     * the front's /oauth/login (docs/oauth-upstreams.md) */
 };
 
 /* A backend entry. All strings are owned by the config. */
@@ -125,6 +129,8 @@ struct cfg_listen {
 	unsigned max_scoped_sessions; /* sessions with backends of their own; default 32 */
 	unsigned max_processes;   /* child processes of all backends at once; default 64 */
 	unsigned max_starts;      /* child processes started per second; default 8 */
+	char *public_url;         /* "publicUrl": the base of the links mcp-chain
+				   * gives (/oauth/login); NULL: http://ADDRESS:PORT */
 };
 
 struct cfg {
@@ -155,7 +161,14 @@ struct cfg {
 	json_t *middleware;       /* borrowed from root: top-level modules, or NULL */
 	struct pipeline *pipeline; /* owned: the global pipeline, not started */
 	struct cfg_listen listen;
+	/* "tokenStore" (needed when an upstream is perPrincipal) */
+	char *token_key_file;     /* "keyFile", or NULL */
+	unsigned char token_key[32];  /* its key (seal.h), read at load */
+	bool has_token_key;
 };
+
+/* True when an enabled entry of C has "oauth": {"perPrincipal": true}. */
+bool cfg_has_per_principal(const struct cfg *c);
 
 /*
  * Parses SPEC, "HOST:PORT", "[V6]:PORT" or "PORT", into L's address and

@@ -55,13 +55,17 @@ void http_front_set_metrics(struct http_front *f, void (*fn)(struct buf *out, vo
  * with a reason in WHY (N bytes), which the client gets as a JSON-RPC
  * error: -32000 with HTTP 503 for a session, -32022 (unsupported protocol
  * version, so that a dual-era client falls back to initialize) with HTTP
- * 400 for a stateless call. WHY is empty on entry.
+ * 400 for a stateless call. WHY is empty on entry. SUBJECT (32 bytes,
+ * borrowed) is who the session's bearer token stands for (the modules'
+ * subject, else a hash of the token): the principal its own backends act
+ * for; NULL without a token, and for a stateless call (whose chain is
+ * shared by every call declaring the same capabilities).
  * RELEASE gets the chain back once the session was closed and freed (at
  * DELETE, idle expiry or shutdown); a chain made for the session is the
  * caller's to stop and free. Unset, every session uses the front's chain.
  */
 typedef struct chain *(*http_chain_make_fn)(void *arg, unsigned serial, const char *caps,
-					   char *why, size_t n);
+					   const unsigned char *subject, char *why, size_t n);
 typedef void (*http_chain_release_fn)(void *arg, struct chain *c, unsigned serial);
 void http_front_set_session_chains(struct http_front *f, http_chain_make_fn make,
 				   http_chain_release_fn release, void *arg);
@@ -98,6 +102,33 @@ void http_front_set_input_ttl(struct http_front *f, double seconds);
 /* Whether sessions that start afterwards offer 2026-07-28 whatever the
  * backends speak (session_offer_stateless). */
 void http_front_offer_stateless(struct http_front *f, bool always);
+
+/*
+ * Extra GET routes under PREFIX (copied; "/oauth/"), served by FN (ARG
+ * borrowed), after the Host and Origin checks every request has. A
+ * request that carries a bearer token has it checked as /mcp's are (a
+ * refused one is answered 401/403 here); one without reaches FN with no
+ * subject. FN answers with http_route_reply, now or later (holding the
+ * request meanwhile); it returns 0, or -1 to close the connection.
+ */
+struct http_route;
+typedef int (*http_route_fn)(void *arg, struct http_route *q);
+void http_front_set_routes(struct http_front *f, const char *prefix, http_route_fn fn,
+			   void *arg);
+/* The request's path (without the query), and the decoded value of query
+ * parameter NAME or NULL (valid until the next call, or the request ends). */
+const char *http_route_path(struct http_route *q);
+const char *http_route_query(struct http_route *q, const char *name);
+/* Who its bearer token stands for (32 bytes), or NULL without one. */
+const unsigned char *http_route_subject(struct http_route *q);
+/* Keeps Q past FN's return (an answer later); release it after. */
+void http_route_hold(struct http_route *q);
+void http_route_release(struct http_route *q);
+/* Answers Q: STATUS, CTYPE (NULL: no body), BODY (N bytes, copied), EXTRA
+ * header lines ("Name: value\r\n"..., or NULL). Nothing when its client
+ * left. 0 or -1. */
+int http_route_reply(struct http_route *q, unsigned status, const char *ctype,
+		     const char *body, size_t n, const char *extra);
 
 /* Stops (if needed) and frees everything. */
 void http_front_free(struct http_front *f);

@@ -207,4 +207,34 @@ int oauth_store_load(const char *name, const char *issuer, struct oauth_tokens *
 /* Removes NAME's files; the number removed, or -1 with WHY. */
 int oauth_store_remove(const char *name, char *why, size_t n);
 
+/*
+ * The same for one principal of the HTTP front ("perPrincipal"): SUBJECT
+ * is who its bearer token stands for (32 bytes, the front's hash). The
+ * file, NAME.ISSUERHASH.SUBJECTHEX.json, holds the issuer in the clear and
+ * the tokens sealed (seal.h) under KEY (tokenStore's) with the upstream's
+ * name, the issuer and the subject as associated data: a file moved to
+ * another name, principal or issuer does not open. The plain files above
+ * stay the single-user form of `mcp-chain auth login`.
+ */
+int oauth_store_save_for(const char *name, const unsigned char subject[32],
+			 const unsigned char key[32], const struct oauth_tokens *t,
+			 char *why, size_t n);
+/* 1 found (T filled), 0 none, -1 unreadable or not opened with KEY (WHY). */
+int oauth_store_load_for(const char *name, const unsigned char subject[32],
+			 const unsigned char key[32], struct oauth_tokens *t, char *why, size_t n);
+/* Removes SUBJECT's files for NAME; the number removed, or -1 with WHY. */
+int oauth_store_remove_for(const char *name, const unsigned char subject[32], char *why,
+			   size_t n);
+
+/*
+ * The login link of a perPrincipal upstream: the wiring, which knows the
+ * front's public URL and the key, makes it for upstream NAME and principal
+ * SUBJECT (a new string, or NULL); the HTTP upstream puts it in its
+ * URL-elicitation-required errors (-32042). Unset: no link (the error
+ * says so).
+ */
+typedef char *(*oauth_login_link_fn)(void *arg, const char *name,
+				     const unsigned char subject[32]);
+void oauth_set_login_link(oauth_login_link_fn fn, void *arg);
+
 #endif

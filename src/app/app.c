@@ -300,7 +300,7 @@ static int start_http(struct app *a, const char *spec)
 	http_front_set_input_ttl(a->http, a->cfg->input_ttl);
 	http_front_offer_stateless(a->http, a->cfg->offer_stateless);
 	http_front_set_metrics(a->http, app_write_metrics, a);
-	return 0;
+	return app_login_start(a);
 }
 
 
@@ -320,6 +320,11 @@ struct app *app_new(struct cfg *cfg, const char *level_flag, bool listening)
 	a->step.data = a;
 	ev_init(&a->deadline, on_deadline);
 	a->deadline.data = a;
+	if (!listening && cfg_has_per_principal(cfg)) {
+		log_error("%s: an upstream has \"oauth\": {\"perPrincipal\": true}: it needs --listen "
+			  "(each HTTP session's principal signs in for itself)", cfg->path);
+		goto fail;
+	}
 	if (pipeline_start(cfg->pipeline) < 0 ||
 	    app_chain_new(cfg, &a->chain, &a->agg, app_describe_backends, a) < 0)
 		goto fail;
@@ -370,6 +375,7 @@ void app_free(struct app *a)
 	ev_signal_stop(loop, &a->sigint);
 	ev_signal_stop(loop, &a->sighup);
 	stdio_front_free(a->front);
+	app_login_free(a);
 	http_front_free(a->http);   /* releases the sessions' own chains */
 	app_sweep_session_chains(a, true);
 	for (size_t i = 0; i < a->nbackends; i++)  /* before the aggregate: its */

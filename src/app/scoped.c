@@ -239,12 +239,15 @@ void app_sweep_session_chains(struct app *a, bool all)
 	}
 }
 
-/* Adds SC's backend for entry S (not started); 0 or -1. */
-static int schain_add(struct schain *sc, struct cfg_server *s)
+/* Adds SC's backend for entry S (not started), acting for SUBJECT (or
+ * NULL) when S keeps tokens per principal; 0 or -1. */
+static int schain_add(struct schain *sc, struct cfg_server *s, const unsigned char *subject)
 {
 	struct backend *b = backend_new(sc->chain, sc->cfg, s, on_session_backend_event, sc);
 	if (!b)
 		return -1;
+	if (s->oauth && s->oauth->per_principal && subject && !sc->caps)
+		backend_set_principal(b, subject);
 	sc->backends[sc->nbackends] = b;
 	sc->pls[sc->nbackends++] = pipeline_ref(s->pipeline);
 	if (schain_list(sc, b) < 0)
@@ -279,7 +282,7 @@ static struct backend *shared_backend(struct app *a, const struct cfg_server *s)
  * they count against listen.maxScopedSessions like sessions.
  */
 struct chain *app_session_chain(void *arg, unsigned serial, const char *caps,
-				char *why, size_t n)
+				const unsigned char *subject, char *why, size_t n)
 {
 	struct app *a = arg;
 	struct cfg *cfg = a->cfg;
@@ -315,7 +318,7 @@ struct chain *app_session_chain(void *arg, unsigned serial, const char *caps,
 		if (!s->enabled)
 			continue;
 		if (s->scope == CFG_SCOPE_SESSION) {
-			if (schain_add(sc, s) < 0)
+			if (schain_add(sc, s, subject) < 0)
 				goto fail;
 			continue;
 		}

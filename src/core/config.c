@@ -16,6 +16,8 @@
 #include <string.h>
 
 #include "names.h"
+#include "seal.h"
+#include <openssl/crypto.h>
 
 struct ctx {
 	const char *file;
@@ -405,7 +407,7 @@ static void load_headers(struct ctx *c, struct cfg_server *s, json_t *h, const c
 
 static const char *const oauth_keys[] = {
 	"clientId", "clientSecret", "clientMetadataUrl", "scopes", "resource", "callbackPort",
-	NULL
+	"perPrincipal", NULL
 };
 
 static char **opt_strv(struct ctx *c, json_t *v, const char *path);
@@ -454,6 +456,10 @@ static void load_oauth(struct ctx *c, struct cfg_server *s, json_t *v, const cha
 	double port = 0;
 	opt_int_at(c, v, path, "callbackPort", 0, 65535, &port);
 	o->callback_port = (unsigned)port;
+	json_t *pp = json_object_get(v, "perPrincipal");
+	path_join(p, sizeof p, path, "perPrincipal");
+	if (pp)
+		opt_bool(c, pp, p, &o->per_principal);
 }
 
 /* Reads "type" and "url"; returns the transport. HTTP entries take no
@@ -637,14 +643,14 @@ static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
 static const char *const top_keys[] = {
 	"mcpServers", "maxMessageBytes", "maxOpenRequests", "shutdownGraceMs", "initTimeoutMs",
 	"initJoinMs", "clientStallMs", "inputTimeoutMs", "logLevel", "separator", "status",
-	"eras", "middleware", "listen", NULL
+	"eras", "middleware", "listen", "tokenStore", NULL
 };
 
 static const char *const listen_keys[] = {
 	"address", "port", "path", "ssePath", "messagesPath", "allowedOrigins", "allowedHosts",
 	"maxConnections", "connectionTimeoutMs", "sessionIdleMs", "streamBufferBytes",
 	"resumeGraceMs", "maxScopedSessions", "maxProcesses", "maxStartsPerSecond",
-	"maxBodyBufferBytes", "maxSessions", "maxSessionsPerClient", "maxSessionsPerPrincipal", NULL
+	"maxBodyBufferBytes", "maxSessions", "maxSessionsPerClient", "maxSessionsPerPrincipal", "publicUrl", NULL
 };
 
 /* True when S is a numeric IPv4 or IPv6 address. */
@@ -805,6 +811,18 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 		opt_int_at(c, v, path, "maxSessions", 1, 1000000, &sessions);
 		opt_int_at(c, v, path, "maxSessionsPerClient", 1, 1000000, &per_client);
 		opt_int_at(c, v, path, "maxSessionsPerPrincipal", 1, 1000000, &per_principal);
+		json_t *pu = json_object_get(v, "publicUrl");
+		if (pu && (!json_is_string(pu) ||
+			   (strncmp(json_string_value(pu), "http://", 7) &&
+			    strncmp(json_string_value(pu), "https://", 8)) ||
+			   strpbrk(json_string_value(pu), "?# \t\r\n")))
+			bad(c, "/listen/publicUrl", "must be an http:// or https:// URL (the base "
+			    "mcp-chain's clients reach it at, e.g. behind a reverse proxy)");
+		else if (pu)
+			l->public_url = strdup(json_string_value(pu));
+		size_t len = l->public_url ? strlen(l->public_url) : 0;
+		if (len && l->public_url[len - 1] == '/')
+			l->public_url[len - 1] = '\0';
 	}
 	l->body_budget = (uint64_t)budget;
 	l->max_sessions = (unsigned)sessions;
@@ -819,6 +837,41 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 	l->session_idle = idle / 1000.0;
 	l->stream_buffer = (size_t)sbuf;
 	l->resume_grace = grace / 1000.0;
+}
+
+/* Reads "tokenStore" and checks the perPrincipal upstreams need it. */
+static void load_token_store(struct ctx *c, struct cfg *cfg, json_t *v)
+{
+	static const char *const keys[] = { "keyFile", NULL };
+	char p[512], why[400];
+	for (size_t i = 0; i < cfg->nservers; i++) {
+		const struct cfg_server *s = &cfg->servers[i];
+		if (!s->oauth || !s->oauth->per_principal)
+			continue;
+		snprintf(p, sizeof p, "/mcpServers/%s/oauth/perPrincipal", s->name);
+		if (s->scope != CFG_SCOPE_SESSION)
+			bad(c, p, "needs \"scope\": \"session\" (each HTTP session's own "
+			    "backend, which knows whose tokens to use) and --listen");
+	}
+	if (v && !json_is_object(v)) {
+		bad(c, "/tokenStore", "must be an object: {\"keyFile\": PATH}");
+		return;
+	}
+	if (v) {
+		check_keys(c, v, "/tokenStore", keys);
+		cfg->token_key_file = opt_string(c, json_object_get(v, "keyFile"), "/tokenStore/keyFile");
+		if (!cfg->token_key_file)
+			bad(c, "/tokenStore/keyFile", "missing: a file of 32 random bytes "
+			    "(head -c32 /dev/urandom > PATH; chmod 600 PATH)");
+		else if (seal_key_load(cfg->token_key_file, cfg->token_key, why, sizeof why) < 0)
+			bad(c, "/tokenStore/keyFile", "%s", why);
+		else
+			cfg->has_token_key = true;
+	} else if (cfg_has_per_principal(cfg)) {
+		bad(c, "/tokenStore", "missing: an upstream is perPrincipal, and its tokens are "
+		    "kept sealed with {\"keyFile\": PATH}, a file of 32 random bytes "
+		    "(head -c32 /dev/urandom > PATH; chmod 600 PATH)");
+	}
 }
 
 /* Reads the top-level options. */
@@ -874,6 +927,7 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 			cfg->has_log_level = true;
 	}
 	load_listen(c, &cfg->listen, json_object_get(root, "listen"));
+	load_token_store(c, cfg, json_object_get(root, "tokenStore"));
 	cfg->middleware = json_object_get(root, "middleware");
 	if (cfg->middleware && !json_is_array(cfg->middleware))
 		bad(c, "/middleware", "must be an array of modules");
@@ -967,11 +1021,22 @@ void cfg_free(struct cfg *c)
 	free(c->listen.messages_path);
 	free_strv(c->listen.origins);
 	free_strv(c->listen.hosts);
+	free(c->listen.public_url);
+	free(c->token_key_file);
+	OPENSSL_cleanse(c->token_key, sizeof c->token_key);
 	free(c->servers);
 	free(c->separator);
 	free(c->path);
 	json_decref(c->root);
 	free(c);
+}
+
+bool cfg_has_per_principal(const struct cfg *c)
+{
+	for (size_t i = 0; i < c->nservers; i++)
+		if (c->servers[i].enabled && c->servers[i].oauth && c->servers[i].oauth->per_principal)
+			return true;
+	return false;
 }
 
 /* True when an enabled entry of C is session-scoped. */

@@ -50,6 +50,8 @@ struct backend {
 	struct backend_stats stats;
 	backend_event_fn on_event;
 	void *arg;
+	unsigned char principal[32];   /* whose credentials, when HAS_PRINCIPAL */
+	bool has_principal;
 };
 
 static const char *const state_names[] = {
@@ -679,6 +681,23 @@ void backend_adopt_init_params(struct backend *b, const struct backend *from)
 }
 
 /* Frees a backend. */
+void backend_set_principal(struct backend *b, const unsigned char subject[32])
+{
+	memcpy(b->principal, subject, 32);
+	b->has_principal = true;
+}
+
+const unsigned char *backend_principal(const struct backend *b)
+{
+	return b->has_principal ? b->principal : NULL;
+}
+
+void backend_credentials_changed(struct backend *b)
+{
+	if (b->ops->credentials_changed)
+		b->ops->credentials_changed(b);
+}
+
 void backend_free(struct backend *b)
 {
 	if (!b)
@@ -699,5 +718,6 @@ void backend_free(struct backend *b)
 	be_era_free(b->x);
 	chain_remove_peer(&b->peer);
 	peer_release(&b->peer);
+	explicit_bzero(b->principal, sizeof b->principal);
 	free(b);
 }

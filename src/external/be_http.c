@@ -125,17 +125,38 @@ static bool st_intercept(struct be_http *s, json_t *msg)
 	return true;
 }
 
+static void reinit_start(struct be_http *s);
+
 /* Starts a new session with the parameters of the first initialize. */
 static void reinit_begin(struct be_http *s)
 {
-	static unsigned counter;
-	char id[48];
 	if (!s->init_params || ++s->reinits > REINIT_MAX) {
 		http_down(s, s->init_params ? "the session keeps expiring (HTTP 404)" :
 			  "the session expired (HTTP 404)");
 		return;
 	}
 	log_warn("%s: the session expired (HTTP 404); starting a new one", s->name);
+	reinit_start(s);
+}
+
+void http_renew_session(struct be_http *s)
+{
+	if (s->mode != &http_streamable || !s->init_params) {
+		/* the legacy transport's stream, or not initialized yet: a restart
+		 * (or the chain's own initialize) does it */
+		s->signing_in = false;
+		if (s->init_params)
+			http_down(s, "its principal signed in: reconnecting");
+		return;
+	}
+	reinit_start(s);
+}
+
+/* Sends our own initialize for a new session (messages wait meanwhile). */
+static void reinit_start(struct be_http *s)
+{
+	static unsigned counter;
+	char id[48];
 	free(s->session);
 	s->session = NULL;
 	s->gen++;
@@ -191,6 +212,8 @@ static void reinit_step_done(struct be_http *s, struct hx *x, CURLcode rc)
 		log_info("%s: new session started", s->name);
 		http_wake(s);
 		get_open(s, 0);
+		if (s->signing_in)
+			http_auth_signed_in(s);
 		return;
 	}
 	if (rc != CURLE_OK)
@@ -451,7 +474,7 @@ static int http_start(struct backend *b)
 	}
 	backend_set_transport(b, s);
 	int rc = http_auth_load(s, p->why_down, sizeof p->why_down);
-	if (rc < 0)
+	if (rc < 0 || s->login)   /* needing login, it answers on its own */
 		return rc;
 	return s->mode == &http_legacy ? sse_start(s) : 0;
 }
@@ -490,6 +513,10 @@ static int send_one(struct be_http *s, json_t *msg)
 		return -1;
 	if (o->is_init)
 		remember_init(s, msg);
+	if (http_auth_answer(s, msg)) {
+		out_free(o);
+		return 0;
+	}
 	if (o->version && backend_era(s->b) == ERA_HANDSHAKE) {
 		/* a 2026-07-28 client's request to a server of the handshake
 		 * era: it goes in that era, in the session (its _meta as sent) */
@@ -583,7 +610,15 @@ static void http_pause(struct backend *b, bool paused)
 		http_wake(s);
 }
 
+/* The principal's tokens changed (signed in or out). */
+static void http_credentials_changed(struct backend *b)
+{
+	if (T(b))
+		http_auth_reload(T(b));
+}
+
 const struct be_transport_ops be_http_ops = {
+	.credentials_changed = http_credentials_changed,
 	.kind = "http",
 	.start = http_start,
 	.send = http_send,

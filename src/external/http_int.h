@@ -156,6 +156,12 @@ struct be_http {
 	/* OAuth ("oauth" configured; http_oauth.c) */
 	struct oauth_tokens *tok;   /* owned: the stored registration and tokens */
 	struct oauth_refresh *refresh;  /* a refresh under way */
+	bool login;                 /* perPrincipal without a usable token: it
+				     * answers every request itself, with -32042
+				     * (URL elicitation required: the login link) */
+	bool signing_in;            /* tokens came: a session with the upstream is
+				     * being started (the lists then changed) */
+	char elicit_id[33];         /* the elicitation the -32042s name */
 	/* legacy HTTP+SSE */
 	char *endpoint;             /* owned: where to POST */
 	struct hx *stream;
@@ -274,6 +280,25 @@ bool http_auth_refused(struct be_http *s, struct hx *x);
 
 /* Frees S's OAuth state. */
 void http_auth_release(struct be_http *s);
+
+/* While S needs its principal's login: answers MSG (borrowed, one message)
+ * itself and returns true; false otherwise. */
+bool http_auth_answer(struct be_http *s, json_t *msg);
+
+/* The principal's tokens changed (backend_credentials_changed): signed in
+ * (a session with the upstream starts: http_renew_session), or signed out
+ * (down, and back needing login). */
+void http_auth_reload(struct be_http *s);
+
+/* The session http_renew_session started after a sign-in is up: the
+ * client hears the lists changed and the elicitation completed. */
+void http_auth_signed_in(struct be_http *s);
+
+/* --- be_http.c --- */
+
+/* Starts a session with the upstream with what the chain initialized S
+ * with (after a sign-in); http_auth_signed_in follows once it is up. */
+void http_renew_session(struct be_http *s);
 
 /* ---- http_relist.c: a 2026-07-28 call refused for its headers ---- */
 

@@ -13,9 +13,22 @@
 #include <time.h>
 
 #include <openssl/crypto.h>
+#include <openssl/rand.h>
 
 #include "log.h"
 #include "oauth_client.h"
+#include "rpc.h"
+
+#define RPC_URL_ELICITATION_REQUIRED (-32042)   /* MCP 2025-11-25 */
+
+static oauth_login_link_fn login_link;
+static void *login_link_arg;
+
+void oauth_set_login_link(oauth_login_link_fn fn, void *arg)
+{
+	login_link = fn;
+	login_link_arg = arg;
+}
 
 #define REFRESH_MARGIN 60.0   /* seconds before expiry a token is renewed */
 
@@ -28,11 +41,62 @@ static void needs_login(char *why, size_t n, const char *name, const char *detai
 		strcat(why, ")");
 }
 
+/* S needs its principal's login: it answers requests itself from now. */
+static void login_needed(struct be_http *s, const char *detail)
+{
+	unsigned char r[16];
+	s->login = true;
+	if (RAND_bytes(r, sizeof r) != 1)
+		memset(r, 0, sizeof r);
+	for (int i = 0; i < 16; i++)
+		snprintf(s->elicit_id + 2 * i, 3, "%02x", r[i]);
+	log_info("%s: needs its principal's login%s%s%s", s->name, detail ? " (" : "",
+		 detail ? detail : "", detail ? ")" : "");
+}
+
+/* The principal's tokens from the sealed store: 1 usable (T filled), 0
+ * none or not usable (DETAIL says why, when it is worth a log line). */
+static int load_principal(struct be_http *s, struct oauth_tokens *t, const char **detail)
+{
+	const struct cfg *top = backend_top(s->b);
+	const unsigned char *who = backend_principal(s->b);
+	static char err[300];
+	*detail = NULL;
+	if (!who || !top->has_token_key) {
+		*detail = "no principal: the session has no bearer token";
+		return 0;
+	}
+	int rc = oauth_store_load_for(s->name, who, top->token_key, t, err, sizeof err);
+	if (rc < 0)
+		*detail = err;
+	if (rc > 0 && t->url && strcmp(t->url, s->url) != 0)
+		*detail = "the tokens kept are for another URL";
+	else if (rc > 0 && !t->refresh_token && !oauth_tokens_fresh(t, (double)time(NULL), 0))
+		*detail = t->access_token ? "the access token expired" : "no token kept";
+	if (rc > 0 && !*detail)
+		return 1;
+	if (rc > 0)
+		oauth_tokens_release(t);
+	return 0;
+}
+
 int http_auth_load(struct be_http *s, char *why, size_t n)
 {
 	const struct cfg_server *c = backend_cfg(s->b);
 	if (!c->oauth)
 		return 0;
+	if (c->oauth->per_principal) {
+		struct oauth_tokens *t = calloc(1, sizeof *t);
+		const char *detail = NULL;
+		if (t && load_principal(s, t, &detail) == 1) {
+			s->tok = t;
+			log_debug("%s: OAuth tokens of %s read for its principal", s->name, t->issuer);
+			return 0;
+		}
+		free(t);
+		login_needed(s, detail);
+		return 0;
+	}
 	struct oauth_tokens *t = calloc(1, sizeof *t);
 	char err[300] = "";
 	int rc = t ? oauth_store_load(s->name, NULL, t, err, sizeof err) : -1;
@@ -85,7 +149,15 @@ void http_auth_release(struct be_http *s)
 static void save(struct be_http *s)
 {
 	char err[300];
-	if (oauth_store_save(s->name, s->tok, err, sizeof err) < 0)
+	const struct cfg *top = backend_top(s->b);
+	const unsigned char *who = backend_principal(s->b);
+	int rc;
+	if (backend_cfg(s->b)->oauth->per_principal)
+		rc = who && top->has_token_key ? oauth_store_save_for(s->name, who, top->token_key,
+								      s->tok, err, sizeof err) : 0;
+	else
+		rc = oauth_store_save(s->name, s->tok, err, sizeof err);
+	if (rc < 0)
 		log_warn("%s: cannot keep the refreshed tokens: %s", s->name, err);
 }
 
@@ -169,4 +241,119 @@ bool http_auth_refused(struct be_http *s, struct hx *x)
 	}
 	oauth_challenge_release(&ch);
 	return handled;
+}
+
+/* ---- perPrincipal: the login the principal needs ---- */
+
+/* The -32042 error for request ID (borrowed): its login link. */
+static json_t *elicitation_required(struct be_http *s, json_t *id)
+{
+	const unsigned char *who = backend_principal(s->b);
+	if (!who)
+		return rpc_errorf(id, -32000, "%s keeps tokens per principal, and this call has no "
+				  "principal (no bearer token, or a 2026-07-28 call without a "
+				  "session)", s->name);
+	char *url = login_link ? login_link(login_link_arg, s->name, who) : NULL;
+	if (!url)
+		return rpc_errorf(id, -32000, "%s needs you to sign in, and no login link can be "
+				  "made", s->name);
+	char msg[200];
+	snprintf(msg, sizeof msg, "Sign in to %s", s->name);
+	json_t *data = json_pack("{s:[{s:s,s:s,s:s,s:s}]}", "elicitations", "mode", "url",
+				 "elicitationId", s->elicit_id, "url", url, "message", msg);
+	free(url);
+	char text[240];
+	snprintf(text, sizeof text, "%s needs you to sign in: open the link, then try again",
+		 s->name);
+	return rpc_error(id, RPC_URL_ELICITATION_REQUIRED, text, data);
+}
+
+/* A minimal initialize result of our own while the upstream is out of
+ * reach: the lists it may bring are promised (list_changed follows the
+ * sign-in). */
+static json_t *own_init_result(struct be_http *s, json_t *params)
+{
+	const char *v = json_string_value(json_object_get(params, "protocolVersion"));
+	char instr[300];
+	snprintf(instr, sizeof instr, "%s needs you to sign in: any call of it answers with the "
+		 "link (error -32042); its tools appear once you have", s->name);
+	return json_pack("{s:s,s:{s:{s:b},s:{s:b},s:{s:b}},s:{s:s,s:s},s:s}",
+			 "protocolVersion", v ? v : "2025-11-25",
+			 "capabilities", "tools", "listChanged", 1, "prompts", "listChanged", 1,
+			 "resources", "listChanged", 1,
+			 "serverInfo", "name", s->name, "version", "sign-in required",
+			 "instructions", instr);
+}
+
+bool http_auth_answer(struct be_http *s, json_t *msg)
+{
+	if (!s->login)
+		return false;
+	const char *m = json_string_value(json_object_get(msg, "method"));
+	json_t *id = json_object_get(msg, "id"), *resp;
+	if (!m || !id || json_is_null(id))
+		return true;   /* a notification or a response: nobody to hear it */
+	if (strcmp(m, "initialize") == 0)
+		resp = rpc_result(id, own_init_result(s, json_object_get(msg, "params")));
+	else if (strcmp(m, "server/discover") == 0)   /* initialize, then */
+		resp = rpc_error(id, RPC_METHOD_NOT_FOUND, "Method not found", NULL);
+	else if (strcmp(m, "ping") == 0)
+		resp = rpc_result(id, json_object());
+	else
+		resp = elicitation_required(s, id);
+	if (resp)
+		http_push(s, resp, 0);
+	http_wake(s);
+	return true;
+}
+
+void http_auth_reload(struct be_http *s)
+{
+	const struct cfg_server *c = backend_cfg(s->b);
+	if (!c->oauth || !c->oauth->per_principal || s->down || s->stopping)
+		return;
+	struct oauth_tokens *t = calloc(1, sizeof *t);
+	const char *detail = NULL;
+	if (!t || load_principal(s, t, &detail) != 1) {
+		free(t);
+		if (!s->login)   /* back to "needs login" once restarted */
+			http_down(s, "its principal signed out: needs login");
+		return;
+	}
+	if (s->refresh) {   /* the new tokens win over a refresh of the old */
+		oauth_refresh_cancel(s->refresh);
+		s->refresh = NULL;
+	}
+	if (s->tok)
+		oauth_tokens_release(s->tok);
+	free(s->tok);
+	s->tok = t;
+	if (!s->login) {
+		log_info("%s: its principal signed in again: new tokens", s->name);
+		http_wake(s);
+		return;
+	}
+	s->login = false;
+	s->signing_in = true;
+	log_info("%s: its principal signed in: starting a session", s->name);
+	http_renew_session(s);
+}
+
+void http_auth_signed_in(struct be_http *s)
+{
+	static const char *const lists[] = {
+		"notifications/tools/list_changed", "notifications/prompts/list_changed",
+		"notifications/resources/list_changed",
+	};
+	s->signing_in = false;
+	for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) {
+		json_t *n = rpc_notification(lists[i], NULL);
+		if (n)
+			http_push(s, n, 0);
+	}
+	json_t *done = rpc_notification("notifications/elicitation/complete",
+					json_pack("{s:s}", "elicitationId", s->elicit_id));
+	if (done)
+		http_push(s, done, 0);
+	http_wake(s);
 }

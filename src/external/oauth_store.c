@@ -22,6 +22,8 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include "seal.h"
+
 #define NAME_MAX_ENC 200
 
 char *oauth_store_dir(void)
@@ -108,22 +110,9 @@ static void put(json_t *o, const char *key, const char *v)
 		json_object_set_new(o, key, json_string(v));
 }
 
-int oauth_store_save(const char *name, const struct oauth_tokens *t, char *why, size_t n)
+/* T for upstream NAME as the store's JSON text (new string), or NULL. */
+static char *tokens_text(const char *name, const struct oauth_tokens *t)
 {
-	char *dir = oauth_store_dir(), *file = NULL, *tmp = NULL, *text = NULL;
-	int rc = -1, fd = -1;
-	if (!dir) {
-		snprintf(why, n, "no state directory ($XDG_STATE_HOME and $HOME are unset)");
-		return -1;
-	}
-	if (!t->issuer || !(file = file_for(dir, name, t->issuer))) {
-		snprintf(why, n, "cannot name the store's file for \"%s\"", name);
-		goto out;
-	}
-	if (make_dirs(dir) < 0) {
-		snprintf(why, n, "cannot create %s: %s", dir, strerror(errno));
-		goto out;
-	}
 	json_t *c = json_object(), *j = json_object();
 	put(c, "client_id", t->client_id);
 	put(c, "client_secret", t->client_secret);
@@ -142,12 +131,33 @@ int oauth_store_save(const char *name, const struct oauth_tokens *t, char *why, 
 	put(j, "scope", t->scope);
 	json_object_set_new(j, "expires_at", json_integer((json_int_t)t->expires_at));
 	json_object_set_new(j, "saved_at", json_integer((json_int_t)time(NULL)));
-	text = json_dumps(j, JSON_INDENT(2));
+	char *text = json_dumps(j, JSON_INDENT(2));
 	json_decref(j);
-	if (!text || asprintf(&tmp, "%s.tmp%ld", file, (long)getpid()) < 0) {
-		tmp = NULL;
+	return text;
+}
+
+/* Wipes and frees TEXT. */
+static void wipe(char *text)
+{
+	if (text) {
+		OPENSSL_cleanse(text, strlen(text));
+		free(text);
+	}
+}
+
+/* Writes TEXT as FILE in DIR (made 0700): a 0600 temporary file renamed
+ * over it. 0, or -1 with WHY. */
+static int write_atomic(const char *dir, const char *file, const char *text, char *why, size_t n)
+{
+	char *tmp = NULL;
+	int fd = -1;
+	if (make_dirs(dir) < 0) {
+		snprintf(why, n, "cannot create %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (asprintf(&tmp, "%s.tmp%ld", file, (long)getpid()) < 0) {
 		snprintf(why, n, "out of memory");
-		goto out;
+		return -1;
 	}
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
 	size_t len = strlen(text), off = 0;
@@ -165,15 +175,32 @@ int oauth_store_save(const char *name, const struct oauth_tokens *t, char *why, 
 		if (fd >= 0)
 			close(fd);   /* (may have been closed: harmless EBADF) */
 		unlink(tmp);
-		goto out;
-	}
-	rc = 0;
-out:
-	if (text) {
-		OPENSSL_cleanse(text, strlen(text));
-		free(text);
+		free(tmp);
+		return -1;
 	}
 	free(tmp);
+	return 0;
+}
+
+int oauth_store_save(const char *name, const struct oauth_tokens *t, char *why, size_t n)
+{
+	char *dir = oauth_store_dir(), *file = NULL, *text = NULL;
+	int rc = -1;
+	if (!dir) {
+		snprintf(why, n, "no state directory ($XDG_STATE_HOME and $HOME are unset)");
+		return -1;
+	}
+	if (!t->issuer || !(file = file_for(dir, name, t->issuer))) {
+		snprintf(why, n, "cannot name the store's file for \"%s\"", name);
+		goto out;
+	}
+	if (!(text = tokens_text(name, t))) {
+		snprintf(why, n, "out of memory");
+		goto out;
+	}
+	rc = write_atomic(dir, file, text, why, n);
+out:
+	wipe(text);
 	free(file);
 	free(dir);
 	return rc;
@@ -188,16 +215,9 @@ static int get(json_t *o, const char *key, char **dst)
 	return v && !*dst ? -1 : 0;
 }
 
-/* Reads FILE into T; 1, or -1 with WHY. */
-static int read_file(const char *file, struct oauth_tokens *t, char *why, size_t n)
+/* Reads the store's JSON J (stolen) of FILE into T; 1, or -1 with WHY. */
+static int read_json(const char *file, json_t *j, struct oauth_tokens *t, char *why, size_t n)
 {
-	json_error_t e;
-	json_t *j = json_load_file(file, 0, &e);
-	if (!json_is_object(j)) {
-		snprintf(why, n, "%s: %s", file, j ? "not a JSON object" : e.text);
-		json_decref(j);
-		return -1;
-	}
 	json_t *c = json_object_get(j, "client");
 	memset(t, 0, sizeof *t);
 	int rc = get(j, "url", &t->url) | get(j, "issuer", &t->issuer) |
@@ -215,6 +235,19 @@ static int read_file(const char *file, struct oauth_tokens *t, char *why, size_t
 		return -1;
 	}
 	return 1;
+}
+
+/* Reads FILE into T; 1, or -1 with WHY. */
+static int read_file(const char *file, struct oauth_tokens *t, char *why, size_t n)
+{
+	json_error_t e;
+	json_t *j = json_load_file(file, 0, &e);
+	if (!json_is_object(j)) {
+		snprintf(why, n, "%s: %s", file, j ? "not a JSON object" : e.text);
+		json_decref(j);
+		return -1;
+	}
+	return read_json(file, j, t, why, n);
 }
 
 int oauth_store_load(const char *name, const char *issuer, struct oauth_tokens *t,
@@ -276,6 +309,181 @@ int oauth_store_remove(const char *name, char *why, size_t n)
 	while (d && (de = readdir(d))) {
 		char *p;
 		if (!is_ours(de->d_name, enc) || asprintf(&p, "%s/%s", dir, de->d_name) < 0)
+			continue;
+		if (unlink(p) == 0) {
+			count++;
+		} else if (!failed) {
+			snprintf(why, n, "cannot remove %s: %s", p, strerror(errno));
+			failed = true;
+		}
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	free(dir);
+	return failed ? -1 : count;
+}
+
+/* ---- one set of tokens per principal, sealed (oauth "perPrincipal") ---- */
+
+/* SUBJECT (32 bytes) in hex into HEX (65 bytes). */
+static void subject_hex(const unsigned char *subject, char hex[65])
+{
+	for (int i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", subject[i]);
+}
+
+/* The associated data that binds a sealed file to its upstream NAME, its
+ * ISSUER and its principal SHEX: a new string, or NULL. */
+static char *sealed_aad(const char *name, const char *issuer, const char *shex)
+{
+	char *a = NULL;
+	return asprintf(&a, "mcp-chain oauth store\n%s\n%s\n%s", name, issuer, shex) < 0 ? NULL : a;
+}
+
+/* True when file name D is one of NAME's (ENC: NAME encoded) for the
+ * principal SHEX: ENC.ISSUERHASH.SHEX.json. */
+static bool is_principals(const char *d, const char *enc, const char *shex)
+{
+	size_t el = strlen(enc);
+	if (strncmp(d, enc, el) != 0 || d[el] != '.')
+		return false;
+	d += el + 1;
+	return strlen(d) == 16 + 1 + 64 + 5 && strspn(d, "0123456789abcdef") == 16 &&
+	       d[16] == '.' && strncmp(d + 17, shex, 64) == 0 && strcmp(d + 81, ".json") == 0;
+}
+
+int oauth_store_save_for(const char *name, const unsigned char subject[32],
+			 const unsigned char key[32], const struct oauth_tokens *t,
+			 char *why, size_t n)
+{
+	char *dir = oauth_store_dir(), *base = NULL, *file = NULL, *text = NULL, *aad = NULL;
+	char *sealed = NULL, *out = NULL, shex[65];
+	int rc = -1;
+	if (!dir) {
+		snprintf(why, n, "no state directory ($XDG_STATE_HOME and $HOME are unset)");
+		return -1;
+	}
+	subject_hex(subject, shex);
+	if (!t->issuer || !(base = file_for(dir, name, t->issuer)) ||
+	    asprintf(&file, "%.*s.%s.json", (int)(strlen(base) - 5), base, shex) < 0) {
+		file = NULL;
+		snprintf(why, n, "cannot name the store's file for \"%s\"", name);
+		goto out;
+	}
+	if (!(text = tokens_text(name, t)) || !(aad = sealed_aad(name, t->issuer, shex)) ||
+	    !(sealed = seal_text(key, aad, strlen(aad), text, strlen(text)))) {
+		snprintf(why, n, "cannot seal the tokens (out of memory?)");
+		goto out;
+	}
+	json_t *j = json_pack("{s:i,s:s,s:s,s:s,s:s}", "version", 1, "upstream", name,
+			      "issuer", t->issuer, "subject", shex, "sealed", sealed);
+	out = j ? json_dumps(j, JSON_INDENT(2)) : NULL;
+	json_decref(j);
+	if (!out) {
+		snprintf(why, n, "out of memory");
+		goto out;
+	}
+	rc = write_atomic(dir, file, out, why, n);
+out:
+	wipe(text);
+	free(out);
+	free(sealed);
+	free(aad);
+	free(file);
+	free(base);
+	free(dir);
+	return rc;
+}
+
+/* Opens FILE, sealed for NAME and SHEX under KEY, into T: 1, or -1 with WHY. */
+static int read_sealed(const char *file, const char *name, const char *shex,
+		       const unsigned char key[32], struct oauth_tokens *t, char *why, size_t n)
+{
+	json_error_t e;
+	json_t *j = json_load_file(file, 0, &e);
+	const char *iss = json_string_value(json_object_get(j, "issuer"));
+	const char *box = json_string_value(json_object_get(j, "sealed"));
+	char *aad = iss ? sealed_aad(name, iss, shex) : NULL;
+	unsigned char *plain = NULL;
+	size_t len = 0;
+	int rc = -1;
+	if (!json_is_object(j) || !iss || !box)
+		snprintf(why, n, "%s: %s", file, j ? "not a sealed token file" : e.text);
+	else if (!aad || unseal_text(key, aad, strlen(aad), box, &plain, &len) < 0)
+		snprintf(why, n, "%s: cannot be opened with tokenStore's key (another key, or "
+			 "altered)", file);
+	else
+		rc = 0;
+	json_decref(j);
+	free(aad);
+	if (rc < 0)
+		return -1;
+	json_t *inner = json_loadb((const char *)plain, len, 0, &e);
+	OPENSSL_cleanse(plain, len);
+	free(plain);
+	if (!json_is_object(inner)) {
+		json_decref(inner);
+		snprintf(why, n, "%s: not a token file inside", file);
+		return -1;
+	}
+	return read_json(file, inner, t, why, n);
+}
+
+int oauth_store_load_for(const char *name, const unsigned char subject[32],
+			 const unsigned char key[32], struct oauth_tokens *t, char *why, size_t n)
+{
+	char *dir = oauth_store_dir(), *best = NULL, enc[NAME_MAX_ENC], shex[65];
+	memset(t, 0, sizeof *t);
+	if (!dir || encode_name(name, enc, sizeof enc) < 0) {
+		free(dir);
+		return 0;
+	}
+	subject_hex(subject, shex);
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	double newest = -1;
+	while (d && (de = readdir(d))) {
+		char *p;
+		struct stat st;
+		if (!is_principals(de->d_name, enc, shex) ||
+		    asprintf(&p, "%s/%s", dir, de->d_name) < 0)
+			continue;
+		double m = stat(p, &st) == 0 ? (double)st.st_mtim.tv_sec +
+						 st.st_mtim.tv_nsec / 1e9 : -1;
+		if (m > newest) {
+			newest = m;
+			free(best);
+			best = p;
+		} else {
+			free(p);
+		}
+	}
+	if (d)
+		closedir(d);
+	int rc = best ? read_sealed(best, name, shex, key, t, why, n) : 0;
+	free(best);
+	free(dir);
+	return rc;
+}
+
+int oauth_store_remove_for(const char *name, const unsigned char subject[32], char *why,
+			   size_t n)
+{
+	char *dir = oauth_store_dir(), enc[NAME_MAX_ENC], shex[65];
+	int count = 0;
+	bool failed = false;
+	if (!dir || encode_name(name, enc, sizeof enc) < 0) {
+		free(dir);
+		return 0;
+	}
+	subject_hex(subject, shex);
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		char *p;
+		if (!is_principals(de->d_name, enc, shex) ||
+		    asprintf(&p, "%s/%s", dir, de->d_name) < 0)
 			continue;
 		if (unlink(p) == 0) {
 			count++;

@@ -374,6 +374,7 @@ static int on_other_path(struct http_front *f, struct hc_conn *c, const char *ur
 
 static int head_go(struct http_front *f, struct hreq *r);
 static void on_auth_ready(struct mw_cred_wait *w);
+static int route_head(struct http_front *f, struct hc_conn *c, const char *method);
 
 /* R's bearer token, asked of the modules: refused, accepted (on to
  * head_go), or waited for (on_auth_ready asks again). */
@@ -407,6 +408,8 @@ static int on_head(void *cls, struct hc_conn *c)
 {
 	struct http_front *f = cls;
 	const char *url = hc_path(c), *method = hc_method(c);
+	if (f->route_prefix && strncmp(url, f->route_prefix, strlen(f->route_prefix)) == 0)
+		return route_head(f, c, method);
 	int ep = http_legacy_endpoint(f, url);
 	if (ep < 0)
 		return on_other_path(f, c, url, method);
@@ -428,10 +431,47 @@ static int on_head(void *cls, struct hc_conn *c)
 	return head_auth(f, r);
 }
 
+/* A request to the extra routes, its token (if any) accepted. */
+static int route_go(struct http_front *f, struct hreq *r)
+{
+	return f->route_fn(f->route_arg, (struct http_route *)(void *)r);
+}
+
+/* A request under the extra routes' prefix: GET only; a bearer token, if
+ * it carries one, checked as /mcp's are. */
+static int route_head(struct http_front *f, struct hc_conn *c, const char *method)
+{
+	struct hreq *r = calloc(1, sizeof *r);
+	if (!r)
+		return -1;
+	r->f = f;
+	r->conn = c;
+	r->refs = 1;
+	r->ep = EP_ROUTE;
+	ev_init(&r->grace, http_stream_on_grace);
+	r->grace.data = r;
+	http_ring_init(&r->ring);
+	hc_set_ctx(c, r);
+	const char *why = NULL;
+	unsigned status = hf_check_headers(f, c, method, &r->kind, &why);
+	if (!status && r->kind != REQ_GET) {
+		status = 405;
+		why = "Method Not Allowed";
+	}
+	if (status)
+		return http_stream_reply(r, c, status, "text/plain", why, strlen(why), NULL);
+	size_t n;
+	if (!http_auth_bearer(c, &n))
+		return route_go(f, r);
+	return head_auth(f, r);
+}
+
 /* R's head, its token accepted: its method, its size, then on. */
 static int head_go(struct http_front *f, struct hreq *r)
 {
 	struct hc_conn *c = r->conn;
+	if (r->ep == EP_ROUTE)
+		return route_go(f, r);
 	const char *why = NULL;
 	unsigned status = 0;
 	if (((r->ep == EP_SSE && r->kind != REQ_GET) ||
@@ -644,6 +684,48 @@ void http_front_set_session_chains(struct http_front *f, http_chain_make_fn make
 	f->chain_arg = arg;
 }
 
+void http_front_set_routes(struct http_front *f, const char *prefix, http_route_fn fn,
+			   void *arg)
+{
+	free(f->route_prefix);
+	f->route_prefix = prefix ? strdup(prefix) : NULL;
+	f->route_fn = fn;
+	f->route_arg = arg;
+}
+
+const char *http_route_path(struct http_route *q)
+{
+	struct hreq *r = (struct hreq *)(void *)q;
+	return r->conn ? hc_path(r->conn) : "";
+}
+
+const char *http_route_query(struct http_route *q, const char *name)
+{
+	struct hreq *r = (struct hreq *)(void *)q;
+	return r->conn ? hc_query(r->conn, name) : NULL;
+}
+
+const unsigned char *http_route_subject(struct http_route *q)
+{
+	struct hreq *r = (struct hreq *)(void *)q;
+	if (!r->has_subject && !http_auth_subject(r, r->subject))
+		return NULL;
+	r->has_subject = true;
+	return r->subject;
+}
+
+void http_route_hold(struct http_route *q) { ((struct hreq *)(void *)q)->refs++; }
+void http_route_release(struct http_route *q) { http_stream_unref((struct hreq *)(void *)q); }
+
+int http_route_reply(struct http_route *q, unsigned status, const char *ctype,
+		     const char *body, size_t n, const char *extra)
+{
+	struct hreq *r = (struct hreq *)(void *)q;
+	if (!r->conn || r->queued)
+		return 0;
+	return http_stream_reply_with(r, r->conn, status, ctype, body, n, NULL, extra);
+}
+
 void http_front_set_input_ttl(struct http_front *f, double seconds) { f->input_ttl = seconds; }
 void http_front_offer_stateless(struct http_front *f, bool always) { f->offer_stateless = always; }
 
@@ -734,6 +816,7 @@ void http_front_free(struct http_front *f)
 	strv_free(f->hosts);
 	free(f->address);
 	free(f->path);
+	free(f->route_prefix);
 	free(f->sse_path);
 	free(f->messages_path);
 	free(f);

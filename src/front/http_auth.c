@@ -165,6 +165,19 @@ int http_auth_refuse(struct hreq *r, struct hc_conn *c, unsigned status, const c
 	return http_stream_reply_error_with(r, c, status, -32000, why, chal && chal[0] ? chal : NULL);
 }
 
+bool http_auth_subject(struct hreq *r, unsigned char out[32])
+{
+	size_t n = 0;
+	const char *tok = r && r->conn ? http_auth_bearer(r->conn, &n) : NULL;
+	if (!tok)
+		return false;
+	if (r->has_subject) {
+		memcpy(out, r->subject, 32);
+		return true;
+	}
+	return http_auth_cred_key(tok, n, out) == 0;
+}
+
 /* Binds R's token to HS (modules read it as ctx->credential): a session
  * belongs to whom its first token stood for; a new token of the same
  * subject replaces the old (a refresh). */

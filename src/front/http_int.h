@@ -40,7 +40,7 @@ enum req_kind { REQ_POST, REQ_GET, REQ_DELETE, REQ_OTHER };
 enum req_outcome { REQ_OK, REQ_ERROR, REQ_TOOL_ERROR, REQ_GIVEN_UP, REQ_NOUTCOMES };
 
 /* Which endpoint a request came to. */
-enum http_ep { EP_MCP, EP_SSE, EP_MESSAGES };
+enum http_ep { EP_MCP, EP_SSE, EP_MESSAGES, EP_ROUTE };
 
 struct hsess;
 struct session_out;
@@ -179,6 +179,9 @@ struct http_front {
 	unsigned serial;
 	bool (*ready)(void *arg);
 	void *ready_arg;
+	char *route_prefix;       /* extra GET routes (http_front_set_routes), or NULL */
+	http_route_fn route_fn;
+	void *route_arg;
 	struct buf line;          /* scratch: a message gathered into one line */
 	void (*metrics)(struct buf *out, void *arg);  /* the rest of /metrics */
 	void *metrics_arg;
@@ -274,7 +277,8 @@ int http_stream_resume_post(struct hsess *hs, struct hreq *g, unsigned stream,
 /* A new session; CAPS (borrowed): a 2026-07-28 call's capabilities
  * (http_sess_caps_key), NULL in the handshake era. NULL when it cannot be
  * made (the reason, if any, in WHY, N bytes). */
-struct hsess *http_sess_new(struct http_front *f, const char *caps, char *why, size_t n);
+struct hsess *http_sess_new(struct http_front *f, const char *caps, const unsigned char *subject,
+			    char *why, size_t n);
 /* A new handshake-era session for the client of C (its chain from the
  * front's factory; room made under the session caps); NULL with the
  * reason in WHY (N bytes) when it cannot be made. */
@@ -331,6 +335,9 @@ unsigned http_auth_check(struct http_front *f, struct hc_conn *c, struct hreq *r
  * tool may need a scope): 0, or the status as http_auth_check gives it. */
 unsigned http_auth_check_body(struct http_front *f, struct hreq *r, struct msg *m, char *why,
 			      char *chal, size_t n);
+/* Who R's bearer token stands for (as http_auth_bind binds it) into OUT:
+ * true, or false when R carries none. */
+bool http_auth_subject(struct hreq *r, unsigned char out[32]);
 /* Binds R's bearer token to HS (modules read it); -1 when HS belongs to
  * someone else. */
 int http_auth_bind(struct hsess *hs, struct hreq *r);

@@ -319,7 +319,8 @@ char *http_sess_caps_key(json_t *params)
  * or randomness, or when its chain cannot be made (the reason in WHY, N
  * bytes).
  */
-struct hsess *http_sess_new(struct http_front *f, const char *caps, char *why, size_t n)
+struct hsess *http_sess_new(struct http_front *f, const char *caps, const unsigned char *subject,
+			    char *why, size_t n)
 {
 	struct hsess *hs = calloc(1, sizeof *hs);
 	char name[32];
@@ -337,7 +338,8 @@ struct hsess *http_sess_new(struct http_front *f, const char *caps, char *why, s
 		free(hs);
 		return NULL;
 	}
-	hs->chain = f->chain_make ? f->chain_make(f->chain_arg, hs->serial, caps, why, n) : f->chain;
+	hs->chain = f->chain_make ? f->chain_make(f->chain_arg, hs->serial, caps, subject,
+							why, n) : f->chain;
 	if (!hs->chain) {
 		free(hs->caps);
 		free(hs);
@@ -475,7 +477,9 @@ struct hsess *http_sess_open(struct http_front *f, struct hc_conn *c, char *why,
 		snprintf(why, n, "%s", full);
 		return NULL;
 	}
-	struct hsess *hs = http_sess_new(f, NULL, why, n);
+	unsigned char who[32];
+	bool known = http_auth_subject(hc_ctx(c), who);
+	struct hsess *hs = http_sess_new(f, NULL, known ? who : NULL, why, n);
 	if (hs)
 		snprintf(hs->peer, sizeof hs->peer, "%s", hc_peer(c));
 	return hs;

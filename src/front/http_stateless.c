@@ -196,7 +196,7 @@ bool http_stateless_post(struct http_front *f, struct hreq *r, bool is_discover,
 	if (!hs) {
 		char refused[300] = "";
 		if (!f->stopped && caps)
-			hs = http_sess_new(f, caps, refused, sizeof refused);
+			hs = http_sess_new(f, caps, NULL, refused, sizeof refused);
 		free(caps);
 		caps = NULL;
 		if (!hs && refused[0]) {

@@ -148,7 +148,21 @@ static bool has_string(const json_t *a, const char *s)
 	return false;
 }
 
-/* Appends to OUT (N bytes) each string of NEED that HAVE lacks; true when one did. */
+/* True when the space-separated list S holds the word W. */
+static bool has_word(const char *s, const char *w)
+{
+	size_t wl = strlen(w);
+	while (*s) {
+		size_t n = strcspn(s, " ");
+		if (n == wl && strncmp(s, w, wl) == 0)
+			return true;
+		s += n + (s[n] == ' ');
+	}
+	return false;
+}
+
+/* Appends to OUT (N bytes) each string of NEED not there yet (a challenge
+ * names every scope the request needs); true when HAVE lacks one. */
 static bool missing_scopes(const json_t *need, const json_t *have, char *out, size_t n)
 {
 	size_t i;
@@ -160,7 +174,7 @@ static bool missing_scopes(const json_t *need, const json_t *have, char *out, si
 			lack = true;
 		}
 		size_t len = strlen(out);
-		if (!strstr(out, s) && len + strlen(s) + 2 < n)
+		if (!has_word(out, s) && len + strlen(s) + 2 < n)
 			snprintf(out + len, n - len, "%s%s", len ? " " : "", s);
 	}
 	return lack;
@@ -432,7 +446,9 @@ static bool tok_from_claims(struct oauth *o, struct tok *t, json_t *claims)
 	sha256(sub.data, sub.len, t->subject);
 	buf_release(&sub);
 	json_t *exp = json_object_get(claims, "exp");
-	t->until = json_is_number(exp) ? json_number_value(exp) : now_wall() + INTROSPECT_TTL_MAX;
+	/* the leeway jose_check_claims allowed holds for the cached answer too */
+	t->until = json_is_number(exp) ? json_number_value(exp) + (double)o->leeway :
+		now_wall() + INTROSPECT_TTL_MAX;
 	if (!t->who) {
 		snprintf(t->why, sizeof t->why, "out of memory");
 		return false;
@@ -560,12 +576,12 @@ static enum verdict verify_jwt(struct oauth *o, struct tok *t, const char *tok, 
 			*wait_on = is;
 			return V_WAIT;
 		}
-		snprintf(t->why, sizeof t->why, "the issuer's keys are out of reach (%s)",
+		snprintf(t->why, sizeof t->why, "the issuer's keys are out of reach (%.100s)",
 			 is->error[0] ? is->error : "not fetched");
 		return V_UNAVAILABLE;
 	}
 	json_t *claims = NULL;
-	char why[200];
+	char why[sizeof t->why];
 	enum jose_status st = jose_verify(is->keys, tok, n, o->algs, &claims, why, sizeof why);
 	if (st == JOSE_UNKNOWN_KID && !is->jwks_file) {
 		if (!is->inflight && ev_now(EV_DEFAULT) - is->last_try >= o->refetch)
@@ -576,13 +592,13 @@ static enum verdict verify_jwt(struct oauth *o, struct tok *t, const char *tok, 
 		}
 	}
 	if (st != JOSE_OK) {
-		snprintf(t->why, sizeof t->why, "%s", why);
+		snprintf(t->why, sizeof t->why, "%.159s", why);
 		return V_DONE;
 	}
 	struct jose_expect e = { .issuers = o->iss_ids, .leeway = o->leeway, .require_exp = true };
 	st = jose_check_claims(claims, &e, time(NULL), why, sizeof why);
 	if (st != JOSE_OK)
-		snprintf(t->why, sizeof t->why, "%s", why);
+		snprintf(t->why, sizeof t->why, "%.159s", why);
 	else
 		tok_from_claims(o, t, claims);
 	json_decref(claims);
@@ -636,18 +652,18 @@ static bool introspect(struct oauth *o, struct tok *t, const char *tok, size_t n
 	t->introspect = fetch_start(&rq, on_introspect, t, why, sizeof why);
 	buf_release(&form);
 	if (!t->introspect)
-		snprintf(t->why, sizeof t->why, "cannot introspect: %s", why);
+		snprintf(t->why, sizeof t->why, "cannot introspect: %.120s", why);
 	return t->introspect != NULL;
 }
 
 /* Turns an active introspection answer J (borrowed) into T's answer. */
 static void settle_introspected(struct oauth *o, struct tok *t, json_t *j)
 {
-	char why[200];
+	char why[sizeof t->why];
 	struct jose_expect e = { .issuers = json_object_get(j, "iss") ? o->iss_ids : NULL,
 				 .leeway = o->leeway };
 	if (jose_check_claims(j, &e, time(NULL), why, sizeof why) != JOSE_OK)
-		snprintf(t->why, sizeof t->why, "%s", why);
+		snprintf(t->why, sizeof t->why, "%.159s", why);
 	else if (tok_from_claims(o, t, j) && t->until > now_wall() + INTROSPECT_TTL_MAX)
 		t->until = now_wall() + INTROSPECT_TTL_MAX;   /* a revocation shows within minutes */
 }
@@ -842,7 +858,7 @@ const struct oauth_who *oauth_who(struct oauth *o, const char *tok, size_t n,
 	if (!t) {   /* dropped from a full cache since the front checked it: again, without I/O */
 		struct mw_cred_check chk = { .token = tok, .len = n, .method = method, .tool = name };
 		oauth_check(o, &chk, key, NULL);
-		t = chk.result == MW_CRED_OK ? hmap_get(&o->toks, key, 32) : NULL;
+		t = hmap_get(&o->toks, key, 32);   /* valid but short of scope: said below */
 	}
 	if (!t || t->state != TOK_OK) {
 		snprintf(why, wn, "the bearer token is not a valid access token");

@@ -47,8 +47,8 @@ static void test_shared_backends_share_the_chain(void **state)
 		apt_fixture());
 	struct app *a = apt_app(path, true);
 	assert_int_equal(a->nbackends, 1);   /* in the process-wide chain */
-	assert_ptr_equal(app_session_chain(a, 1, NULL, why, sizeof why), a->chain);
-	assert_ptr_equal(app_session_chain(a, 2, "{}", why, sizeof why), a->chain);
+	assert_ptr_equal(app_session_chain(a, 1, NULL, NULL, why, sizeof why), a->chain);
+	assert_ptr_equal(app_session_chain(a, 2, "{}", NULL, why, sizeof why), a->chain);
 	assert_null(a->schains);
 	app_release_session_chain(a, a->chain, 1);   /* nothing of its own to stop */
 	assert_int_equal(backend_state(a->backends[0]), BACKEND_STOPPED);
@@ -65,8 +65,8 @@ static void test_session_chains_made_bounded_and_freed(void **state)
 	struct app *a = apt_app(path, true);
 	assert_int_equal(a->nbackends, 0);   /* session-scoped: none process-wide */
 
-	struct chain *c1 = app_session_chain(a, 1, NULL, why, sizeof why);
-	struct chain *c2 = app_session_chain(a, 2, NULL, why, sizeof why);
+	struct chain *c1 = app_session_chain(a, 1, NULL, NULL, why, sizeof why);
+	struct chain *c2 = app_session_chain(a, 2, NULL, NULL, why, sizeof why);
 	assert_non_null(c1);
 	assert_non_null(c2);
 	assert_ptr_not_equal(c1, a->chain);
@@ -80,7 +80,7 @@ static void test_session_chains_made_bounded_and_freed(void **state)
 	assert_int_equal(app_processes_running(a), 4);
 
 	/* a third session is over listen.maxScopedSessions */
-	assert_null(app_session_chain(a, 3, NULL, why, sizeof why));
+	assert_null(app_session_chain(a, 3, NULL, NULL, why, sizeof why));
 	assert_non_null(strstr(why, "Service Unavailable"));
 	assert_non_null(strstr(why, "maxScopedSessions is 2"));
 
@@ -98,7 +98,7 @@ static void test_session_chains_made_bounded_and_freed(void **state)
 	assert_int_equal(app_processes_running(a), 2);
 
 	/* room again */
-	struct chain *c3 = app_session_chain(a, 3, NULL, why, sizeof why);
+	struct chain *c3 = app_session_chain(a, 3, NULL, NULL, why, sizeof why);
 	assert_non_null(c3);
 	assert_int_equal(count_schains(a, true), 2);
 	apt_stop_and_free(a);   /* the stop reaches sessions' own backends too */
@@ -133,23 +133,23 @@ static void test_stateless_calls_share_one_chain_per_capabilities(void **state)
 	const char *path = apt_write("stateless.json",
 		"{\"mcpServers\":{\"a\":{\"command\":\"%1$s\"}}}", apt_fixture());
 	struct app *a = apt_app(path, true);
-	struct chain *c = app_session_chain(a, 1, "{}", why, sizeof why);
+	struct chain *c = app_session_chain(a, 1, "{}", NULL, why, sizeof why);
 	assert_non_null(c);
-	assert_ptr_equal(app_session_chain(a, 2, "{}", why, sizeof why), c);
+	assert_ptr_equal(app_session_chain(a, 2, "{}", NULL, why, sizeof why), c);
 	assert_ptr_equal(a->schains->chain, c);
 	assert_string_equal(a->schains->caps, "{}");
 	assert_int_equal(count_schains(a, false), 1);
 	/* calls that declare other capabilities: backends initialized with those */
-	struct chain *s = app_session_chain(a, 4, "{\"sampling\":{}}", why, sizeof why);
+	struct chain *s = app_session_chain(a, 4, "{\"sampling\":{}}", NULL, why, sizeof why);
 	assert_non_null(s);
 	assert_ptr_not_equal(s, c);
-	assert_ptr_equal(app_session_chain(a, 5, "{\"sampling\":{}}", why, sizeof why), s);
+	assert_ptr_equal(app_session_chain(a, 5, "{\"sampling\":{}}", NULL, why, sizeof why), s);
 	assert_int_equal(count_schains(a, false), 2);
 	/* a call ending does not stop what every such call shares */
 	app_release_session_chain(a, c, 1);
 	assert_int_equal(count_schains(a, false), 2);
 	/* a session of its own is still a chain apart */
-	struct chain *own = app_session_chain(a, 3, NULL, why, sizeof why);
+	struct chain *own = app_session_chain(a, 3, NULL, NULL, why, sizeof why);
 	assert_non_null(own);
 	assert_ptr_not_equal(own, c);
 	assert_ptr_not_equal(own, s);
@@ -168,7 +168,7 @@ static void test_refused_while_stopping(void **state)
 		"{\"mcpServers\":{\"a\":{\"command\":\"%1$s\"}}}", apt_fixture());
 	struct app *a = apt_app(path, true);
 	app_begin_stop(a, "the test stops", LOG_DEBUG);
-	assert_null(app_session_chain(a, 1, NULL, why, sizeof why));
+	assert_null(app_session_chain(a, 1, NULL, NULL, why, sizeof why));
 	assert_string_equal(why, "Service Unavailable: mcp-chain is shutting down");
 	assert_null(a->schains);
 	apt_wait_quiet(a, 10);
@@ -193,8 +193,8 @@ static void test_mixed_scopes(void **state)
 	struct app *a = apt_app(path, true);
 	assert_int_equal(a->nbackends, 1);   /* the shared one, process-wide */
 	struct backend *common = a->backends[0];
-	struct chain *c1 = app_session_chain(a, 1, NULL, why, sizeof why);
-	struct chain *c2 = app_session_chain(a, 2, NULL, why, sizeof why);
+	struct chain *c1 = app_session_chain(a, 1, NULL, NULL, why, sizeof why);
+	struct chain *c2 = app_session_chain(a, 2, NULL, NULL, why, sizeof why);
 	assert_non_null(c1);
 	assert_non_null(c2);
 	struct schain *s1 = schain_of(a, c1), *s2 = schain_of(a, c2);
@@ -207,7 +207,7 @@ static void test_mixed_scopes(void **state)
 	assert_ptr_equal(s1->all[1], common);
 	assert_int_equal(backend_peer(common)->nserves, 2);
 	/* maxProcesses counts the sessions' own: the shared one is not started here */
-	assert_null(app_session_chain(a, 3, NULL, why, sizeof why));
+	assert_null(app_session_chain(a, 3, NULL, NULL, why, sizeof why));
 	assert_non_null(strstr(why, "maxProcesses is 2"));
 
 	/* a reload replacing the shared backend: the running sessions get the new one */

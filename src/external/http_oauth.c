@@ -35,10 +35,15 @@ void oauth_set_login_link(oauth_login_link_fn fn, void *arg)
 /* The reason every "needs login" starts with. */
 static void needs_login(char *why, size_t n, const char *name, const char *detail)
 {
-	snprintf(why, n, "needs login: mcp-chain auth login %s%s%s", name, detail ? " (" : "",
-		 detail ? detail : "");
-	if (detail && strlen(why) + 1 < n)
-		strcat(why, ")");
+	char full[512];
+	snprintf(full, sizeof full, "needs login: mcp-chain auth login %.100s%s%.300s%s", name,
+		 detail ? " (" : "", detail ? detail : "", detail ? ")" : "");
+	size_t len = strlen(full);   /* cut to N: a reason, not a format */
+	if (n == 0)
+		return;
+	len = len < n ? len : n - 1;
+	memcpy(why, full, len);
+	why[len] = '\0';
 }
 
 /* S needs its principal's login: it answers requests itself from now. */

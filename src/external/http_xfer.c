@@ -682,11 +682,19 @@ static void on_flush(struct ev_loop *loop, ev_prepare *w, int revents)
 		ev_prepare_stop(loop, w);
 }
 
-/* Arms the flush. */
+/*
+ * Arms the flush. A prepare watcher started from inside another one's
+ * callback (the app's step stopping the backends at shutdown, which
+ * reports a transport without a session down from here) is only invoked
+ * at the loop's next turn, after the loop has blocked: the kick keeps that
+ * turn from blocking, or the report would wait for an unrelated event (the
+ * shutdown deadline, at worst).
+ */
 void http_wake(struct be_http *s)
 {
 	if (!ev_is_active(&s->flush))
 		ev_prepare_start(EV_DEFAULT, &s->flush);
+	ev_idle_start(EV_DEFAULT, &s->kick);
 }
 
 /* Queues a message for delivery. */

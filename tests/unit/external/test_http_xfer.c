@@ -7,7 +7,8 @@
  * sets itself, session and era headers), error replies read back
  * (hx_reply_message, hx_reply_error, hx_error), the inbox and its flush
  * (delivery in order at the loop's safe point, held back while paused,
- * http_fail's error answer, http_down reported after what came before).
+ * http_fail's error answer, http_down reported after what came before,
+ * also when it is called from inside another prepare watcher).
  *
  * No transfer is started: a transfer is made (hx_new) and inspected, its
  * reply body filled by hand. The backend is a real one (an "http" entry,
@@ -516,6 +517,47 @@ static void test_down_after_inbox(void **state)
 	assert_false(ev_is_active(&S->flush));
 }
 
+/* A prepare watcher that takes S down from inside its callback, as the
+ * app's step does when it stops the backends at shutdown. */
+static void down_from_prepare(struct ev_loop *loop, ev_prepare *w, int revents)
+{
+	(void)revents;
+	ev_prepare_stop(loop, w);
+	http_down(S, "stopped");
+}
+
+static void watchdog(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)w;
+	(void)revents;
+}
+
+/* http_down from inside another prepare watcher's callback: the flush it
+ * arms runs at the next turn without the loop blocking in between (it
+ * used to wait for any other event: here the 2 s watchdog, at shutdown
+ * the deadline, past the grace). */
+static void test_down_from_prepare(void **state)
+{
+	(void)state;
+	ev_prepare p;
+	ev_timer dog;
+	ev_prepare_init(&p, down_from_prepare);
+	ev_prepare_start(EV_DEFAULT, &p);
+	ev_timer_init(&dog, watchdog, 2.0, 0.);
+	ev_timer_start(EV_DEFAULT, &dog);
+	double t0 = ev_time();
+	for (int i = 0; i < 5 && backend_state(BE) != BACKEND_FAILED; i++)
+		ev_run(EV_DEFAULT, EVRUN_ONCE);
+	double took = ev_time() - t0;
+	ev_timer_stop(EV_DEFAULT, &dog);
+	ev_prepare_stop(EV_DEFAULT, &p);
+	assert_true(S->down);
+	assert_int_equal(backend_state(BE), BACKEND_FAILED);   /* "restart": false */
+	assert_true(took < 0.5);
+	assert_false(S->down_pending);
+}
+
 int main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
@@ -531,6 +573,7 @@ int main(void)
 		T(test_inbox_order_and_pause),
 		T(test_http_fail),
 		T(test_down_after_inbox),
+		T(test_down_from_prepare),
 	};
 	return ext_curl_main("http_xfer", tests, sizeof tests / sizeof tests[0]);
 }

@@ -103,6 +103,8 @@ struct app {
 	ev_timer deadline;
 	struct app_login *login;   /* --listen with perPrincipal upstreams: the
 				    * front's /oauth/ routes (login.c) */
+	struct app_single *single; /* stdio: single-user logins asked of the
+				    * client (single.c) */
 };
 
 /* ---- app.c: making, running and stopping ---- */
@@ -256,6 +258,46 @@ int app_login_start(struct app *a);
 
 /* Cancels the logins under way and frees their state. */
 void app_login_free(struct app *a);
+
+/* ---- loopback.c: a single-user login with a loopback redirect ---- */
+
+struct loopback_login;
+struct oauth_tokens;
+
+/* What a loopback login tells its owner: the authorization URL to open
+ * (borrowed; once), then its end (ERR NULL: the tokens are in the plain
+ * store; else why not). Free the login after done, not from inside it. */
+struct loopback_ops {
+	void (*url)(void *arg, struct loopback_login *l, const char *url);
+	void (*done)(void *arg, struct loopback_login *l, const char *err);
+};
+
+/*
+ * Starts the login of S (borrowed for its life; an HTTP upstream with
+ * "oauth"), asking SCOPE too (copied, may be NULL), on the loop: discovery,
+ * a listener on 127.0.0.1 (callbackPort, else the registered port, else a
+ * free one), registration, OPS->url, the redirect, the exchange, the store,
+ * OPS->done -- which TIMEOUT seconds end too, and which may come before
+ * this returns. NULL when out of memory.
+ */
+struct loopback_login *loopback_login_start(const struct cfg_server *s, const char *scope,
+					    double timeout, const struct loopback_ops *ops,
+					    void *arg);
+/* The tokens obtained (owned by L), once done said so. */
+const struct oauth_tokens *loopback_login_tokens(struct loopback_login *l);
+/* Stops L (its listener closed, nothing called) and frees it. NULL is fine. */
+void loopback_login_free(struct loopback_login *l);
+
+/* ---- single.c: a single-user upstream's sign-in asked of a stdio client ---- */
+
+/*
+ * On the stdio front: the logins the HTTP upstreams start for a client that
+ * declared URL-mode elicitation (oauth_set_single_login), each a loopback
+ * login whose authorization URL goes into their -32042 errors. 0 or -1.
+ */
+int app_single_start(struct app *a);
+/* Stops the logins under way. */
+void app_single_free(struct app *a);
 
 /* "mcp-chain auth login|status|logout ..." (auth.c): ARGV[0] is "auth".
  * Returns the exit code. */

@@ -237,4 +237,21 @@ typedef char *(*oauth_login_link_fn)(void *arg, const char *name,
 				     const unsigned char subject[32]);
 void oauth_set_login_link(oauth_login_link_fn fn, void *arg);
 
+/*
+ * A single-user upstream's login started for a client that declared
+ * URL-mode elicitation (the stdio front): START begins (or joins) the login
+ * of upstream NAME and calls READY once, with the authorization URL to open
+ * (borrowed) or ERR, maybe before it returns; 0 started, -1 none can be.
+ * CANCEL drops the waits of READY_ARG. With no hooks set, a single-user
+ * upstream without tokens is down with "needs login" as before.
+ */
+typedef void (*oauth_url_fn)(void *ready_arg, const char *url, const char *err);
+struct oauth_single_login {
+	int (*start)(void *arg, const char *name, oauth_url_fn ready, void *ready_arg);
+	void (*cancel)(void *arg, void *ready_arg);
+	void *arg;
+};
+/* H copied; NULL unsets. */
+void oauth_set_single_login(const struct oauth_single_login *h);
+
 #endif

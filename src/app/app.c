@@ -353,7 +353,7 @@ int app_open_front(struct app *a, const char *listen)
 	stdio_front_set_stall(a->front, a->cfg->client_stall);
 	session_set_input_ttl(stdio_front_session(a->front), a->cfg->input_ttl);
 	session_offer_stateless(stdio_front_session(a->front), a->cfg->offer_stateless);
-	return 0;
+	return app_single_start(a);
 }
 
 int app_run(struct app *a)
@@ -376,6 +376,7 @@ void app_free(struct app *a)
 	ev_signal_stop(loop, &a->sighup);
 	stdio_front_free(a->front);
 	app_login_free(a);
+	app_single_free(a);
 	http_front_free(a->http);   /* releases the sessions' own chains */
 	app_sweep_session_chains(a, true);
 	for (size_t i = 0; i < a->nbackends; i++)  /* before the aggregate: its */

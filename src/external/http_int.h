@@ -162,6 +162,13 @@ struct be_http {
 	bool signing_in;            /* tokens came: a session with the upstream is
 				     * being started (the lists then changed) */
 	char elicit_id[33];         /* the elicitation the -32042s name */
+	bool single;                /* login: a single-user upstream's, asked of a
+				     * client that declared URL elicitation */
+	char *login_why;            /* single: the "needs login" of a client
+				     * that did not */
+	char *login_url;            /* single: the authorization URL, once known */
+	json_t *url_waiters;        /* single: ids of requests waiting for it */
+	bool url_asked;             /* single: the wiring was asked for it */
 	/* legacy HTTP+SSE */
 	char *endpoint;             /* owned: where to POST */
 	struct hx *stream;

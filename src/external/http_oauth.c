@@ -30,6 +30,16 @@ void oauth_set_login_link(oauth_login_link_fn fn, void *arg)
 	login_link_arg = arg;
 }
 
+static struct oauth_single_login single_login;
+
+void oauth_set_single_login(const struct oauth_single_login *h)
+{
+	if (h)
+		single_login = *h;
+	else
+		memset(&single_login, 0, sizeof single_login);
+}
+
 #define REFRESH_MARGIN 60.0   /* seconds before expiry a token is renewed */
 
 /* The reason every "needs login" starts with. */
@@ -55,8 +65,8 @@ static void login_needed(struct be_http *s, const char *detail)
 		memset(r, 0, sizeof r);
 	for (int i = 0; i < 16; i++)
 		snprintf(s->elicit_id + 2 * i, 3, "%02x", r[i]);
-	log_info("%s: needs its principal's login%s%s%s", s->name, detail ? " (" : "",
-		 detail ? detail : "", detail ? ")" : "");
+	log_info("%s: needs %s login%s%s%s", s->name, s->single ? "a" : "its principal's",
+		 detail ? " (" : "", detail ? detail : "", detail ? ")" : "");
 }
 
 /* The principal's tokens from the sealed store: 1 usable (T filled), 0
@@ -85,6 +95,26 @@ static int load_principal(struct be_http *s, struct oauth_tokens *t, const char 
 	return 0;
 }
 
+/* The plain store's tokens (single-user): 1 usable (T filled), 0 none or
+ * not usable (DETAIL says why, when there is more to say than "none"). */
+static int load_single(struct be_http *s, struct oauth_tokens *t, const char **detail)
+{
+	static char err[300];
+	int rc = oauth_store_load(s->name, NULL, t, err, sizeof err);
+	*detail = NULL;
+	if (rc < 0)
+		*detail = err[0] ? err : "out of memory";
+	else if (rc > 0 && t->url && strcmp(t->url, s->url) != 0)
+		*detail = "the tokens kept are for another URL";
+	else if (rc > 0 && !t->refresh_token && !oauth_tokens_fresh(t, (double)time(NULL), 0))
+		*detail = t->access_token ? "the access token expired" : "no token kept";
+	if (rc > 0 && !*detail)
+		return 1;
+	if (rc > 0)
+		oauth_tokens_release(t);
+	return 0;
+}
+
 int http_auth_load(struct be_http *s, char *why, size_t n)
 {
 	const struct cfg_server *c = backend_cfg(s->b);
@@ -103,23 +133,18 @@ int http_auth_load(struct be_http *s, char *why, size_t n)
 		return 0;
 	}
 	struct oauth_tokens *t = calloc(1, sizeof *t);
-	char err[300] = "";
-	int rc = t ? oauth_store_load(s->name, NULL, t, err, sizeof err) : -1;
 	const char *detail = NULL;
-	if (rc < 0)
-		detail = err[0] ? err : "out of memory";
-	else if (rc == 0)
-		detail = NULL;
-	else if (t->url && strcmp(t->url, s->url) != 0)
-		detail = "the tokens kept are for another URL";
-	else if (!t->refresh_token && !oauth_tokens_fresh(t, (double)time(NULL), 0))
-		detail = t->access_token ? "the access token expired" : "no token kept";
-	if (rc <= 0 || detail) {
-		needs_login(why, n, s->name, detail);
-		if (t)
-			oauth_tokens_release(t);
+	if (!t || load_single(s, t, &detail) != 1) {
+		needs_login(why, n, s->name, t ? detail : "out of memory");
 		free(t);
-		return BE_START_PERMANENT;
+		if (!single_login.start)
+			return BE_START_PERMANENT;
+		/* up, needing login: a client that can open a URL is asked to */
+		free(s->login_why);
+		s->login_why = strdup(why);
+		s->single = true;
+		login_needed(s, detail);
+		return s->login_why ? 0 : BE_START_PERMANENT;
 	}
 	s->tok = t;
 	log_debug("%s: OAuth tokens of %s read", s->name, t->issuer);
@@ -142,6 +167,15 @@ int http_auth_header(struct hx *x)
 
 void http_auth_release(struct be_http *s)
 {
+	if (s->url_asked && single_login.cancel)
+		single_login.cancel(single_login.arg, s);
+	s->url_asked = false;
+	json_decref(s->url_waiters);
+	s->url_waiters = NULL;
+	free(s->login_url);
+	s->login_url = NULL;
+	free(s->login_why);
+	s->login_why = NULL;
 	oauth_refresh_cancel(s->refresh);
 	s->refresh = NULL;
 	if (s->tok)
@@ -254,11 +288,16 @@ bool http_auth_refused(struct be_http *s, struct hx *x)
 static json_t *elicitation_required(struct be_http *s, json_t *id)
 {
 	const unsigned char *who = backend_principal(s->b);
-	if (!who)
+	char *url;
+	if (s->single) {
+		url = s->login_url ? strdup(s->login_url) : NULL;
+	} else if (!who) {
 		return rpc_errorf(id, -32000, "%s keeps tokens per principal, and this call has no "
 				  "principal (no bearer token, or a 2026-07-28 call without a "
 				  "session)", s->name);
-	char *url = login_link ? login_link(login_link_arg, s->name, who) : NULL;
+	} else {
+		url = login_link ? login_link(login_link_arg, s->name, who) : NULL;
+	}
 	if (!url)
 		return rpc_errorf(id, -32000, "%s needs you to sign in, and no login link can be "
 				  "made", s->name);
@@ -290,6 +329,52 @@ static json_t *own_init_result(struct be_http *s, json_t *params)
 			 "instructions", instr);
 }
 
+/* True when initialize PARAMS (borrowed) declare URL-mode elicitation. */
+static bool url_elicitation(json_t *params)
+{
+	json_t *e = json_object_get(json_object_get(params, "capabilities"), "elicitation");
+	return json_is_object(json_object_get(e, "url"));
+}
+
+/* The wiring knows the authorization URL (or ERR): the waiting requests
+ * get their -32042 (or the error). */
+static void on_login_url(void *arg, const char *url, const char *err)
+{
+	struct be_http *s = arg;
+	size_t i;
+	json_t *id;
+	s->url_asked = false;
+	free(s->login_url);
+	s->login_url = url ? strdup(url) : NULL;
+	json_array_foreach(s->url_waiters, i, id) {
+		json_t *resp = s->login_url ? elicitation_required(s, id) :
+			rpc_errorf(id, -32000, "%s needs you to sign in, and the sign-in cannot "
+				   "start: %.300s", s->name, err ? err : "?");
+		if (resp)
+			http_push(s, resp, 0);
+	}
+	json_array_clear(s->url_waiters);
+	http_wake(s);
+}
+
+/* A single-user upstream's request ID (borrowed) waits for the URL, which
+ * the wiring is asked for; false when it cannot be. */
+static bool wait_url(struct be_http *s, json_t *id)
+{
+	if (!s->url_waiters)
+		s->url_waiters = json_array();
+	if (!s->url_waiters || json_array_append(s->url_waiters, id) < 0)
+		return false;
+	if (s->url_asked)
+		return true;
+	s->url_asked = true;
+	if (single_login.start(single_login.arg, s->name, on_login_url, s) == 0)
+		return true;
+	s->url_asked = false;
+	json_array_remove(s->url_waiters, json_array_size(s->url_waiters) - 1);
+	return false;
+}
+
 bool http_auth_answer(struct be_http *s, json_t *msg)
 {
 	if (!s->login)
@@ -298,12 +383,19 @@ bool http_auth_answer(struct be_http *s, json_t *msg)
 	json_t *id = json_object_get(msg, "id"), *resp;
 	if (!m || !id || json_is_null(id))
 		return true;   /* a notification or a response: nobody to hear it */
-	if (strcmp(m, "initialize") == 0)
+	if (strcmp(m, "initialize") == 0 && s->single &&
+	    !url_elicitation(json_object_get(msg, "params")))   /* as without the flow */
+		resp = rpc_error(id, -32000, s->login_why, NULL);
+	else if (strcmp(m, "initialize") == 0)
 		resp = rpc_result(id, own_init_result(s, json_object_get(msg, "params")));
 	else if (strcmp(m, "server/discover") == 0)   /* initialize, then */
 		resp = rpc_error(id, RPC_METHOD_NOT_FOUND, "Method not found", NULL);
 	else if (strcmp(m, "ping") == 0)
 		resp = rpc_result(id, json_object());
+	else if (s->single && !s->login_url && wait_url(s, id))
+		return true;   /* on_login_url answers */
+	else if (s->single && !s->login_url)
+		resp = rpc_errorf(id, -32000, "%s", s->login_why);
 	else
 		resp = elicitation_required(s, id);
 	if (resp)
@@ -315,12 +407,16 @@ bool http_auth_answer(struct be_http *s, json_t *msg)
 void http_auth_reload(struct be_http *s)
 {
 	const struct cfg_server *c = backend_cfg(s->b);
-	if (!c->oauth || !c->oauth->per_principal || s->down || s->stopping)
+	if (!c->oauth || (!c->oauth->per_principal && !s->single) || s->down || s->stopping)
 		return;
 	struct oauth_tokens *t = calloc(1, sizeof *t);
 	const char *detail = NULL;
-	if (!t || load_principal(s, t, &detail) != 1) {
+	if (!t || (s->single ? load_single(s, t, &detail) : load_principal(s, t, &detail)) != 1) {
 		free(t);
+		if (s->single && s->login) {   /* the sign-in failed: the next call starts anew */
+			free(s->login_url);
+			s->login_url = NULL;
+		}
 		if (!s->login)   /* back to "needs login" once restarted */
 			http_down(s, "its principal signed out: needs login");
 		return;

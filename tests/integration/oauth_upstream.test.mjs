@@ -14,7 +14,10 @@ import { mkdtempSync, writeFileSync, readFileSync, readdirSync, statSync, rmSync
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
-import { CHAIN, HERE } from './lib.mjs';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+
+import { CHAIN, HERE, sleep } from './lib.mjs';
 import { startOidc, userAgent } from './oidc_lib.mjs';
 
 const T = { timeout: 60_000, skip: CHAIN ? false : 'no mcp-chain binary' };
@@ -210,4 +213,75 @@ test('logout removes the file: "needs login" again', T, async () => {
   assert.equal(storeFiles().filter((f) => f.startsWith('prot.')).length, 0);
   const l = await run(['list', '-c', cfgFile]);
   assert.match(l.stdout + l.stderr, /needs login: mcp-chain auth login prot/);
+});
+
+/** An SDK client of mcp-chain over stdio; CAPS its capabilities. */
+async function stdioClient(caps) {
+  const transport = new StdioClientTransport({ command: CHAIN, args: ['-c', cfgFile],
+    env: { ...process.env, XDG_STATE_HOME: state }, stderr: 'pipe' });
+  let stderr = '';
+  transport.stderr?.on('data', (c) => { stderr += c; });
+  const client = new Client({ name: 'oauth-test', version: '1.0.0' }, { capabilities: caps });
+  await client.connect(transport);
+  return { client, stderr: () => stderr };
+}
+
+test('stdio, a client without URL elicitation: "needs login" as before', T, async () => {
+  assert.equal(storeFiles().filter((f) => f.startsWith('prot.')).length, 0);
+  // prot is the only backend: as when it is down, the initialize itself fails with the hint
+  const err = await stdioClient({}).then(
+    async ({ client }) => {
+      const e = await client.callTool({ name: 'whoami', arguments: {} }).then(
+        (r) => new Error(JSON.stringify(r)), (x) => x);
+      await client.close();
+      return e;
+    }, (e) => e);
+  assert.notEqual(err.code, -32042);
+  assert.match(err.message, /needs login: mcp-chain auth login prot/);
+  assert.equal(storeFiles().filter((f) => f.startsWith('prot.')).length, 0);
+});
+
+test('stdio, a client with URL elicitation: -32042 with the authorize URL, signed in in place', T, async () => {
+  assert.equal(storeFiles().filter((f) => f.startsWith('prot.')).length, 0);
+  const { client, stderr } = await stdioClient({ elicitation: { url: {} } });
+  try {
+    const err = await client.callTool({ name: 'whoami', arguments: {} }).then(
+      (r) => assert.fail(JSON.stringify(r)), (e) => e);
+    assert.equal(err.code, -32042, `${err.message}\n${stderr()}`);
+    const [e] = err.data.elicitations;
+    assert.equal(e.mode, 'url');
+    assert.ok(e.elicitationId);
+    assert.ok(e.url.startsWith(oidc.issuer ?? new URL(oidc.metadataUrl).origin), e.url);
+    // a second call before the sign-in: the same URL
+    const again = await client.callTool({ name: 'whoami', arguments: {} }).then(
+      (r) => assert.fail(JSON.stringify(r)), (x) => x);
+    assert.equal(again.data.elicitations[0].url, e.url);
+    // the user signs in; the browser lands on mcp-chain's loopback callback
+    const callback = await userAgent(e.url, { user: 'carol' });
+    assert.match(callback, /^http:\/\/127\.0\.0\.1:\d+\/callback\?/);
+    const res = await fetch(callback);
+    assert.equal(res.status, 200, await res.text());
+    // the retry goes through with carol's token
+    const before = (await seen()).length;
+    let r;
+    for (let i = 0; i < 50; i++) {
+      r = await client.callTool({ name: 'whoami', arguments: {} }).catch((x) => x);
+      if (!(r instanceof Error)) break;
+      await sleep(100);
+    }
+    assert.ok(!(r instanceof Error), `${r?.message}\n${stderr()}`);
+    assert.match(JSON.stringify(r), /carol/);
+    const s = (await seen()).slice(before);
+    assert.ok(s.length >= 1 && s.every((x) => x.sub === 'carol'), JSON.stringify(s));
+    // kept in the plain single-user store, 0600
+    const files = storeFiles().filter((f) => f.startsWith('prot.'));
+    assert.equal(files.length, 1);
+    const mode = statSync(path.join(state, 'mcp-chain', 'oauth', files[0])).mode & 0o777;
+    assert.equal(mode, 0o600);
+    assert.ok(!readFileSync(path.join(state, 'mcp-chain', 'oauth', files[0]), 'utf8').includes('sealed'));
+  } finally {
+    await client.close();
+  }
+  const st = await run(['auth', 'status', 'prot', '-c', cfgFile]);
+  assert.match(st.stdout, /prot: logged in/);
 });

@@ -211,6 +211,21 @@ static void note_tried(struct oauth_flow *f, const char *url, long status)
 
 /* The scope to ask for: the configured list, else the challenge's, else
  * the PRM's scopes_supported; plus a step-up's. */
+/* True when the space-separated list L (N bytes, not NUL-terminated) holds
+ * the word W (WN bytes). */
+static bool has_word(const char *l, size_t n, const char *w, size_t wn)
+{
+	for (size_t i = 0; l && i < n;) {
+		size_t j = i;
+		while (j < n && l[j] != ' ')
+			j++;
+		if (j - i == wn && memcmp(l + i, w, wn) == 0)
+			return true;
+		i = j + 1;
+	}
+	return false;
+}
+
 static void choose_scope(struct oauth_flow *f, json_t *prm)
 {
 	struct buf b = {0};
@@ -233,10 +248,14 @@ static void choose_scope(struct oauth_flow *f, json_t *prm)
 			buf_append(&b, json_string_value(s), json_string_length(s));
 		}
 	}
-	if (f->extra_scope && !(b.len && strstr(b.data, f->extra_scope))) {
-		if (b.len)
-			buf_append(&b, " ", 1);
-		buf_append(&b, f->extra_scope, strlen(f->extra_scope));
+	for (const char *w = f->extra_scope; w && *w;) {   /* each scope asked for, once */
+		size_t wn = strcspn(w, " ");
+		if (wn && !has_word(b.data, b.len, w, wn)) {
+			if (b.len)
+				buf_append(&b, " ", 1);
+			buf_append(&b, w, wn);
+		}
+		w += wn + (w[wn] == ' ');
 	}
 	free(f->meta.scope);
 	f->meta.scope = NULL;

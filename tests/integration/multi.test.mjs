@@ -15,6 +15,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -871,8 +872,12 @@ test('every example in config/ passes mcp-chain check; the team example shares t
   const dir = path.join(HERE, '..', '..', 'config');
   const files = readdirSync(dir).filter((f) => f.endsWith('.json'));
   assert.ok(files.length >= 10, files.join(' '));
+  // the per-user example's token store key, as its operator would make it (0600)
+  const key = path.join(mkdtempSync(path.join(tmpdir(), 'mcpc-key-')), 'token-store.key');
+  writeFileSync(key, randomBytes(32), { mode: 0o600 });
+  const env = { ...process.env, MCP_CHAIN_TOKEN_KEY: key };
   for (const f of files) {
-    const r = spawnSync(CHAIN, ['check', path.join(dir, f)], { encoding: 'utf8', timeout: 8000 });
+    const r = spawnSync(CHAIN, ['check', path.join(dir, f)], { encoding: 'utf8', timeout: 8000, env });
     assert.equal(r.status, 0, `${f}: ${r.stderr}`);
   }
   // one server-memory per session would be several processes writing one file

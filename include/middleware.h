@@ -86,6 +86,8 @@ struct mw_ctx {
 				  * part of any message, so nothing forwards
 				  * it, and nothing may log it. */
 	size_t credential_len;
+	const unsigned char *credential_hash; /* its SHA-256 (32 bytes, made once
+				  * per credential), or NULL with it */
 };
 
 /*
@@ -201,6 +203,8 @@ struct mw_cred_check {
 				  * for (a hash: the same person with a new
 				  * token has the same subject) */
 	bool has_subject;
+	bool per_request;        /* out: the answer may differ by method or tool
+				  * (ask again for each request message) */
 };
 
 /*

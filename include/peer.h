@@ -93,6 +93,7 @@ struct peer_ops {
 struct peer_cred {
 	unsigned refs;
 	size_t len;
+	unsigned char hash[32];   /* SHA-256 of S: made once, for the modules */
 	char s[];   /* LEN bytes and a NUL */
 };
 

@@ -654,6 +654,7 @@ static void credential_of(struct mw_ctx *ctx, const struct peer *from,
 	*hold = peer_cred_ref(c);
 	ctx->credential = c ? c->s : NULL;
 	ctx->credential_len = c ? c->len : 0;
+	ctx->credential_hash = c ? c->hash : NULL;
 }
 
 void chain_check_credential(struct chain *c, struct mw_cred_check *chk,

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 /* Prepares a peer with empty tables. */
 void peer_init(struct peer *p, const struct peer_ops *ops, enum peer_role role,
@@ -44,6 +45,12 @@ int peer_set_credential(struct peer *p, const char *s, size_t n)
 		c->len = n;
 		memcpy(c->s, s, n);
 		c->s[n] = '\0';
+		unsigned hl = 0;
+		if (EVP_Digest(s, n, c->hash, &hl, EVP_sha256(), NULL) != 1 || hl != 32) {
+			OPENSSL_cleanse(c->s, n);
+			free(c);
+			return -1;
+		}
 	}
 	p->cred = c;
 	peer_cred_unref(old);

@@ -71,6 +71,7 @@ void pipeline_check_credential(const struct pipeline *pl, struct mw_cred_check *
 	chk->error = NULL;
 	chk->why[0] = chk->scope[0] = '\0';
 	chk->has_subject = false;
+	chk->per_request = false;
 	for (size_t i = 0; pl && i < pl->n; i++) {
 		struct mw_module *m = pl->mods[i];
 		if (!m->ops->check_credential)

@@ -131,6 +131,8 @@ unsigned http_auth_check(struct http_front *f, struct hc_conn *c, struct hreq *r
 			memcpy(r->subject, chk.subject, 32);
 			r->has_subject = true;
 		}
+		if (r && !method)   /* the head's answer says whether the body's requests are asked */
+			r->per_request = chk.per_request;
 		return 0;
 	case MW_CRED_PENDING:
 		if (r && ready)
@@ -250,8 +252,8 @@ static unsigned check_one(struct http_front *f, struct hreq *r, struct msg *m, c
 unsigned http_auth_check_body(struct http_front *f, struct hreq *r, struct msg *m, char *why,
 			      char *chal, size_t n)
 {
-	if (!r->has_subject)
-		return 0;   /* no module vouched for a token at the head: nothing to scope */
+	if (!r->has_subject || !r->per_request)
+		return 0;   /* the head's answer holds for every request of the body */
 	if (!json_is_array(m->tree))
 		return check_one(f, r, m, why, chal, n);
 	size_t i;

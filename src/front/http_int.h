@@ -57,6 +57,7 @@ struct hreq {
 	struct mw_cred_wait auth_wait;   /* a credential check it waits for */
 	unsigned char subject[32];       /* who its token stands for, when HAS_SUBJECT */
 	bool has_subject;
+	bool per_request;                /* its token is asked about again per request message */
 	struct http_front *f;
 	struct hc_conn *conn;
 	enum req_kind kind;

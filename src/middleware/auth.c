@@ -205,8 +205,13 @@ static enum mw_verdict auth_on_message(struct mw_module *m, struct mw_ctx *ctx, 
 		}
 	} else if (ctx->credential) {
 		unsigned char h[HASH_LEN];
-		bool hashed;
-		t = find_secret_h(a, ctx->credential, ctx->credential_len, h, &hashed);
+		bool hashed = ctx->credential_hash && ctx->credential_len <= TOKEN_MAX;
+		if (hashed) {   /* the core hashed it once for the session */
+			memcpy(h, ctx->credential_hash, HASH_LEN);
+			t = ctx->credential_len ? find_hash(a, h) : NULL;
+		} else {
+			t = find_secret_h(a, ctx->credential, ctx->credential_len, h, &hashed);
+		}
 		if (!t && a->oauth) {
 			const struct oauth_who *w = oauth_who(a->oauth, ctx->credential,
 							      ctx->credential_len, hashed ? h : NULL,

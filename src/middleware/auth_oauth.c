@@ -710,19 +710,39 @@ static bool audience_ok(const struct oauth *o, const struct tok *t, const char *
 }
 
 /* The scopes METHOD and NAME need beyond what T has, into OUT; true when some lack. */
+/* True when HAVE lacks a scope of NEED (no string is built: the common case). */
+static bool any_missing(const json_t *need, const json_t *have)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach(need, i, e)
+		if (!has_string(have, json_string_value(e)))
+			return true;
+	return false;
+}
+
+/* True when a require rule ND applies to METHOD about NAME. */
+static bool need_applies(const struct need *nd, const char *method, const char *name)
+{
+	if (nd->methods.n && !glob_list_match(&nd->methods, method))
+		return false;
+	return !nd->tools.n || (strcmp(method, "tools/call") == 0 && glob_list_match(&nd->tools, name));
+}
+
 static bool lacks_scope(const struct oauth *o, const struct tok *t, const char *method,
 			const char *name, char *out, size_t n)
 {
 	out[0] = '\0';
-	bool lack = missing_scopes(o->scopes, t->scopes, out, n);
-	for (size_t i = 0; method && i < o->nneeds; i++) {
-		const struct need *nd = &o->needs[i];
-		if (nd->methods.n && !glob_list_match(&nd->methods, method))
-			continue;
-		if (nd->tools.n && (strcmp(method, "tools/call") != 0 || !glob_list_match(&nd->tools, name)))
-			continue;
-		lack |= missing_scopes(nd->scopes, t->scopes, out, n);
-	}
+	bool lack = any_missing(o->scopes, t->scopes);
+	for (size_t i = 0; !lack && method && i < o->nneeds; i++)
+		lack = need_applies(&o->needs[i], method, name) &&
+			any_missing(o->needs[i].scopes, t->scopes);
+	if (!lack)
+		return false;   /* the challenge's list is made only for a refusal */
+	lack = missing_scopes(o->scopes, t->scopes, out, n);
+	for (size_t i = 0; method && i < o->nneeds; i++)
+		if (need_applies(&o->needs[i], method, name))
+			lack |= missing_scopes(o->needs[i].scopes, t->scopes, out, n);
 	if (!lack)
 		out[0] = '\0';
 	return lack;
@@ -767,6 +787,7 @@ static void answer(struct oauth *o, const struct tok *t, struct mw_cred_check *c
 	chk->result = MW_CRED_OK;
 	memcpy(chk->subject, t->subject, 32);
 	chk->has_subject = true;
+	chk->per_request = o->nneeds > 0;   /* a method or a tool may need more */
 }
 
 void oauth_check(struct oauth *o, struct mw_cred_check *chk, const unsigned char *hash,

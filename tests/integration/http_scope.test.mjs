@@ -182,6 +182,9 @@ test('bounds: maxScopedSessions, maxProcesses and maxStartsPerSecond refuse with
       const del = await request(chain.port, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid } });
       assert.equal(del.status, 200);
       await waitFor(() => servers(chain, FX).length === 0, { timeoutMs: 6000, what: 'the first session\'s backend to stop' });
+      // gone from the process table is not yet reaped: mcp-chain counts a
+      // process until it has seen it exit (its log says so)
+      await waitFor(() => /fx: stopped/.test(chain.stderr), { timeoutMs: 6000, what: 'mcp-chain to see the backend exit' });
       if (bound === 'maxStartsPerSecond') await sleep(1000);
       const third = await rawInit(chain.port);
       assert.equal(third.status, 200, `${bound}: a session opens again: ${third.body}`);

@@ -35,6 +35,7 @@ struct aggregate;
 struct chain;
 struct http_front;
 struct pipeline;
+struct redis;
 struct stdio_front;
 
 /*
@@ -101,10 +102,16 @@ struct app {
 	ev_signal sigterm, sigint, sighup;
 	ev_prepare step;           /* advances the shutdown before the loop sleeps */
 	ev_timer deadline;
+	ev_timer drain_wait;       /* listen.drainDelayMs: /readyz said 503,
+				    * the balancer is given time to notice */
+	const char *drain_why;     /* the signal's name, for the log */
 	struct app_login *login;   /* --listen with perPrincipal upstreams: the
 				    * front's /oauth/ routes (login.c) */
 	struct app_single *single; /* stdio: single-user logins asked of the
 				    * client (single.c) */
+	struct redis *redis;       /* the configuration's "redis": the shared
+				    * store (redis_default), or NULL; kept as
+				    * made at start across reloads */
 };
 
 /* ---- app.c: making, running and stopping ---- */

@@ -129,8 +129,55 @@ struct cfg_listen {
 	unsigned max_scoped_sessions; /* sessions with backends of their own; default 32 */
 	unsigned max_processes;   /* child processes of all backends at once; default 64 */
 	unsigned max_starts;      /* child processes started per second; default 8 */
+	double drain_delay;       /* "drainDelayMs": seconds between the first
+				   * SIGTERM (/readyz answers 503 at once) and
+				   * the listening socket's close, for a load
+				   * balancer to notice; default 0 */
 	char *public_url;         /* "publicUrl": the base of the links mcp-chain
 				   * gives (/oauth/login); NULL: http://ADDRESS:PORT */
+};
+
+/*
+ * "cluster": several instances as one service (docs: README "Running
+ * several instances"). Session ids are sealed with KEYS[0] (AES-256-GCM)
+ * and opened with any of KEYS, so that every instance holding the key file
+ * continues a session another issued; they begin with INSTANCE and a dot,
+ * which a load balancer may route on.
+ */
+#define CFG_CLUSTER_MAX_KEYS 8
+struct cfg_cluster {
+	bool set;                 /* the section was given */
+	char *instance;           /* "instance": this one's tag, [A-Za-z0-9_-]{1,32} */
+	char *key_file;           /* "keyFile" */
+	unsigned char keys[CFG_CLUSTER_MAX_KEYS][32];
+	size_t nkeys;
+	double session_max_age;   /* "sessionMaxAgeMs": seconds a sealed id is
+				   * honoured after it was issued; default a day */
+	char **peer_tags;         /* "instances": {TAG: URL}: where a 2026-07-28
+				   * call held by another instance is forwarded;
+				   * NULL-terminated, parallel to PEER_URLS */
+	char **peer_urls;
+	bool sessions_closed;     /* "onStoreDown" "closed" (or {"sessions":
+				   * "closed"}): a moved session is refused while
+				   * Redis cannot say what it holds; "open"
+				   * (default): it is served without its
+				   * subscriptions and log level */
+	bool rs_closed;           /* ... {"requestState": "closed"}: a 2026-07-28
+				   * retry is refused (503) while Redis cannot
+				   * record its requestState's single use; "open"
+				   * (default): accepted unrecorded */
+};
+
+/* The top-level "redis" section: the shared store (redis.h). */
+struct cfg_redis {
+	bool set;                 /* the section is there */
+	char *host;               /* default 127.0.0.1 */
+	unsigned port;            /* default 6379 */
+	char *password;           /* ${VAR} expanded; NULL: none */
+	unsigned db;              /* default 0 */
+	char *prefix;             /* default "mcp-chain:" */
+	double timeout;           /* seconds ("timeoutMs", default 250) */
+	double connect_timeout;   /* seconds ("connectTimeoutMs", default 1000) */
 };
 
 struct cfg {
@@ -161,11 +208,17 @@ struct cfg {
 	json_t *middleware;       /* borrowed from root: top-level modules, or NULL */
 	struct pipeline *pipeline; /* owned: the global pipeline, not started */
 	struct cfg_listen listen;
+	struct cfg_cluster cluster;
 	/* "tokenStore" (needed when an upstream is perPrincipal) */
 	char *token_key_file;     /* "keyFile", or NULL */
 	unsigned char token_key[32];  /* its key (seal.h), read at load */
 	bool has_token_key;
+	struct cfg_redis redis;   /* "redis": the shared store */
 };
+
+/* True when A and B name the same store the same way (a reload that
+ * changes it needs a restart). */
+bool cfg_redis_equal(const struct cfg_redis *a, const struct cfg_redis *b);
 
 /* True when an enabled entry of C has "oauth": {"perPrincipal": true}. */
 bool cfg_has_per_principal(const struct cfg *c);

@@ -34,6 +34,7 @@ struct fetch_res {
 	size_t body_len;
 	long max_age;         /* Cache-Control max-age in seconds; 0 for no-store/no-cache; -1 none */
 	const char *www_authenticate;  /* borrowed: the header's value, or NULL */
+	const char *content_type;      /* borrowed: the Content-Type, or NULL */
 	const char *error;    /* borrowed: why it failed (!ok), never NULL then */
 };
 

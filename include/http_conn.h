@@ -121,6 +121,11 @@ const char *hc_path(const struct hc_conn *c);
 const char *hc_query(struct hc_conn *c, const char *name);
 /* The first header NAME (case-insensitive), NUL-terminated, or NULL. */
 const char *hc_header(const struct hc_conn *c, const char *name);
+/* The request's header field I (0 ...): false past the last; *NAME (of
+ * *NLEN bytes, not NUL-terminated) and *VALUE (NUL-terminated) borrowed
+ * while the head is. */
+bool hc_header_at(const struct hc_conn *c, size_t i, const char **name, size_t *nlen,
+		  const char **value);
 /* True when the request has a body (Content-Length > 0, or chunked);
  * *LENGTH its announced length, or UINT64_MAX when chunked. */
 bool hc_has_body(const struct hc_conn *c, uint64_t *length);

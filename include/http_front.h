@@ -87,6 +87,31 @@ size_t http_front_sessions(const struct http_front *f);
  */
 void http_front_drain(struct http_front *f);
 
+/* /readyz answers 503 from now on (a drain is coming: the load balancer
+ * is to send new sessions elsewhere); nothing else changes. */
+void http_front_unready(struct http_front *f);
+
+/*
+ * Several instances as one service: session ids are sealed with KEYS[0]
+ * of the N keys (copied), opened with any, begin with TAG (copied) and
+ * are honoured MAX_AGE seconds; a request naming one this instance does
+ * not hold continues the session here (docs/http-front.md). STORE_CLOSED:
+ * a moved session is refused while Redis (redis_default) cannot say what
+ * it held, else it goes on without it. N 0: random ids (the default).
+ */
+void http_front_set_cluster(struct http_front *f, const unsigned char (*keys)[32], size_t n,
+			    const char *tag, double max_age, bool store_closed);
+
+/*
+ * The other instances (cluster.instances: TAGS[i] at base URL URLS[i],
+ * both copied, NULL-terminated): a 2026-07-28 retry whose call another
+ * instance holds is forwarded there. RS_CLOSED: a retry is refused (503)
+ * while Redis cannot record its requestState's single use, else it goes
+ * on unrecorded.
+ */
+void http_front_set_peers(struct http_front *f, char *const *tags, char *const *urls,
+			  bool rs_closed);
+
 /* Requests of every session still waiting for their response. */
 size_t http_front_busy(const struct http_front *f);
 

@@ -306,6 +306,8 @@ struct mw_build {
 	const char *path;         /* JSON pointer of the module entry */
 	struct cfg_errors *errs;
 	int nerr;
+	bool store;               /* the configuration has a "redis" section: a
+				   * module may keep state there (redis.h) */
 };
 
 /*
@@ -371,6 +373,11 @@ int pipeline_add(struct pipeline *pl, struct mw_module *m);
  */
 struct pipeline *pipeline_build(json_t *arr, const char *file, const char *path,
 				struct cfg_errors *errs);
+
+/* pipeline_build, telling the modules (mw_build.store) whether the
+ * configuration has the shared store (a "redis" section). */
+struct pipeline *pipeline_build_store(json_t *arr, const char *file, const char *path,
+				      struct cfg_errors *errs, bool store);
 
 /* Starts every module; returns 0, or -1 if one failed. */
 int pipeline_start(struct pipeline *pl);

@@ -57,7 +57,11 @@ struct redis_reply {
 	const struct redis_reply *elem;/* REDIS_ARR: N elements */
 };
 
-/* REPLY is NULL unless STATUS is REDIS_OK. */
+/*
+ * REPLY is NULL unless STATUS is REDIS_OK. (hiredis's headers define
+ * REDIS_OK and REDIS_ERR as macros too: include this header first, and
+ * see redis.c for using both.)
+ */
 typedef void (*redis_cb)(void *arg, enum redis_status status, const struct redis_reply *reply);
 
 struct redis;
@@ -66,7 +70,11 @@ struct redis_op;
 /* Connects (asynchronously) as O says; NULL out of memory. */
 struct redis *redis_new(const struct redis_opts *o);
 
-/* Closes; pending commands end with REDIS_DOWN (from the loop). */
+/*
+ * Closes. The callbacks of commands still pending are NOT called (not
+ * even later): free the store after its users, which forget their ops
+ * as they go. Not from inside one of its callbacks.
+ */
 void redis_free(struct redis *r);
 
 /* The process's store, or NULL when none is configured. */
@@ -82,8 +90,9 @@ const char *redis_prefix(const struct redis *r);
 /*
  * Sends one command of ARGC arguments (ARGV[i] of LENS[i] bytes; LENS
  * NULL: NUL-terminated strings; all copied). CB (may be NULL) gets its
- * end once, later. Returns a handle for redis_forget, or NULL (out of
- * memory: CB is still called, with REDIS_DOWN).
+ * end once, later. Returns a handle for redis_forget (valid until CB is
+ * called or the op forgotten), or NULL out of memory (CB is then never
+ * called). A command that cannot be formatted ends with REDIS_DOWN.
  */
 struct redis_op *redis_cmd(struct redis *r, redis_cb cb, void *arg, int argc,
 			   const char *const *argv, const size_t *lens);

@@ -51,4 +51,14 @@ int unseal_text(const unsigned char key[SEAL_KEY_LEN], const void *aad, size_t a
  */
 int seal_key_load(const char *path, unsigned char key[SEAL_KEY_LEN], char *why, size_t n);
 
+/*
+ * Reads a key list, for keys that rotate: one key of 64 hex digits a line
+ * (blank lines and lines beginning with '#' ignored), the first the one
+ * that seals, every one of them opening; or a file of 32 raw bytes (one
+ * key). Up to MAX keys into KEYS, their count into *COUNT. Refuses a file
+ * group or others may read. 0, or -1 with WHY (N bytes).
+ */
+int seal_keys_load(const char *path, unsigned char (*keys)[SEAL_KEY_LEN], size_t max,
+		   size_t *count, char *why, size_t n);
+
 #endif

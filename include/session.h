@@ -168,6 +168,23 @@ bool session_holds_requests(const struct session *s);
  */
 int session_set_credential(struct session *s, const char *cred, size_t n);
 
+/*
+ * Continuing a session another instance began (or this one, before a
+ * restart), without a new initialize from its client. session_resume_hold
+ * makes what the client sends wait (as during a handshake) while the
+ * front finds out what the session held; session_resume then initializes
+ * the backends with PARAMS (borrowed: the client's initialize's params as
+ * it sent them), as that initialize did, and tells them
+ * notifications/initialized; nothing is written to the client. REPLAY
+ * (borrowed; an array of {method, params}, or NULL) is what the session
+ * had asked of them that lasts (its log level, its subscriptions), asked
+ * again first, as calls of the front's own. What
+ * waited is handled once the backends answer, or answered with their
+ * error. 0, or -1 with WHY (N bytes; what waited is answered with it).
+ */
+void session_resume_hold(struct session *s);
+int session_resume(struct session *s, json_t *params, json_t *replay, char *why, size_t n);
+
 /* Frees a closed session. */
 void session_free(struct session *s);
 

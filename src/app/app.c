@@ -37,6 +37,7 @@
 #include "mw_log.h"
 #include "peer.h"
 #include "proc.h"
+#include "redis.h"
 #include "session.h"
 #include "writer.h"
 
@@ -73,11 +74,32 @@ static void enter_phase(struct app *a, enum app_phase p)
  */
 static void begin_drain_http(struct app *a, const char *why)
 {
+	double delay = a->cfg->listen.drain_delay;
+	if (delay > 0 && !ev_is_active(&a->drain_wait) && !a->drain_why) {
+		/* /readyz says 503 at once; everything is served meanwhile */
+		a->drain_why = why;
+		http_front_unready(a->http);
+		log_info("shutting down: %s: draining in %.1f s (listen.drainDelayMs), for the "
+			 "load balancer to send new sessions elsewhere", why, delay);
+		ev_timer_set(&a->drain_wait, delay, 0.);
+		ev_timer_start(EV_DEFAULT, &a->drain_wait);
+		return;
+	}
 	log_info("shutting down: %s: finishing open requests", why);
 	http_front_drain(a->http);
 	enter_phase(a, APP_DRAINING);
 	ev_timer_set(&a->deadline, a->cfg->grace, 0.);
 	ev_timer_start(EV_DEFAULT, &a->deadline);
+}
+
+/* listen.drainDelayMs passed: the drain itself. */
+static void on_drain_wait(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	struct app *a = w->data;
+	(void)loop;
+	(void)revents;
+	if (a->phase == APP_RUNNING && a->http)
+		begin_drain_http(a, a->drain_why);
 }
 
 /* Closes the session and starts stopping the backends; logs WHY at LEVEL. */
@@ -298,11 +320,34 @@ static int start_http(struct app *a, const char *spec)
 	http_front_set_ready(a->http, app_all_ready, a);
 	http_front_set_session_chains(a->http, app_session_chain, app_release_session_chain, a);
 	http_front_set_input_ttl(a->http, a->cfg->input_ttl);
+	if (a->cfg->cluster.set)
+		http_front_set_cluster(a->http, (const unsigned char (*)[32])a->cfg->cluster.keys,
+				       a->cfg->cluster.nkeys, a->cfg->cluster.instance,
+				       a->cfg->cluster.session_max_age,
+				       a->cfg->cluster.sessions_closed);
+	if (a->cfg->cluster.set) {
+		http_front_set_peers(a->http, a->cfg->cluster.peer_tags, a->cfg->cluster.peer_urls,
+				     a->cfg->cluster.rs_closed);
+	}
 	http_front_offer_stateless(a->http, a->cfg->offer_stateless);
 	http_front_set_metrics(a->http, app_write_metrics, a);
 	return app_login_start(a);
 }
 
+/* Makes the shared store the configuration's "redis" describes; 0 or -1. */
+static int app_store_new(struct app *a)
+{
+	const struct cfg_redis *c = &a->cfg->redis;
+	struct redis_opts o = {
+		.host = c->host, .port = c->port, .password = c->password, .db = c->db,
+		.prefix = c->prefix, .timeout = c->timeout, .connect_timeout = c->connect_timeout,
+	};
+	a->redis = redis_new(&o);
+	if (!a->redis)
+		return log_fail("redis: out of memory");
+	redis_set_default(a->redis);
+	return 0;
+}
 
 struct app *app_new(struct cfg *cfg, const char *level_flag, bool listening)
 {
@@ -320,11 +365,15 @@ struct app *app_new(struct cfg *cfg, const char *level_flag, bool listening)
 	a->step.data = a;
 	ev_init(&a->deadline, on_deadline);
 	a->deadline.data = a;
+	ev_init(&a->drain_wait, on_drain_wait);
+	a->drain_wait.data = a;
 	if (!listening && cfg_has_per_principal(cfg)) {
 		log_error("%s: an upstream has \"oauth\": {\"perPrincipal\": true}: it needs --listen "
 			  "(each HTTP session's principal signs in for itself)", cfg->path);
 		goto fail;
 	}
+	if (cfg->redis.set && app_store_new(a) < 0)
+		goto fail;
 	if (pipeline_start(cfg->pipeline) < 0 ||
 	    app_chain_new(cfg, &a->chain, &a->agg, app_describe_backends, a) < 0)
 		goto fail;
@@ -371,6 +420,7 @@ void app_free(struct app *a)
 		return;
 	ev_prepare_stop(loop, &a->step);
 	ev_timer_stop(loop, &a->deadline);
+	ev_timer_stop(loop, &a->drain_wait);
 	ev_signal_stop(loop, &a->sigterm);
 	ev_signal_stop(loop, &a->sigint);
 	ev_signal_stop(loop, &a->sighup);
@@ -393,5 +443,6 @@ void app_free(struct app *a)
 		cfg_free(a->old[i]);
 	free(a->old);
 	cfg_free(a->cfg);
+	redis_free(a->redis);   /* after its users, the modules */
 	free(a);
 }

@@ -85,6 +85,9 @@ static struct cfg *load_for_reload(struct app *a)
 		cfg_free(n);
 		return NULL;
 	}
+	if (!cfg_redis_equal(&n->redis, &a->first->redis))
+		log_warn("reload: the \"redis\" section changed: that needs a restart "
+			 "(the shared store keeps the settings mcp-chain started with)");
 	if (start_pipelines(n) < 0) {
 		log_error("reload: a middleware module could not start");
 		cfg_free(n);

@@ -9,6 +9,7 @@
 #include "chain.h"
 #include "mcpc_version.h"
 #include "peer.h"
+#include "redis.h"
 
 /* Describes the N backends V for the status resource. */
 json_t *app_describe(struct backend *const *v, size_t n)
@@ -139,5 +140,7 @@ void app_write_metrics(struct buf *b, void *arg)
 			prom_backend(b, counters[k][0], backend_peer(a->backends[i])->name, NULL, v);
 		}
 	}
+	if (a->redis)
+		redis_metrics(a->redis, b);
 }
 

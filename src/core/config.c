@@ -23,6 +23,7 @@ struct ctx {
 	const char *file;
 	struct cfg_errors *errs;
 	int nerr;
+	bool store;               /* a "redis" section: modules may use it */
 };
 
 /* Reports an error at a JSON pointer. */
@@ -238,7 +239,7 @@ static void build_pipeline(struct ctx *c, json_t *arr, const char *path,
 			   struct pipeline **out)
 {
 	size_t before = c->errs->count;
-	*out = pipeline_build(arr, c->file, path, c->errs);
+	*out = pipeline_build_store(arr, c->file, path, c->errs, c->store);
 	if (!*out)
 		c->nerr += (int)(c->errs->count - before) ? (int)(c->errs->count - before) : 1;
 }
@@ -643,14 +644,14 @@ static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
 static const char *const top_keys[] = {
 	"mcpServers", "maxMessageBytes", "maxOpenRequests", "shutdownGraceMs", "initTimeoutMs",
 	"initJoinMs", "clientStallMs", "inputTimeoutMs", "logLevel", "separator", "status",
-	"eras", "middleware", "listen", "tokenStore", NULL
+	"eras", "middleware", "listen", "tokenStore", "cluster", "redis", NULL
 };
 
 static const char *const listen_keys[] = {
 	"address", "port", "path", "ssePath", "messagesPath", "allowedOrigins", "allowedHosts",
 	"maxConnections", "connectionTimeoutMs", "sessionIdleMs", "streamBufferBytes",
 	"resumeGraceMs", "maxScopedSessions", "maxProcesses", "maxStartsPerSecond",
-	"maxBodyBufferBytes", "maxSessions", "maxSessionsPerClient", "maxSessionsPerPrincipal", "publicUrl", NULL
+	"maxBodyBufferBytes", "maxSessions", "maxSessionsPerClient", "maxSessionsPerPrincipal", "publicUrl", "drainDelayMs", NULL
 };
 
 /* True when S is a numeric IPv4 or IPv6 address. */
@@ -811,6 +812,9 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 		opt_int_at(c, v, path, "maxSessions", 1, 1000000, &sessions);
 		opt_int_at(c, v, path, "maxSessionsPerClient", 1, 1000000, &per_client);
 		opt_int_at(c, v, path, "maxSessionsPerPrincipal", 1, 1000000, &per_principal);
+		double drain = 0;
+		opt_int_at(c, v, path, "drainDelayMs", 0, 3600000, &drain);
+		l->drain_delay = drain / 1000.0;
 		json_t *pu = json_object_get(v, "publicUrl");
 		if (pu && (!json_is_string(pu) ||
 			   (strncmp(json_string_value(pu), "http://", 7) &&
@@ -837,6 +841,93 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 	l->session_idle = idle / 1000.0;
 	l->stream_buffer = (size_t)sbuf;
 	l->resume_grace = grace / 1000.0;
+}
+
+/* True when S is an instance tag: [A-Za-z0-9_-]{1,32}. */
+static bool instance_tag(const char *s)
+{
+	size_t n = strlen(s);
+	return n >= 1 && n <= 32 && strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					  "0123456789_-") == n;
+}
+
+/* Reads "cluster". */
+static void load_cluster(struct ctx *c, struct cfg *cfg, json_t *v)
+{
+	static const char *const keys[] = { "instance", "keyFile", "sessionMaxAgeMs", "instances",
+					    "onStoreDown", NULL };
+	struct cfg_cluster *k = &cfg->cluster;
+	char why[400];
+	k->session_max_age = 86400;
+	if (!v)
+		return;
+	if (!json_is_object(v)) {
+		bad(c, "/cluster", "must be an object: {\"instance\": TAG, \"keyFile\": PATH}");
+		return;
+	}
+	k->set = true;
+	check_keys(c, v, "/cluster", keys);
+	k->instance = opt_string(c, json_object_get(v, "instance"), "/cluster/instance");
+	if (!k->instance)
+		bad(c, "/cluster/instance", "missing: this instance's tag, which its session ids "
+		    "begin with (letters, digits, '-' and '_'; e.g. \"${MCP_CHAIN_INSTANCE}\")");
+	else if (!instance_tag(k->instance))
+		bad(c, "/cluster/instance", "\"%.40s\" is not a tag: 1 to 32 letters, digits, "
+		    "'-' or '_'", k->instance);
+	k->key_file = opt_string(c, json_object_get(v, "keyFile"), "/cluster/keyFile");
+	if (!k->key_file)
+		bad(c, "/cluster/keyFile", "missing: the key list every instance shares "
+		    "(openssl rand -hex 32 > PATH; chmod 600 PATH)");
+	else if (seal_keys_load(k->key_file, k->keys, CFG_CLUSTER_MAX_KEYS, &k->nkeys, why,
+				sizeof why) < 0)
+		bad(c, "/cluster/keyFile", "%s", why);
+	double age = 86400000;
+	opt_int_at(c, v, "/cluster", "sessionMaxAgeMs", 1000, 31536000000.0, &age);
+	k->session_max_age = age / 1000.0;
+	json_t *sd = json_object_get(v, "onStoreDown");
+	static const char *const uses[] = { "sessions", "requestState", NULL };
+	bool *outs[] = { &k->sessions_closed, &k->rs_closed };
+	if (sd && json_is_object(sd))
+		check_keys(c, sd, "/cluster/onStoreDown", uses);
+	for (size_t i = 0; sd && uses[i]; i++) {
+		json_t *e = json_is_object(sd) ? json_object_get(sd, uses[i]) : sd;
+		const char *t = json_string_value(e);
+		char p[64];
+		snprintf(p, sizeof p, "/cluster/onStoreDown%s%s", json_is_object(sd) ? "/" : "",
+			 json_is_object(sd) ? uses[i] : "");
+		if (e && (!t || (strcmp(t, "open") && strcmp(t, "closed")))) {
+			bad(c, p, "must be \"open\" or \"closed\" (or an object of them: "
+			    "{\"sessions\", \"requestState\"})");
+			break;
+		}
+		*outs[i] = t && strcmp(t, "closed") == 0;
+	}
+	json_t *peers = json_object_get(v, "instances");
+	if (peers && !json_is_object(peers)) {
+		bad(c, "/cluster/instances", "must be an object: {TAG: \"http://HOST:PORT\"}");
+	} else if (peers) {
+		size_t n = json_object_size(peers), i = 0;
+		const char *tag;
+		json_t *u;
+		k->peer_tags = calloc(n + 1, sizeof *k->peer_tags);
+		k->peer_urls = calloc(n + 1, sizeof *k->peer_urls);
+		if (!k->peer_tags || !k->peer_urls)
+			return;
+		json_object_foreach(peers, tag, u) {
+			char p[128];
+			snprintf(p, sizeof p, "/cluster/instances/%.40s", tag);
+			const char *url = json_string_value(u);
+			if (!instance_tag(tag))
+				bad(c, p, "is not a tag: 1 to 32 letters, digits, '-' or '_'");
+			else if (!url || (strncmp(url, "http://", 7) && strncmp(url, "https://", 8)))
+				bad(c, p, "must be the instance's http:// or https:// base URL");
+			else {
+				k->peer_tags[i] = strdup(tag);
+				k->peer_urls[i] = strdup(url);
+				i++;
+			}
+		}
+	}
 }
 
 /* Reads "tokenStore" and checks the perPrincipal upstreams need it. */
@@ -874,6 +965,127 @@ static void load_token_store(struct ctx *c, struct cfg *cfg, json_t *v)
 	}
 }
 
+/* ---- "redis": the shared store ---- */
+
+static const char *const redis_keys[] = {
+	"url", "host", "port", "password", "db", "prefix", "timeoutMs", "connectTimeoutMs", NULL
+};
+
+/* Parses URL, "redis://[:PASSWORD@]HOST[:PORT][/DB]" (expanded), into R. */
+static void redis_url(struct ctx *c, struct cfg_redis *r, const char *url)
+{
+	const char *p = url + 8, *at, *slash, *colon;
+	char *end;
+	if (strncmp(url, "redis://", 8) != 0) {
+		bad(c, "/redis/url", "must be redis://[:PASSWORD@]HOST[:PORT][/DB]");
+		return;
+	}
+	slash = strchr(p, '/');
+	at = strrchr(p, '@');
+	if (at && slash && at > slash)
+		at = NULL;
+	if (at) {
+		if (*p != ':' || at == p + 1) {
+			bad(c, "/redis/url", "a password is given as redis://:PASSWORD@HOST");
+			return;
+		}
+		r->password = strndup(p + 1, (size_t)(at - p - 1));
+		p = at + 1;
+	}
+	size_t hlen = slash ? (size_t)(slash - p) : strlen(p);
+	colon = memchr(p, ':', hlen);
+	if ((colon ? colon : p + hlen) == p) {
+		bad(c, "/redis/url", "no host in redis://HOST[:PORT][/DB]");
+		return;
+	}
+	r->host = strndup(p, colon ? (size_t)(colon - p) : hlen);
+	if (colon) {
+		unsigned long port = strtoul(colon + 1, &end, 10);
+		if (end != p + hlen || end == colon + 1 || port == 0 || port > 65535)
+			bad(c, "/redis/url", "the port must be a number from 1 to 65535");
+		r->port = (unsigned)port;
+	}
+	if (slash && slash[1]) {
+		unsigned long db = strtoul(slash + 1, &end, 10);
+		if (*end || db > 1000000)
+			bad(c, "/redis/url", "the database after the host must be a number");
+		r->db = (unsigned)db;
+	}
+}
+
+/* Reads "redis" (V, may be NULL) into CFG->redis. */
+static void load_redis(struct ctx *c, struct cfg *cfg, json_t *v)
+{
+	struct cfg_redis *r = &cfg->redis;
+	double port = 6379, db = 0, tmo = 250, ctmo = 1000;
+	if (!v)
+		return;
+	if (!json_is_object(v)) {
+		bad(c, "/redis", "must be an object: {\"host\", \"port\", ...} or {\"url\": "
+		    "\"redis://[:PASSWORD@]HOST[:PORT][/DB]\"}");
+		return;
+	}
+	r->set = true;
+	c->store = true;
+	check_keys(c, v, "/redis", redis_keys);
+	char *url = opt_string(c, json_object_get(v, "url"), "/redis/url");
+	if (url) {
+		for (const char *const *k = redis_keys + 1; k < redis_keys + 5; k++) {
+			char p[64];
+			snprintf(p, sizeof p, "/redis/%s", *k);
+			if (json_object_get(v, *k))
+				bad(c, p, "not with \"url\", which says it already");
+		}
+		r->port = 6379;
+		redis_url(c, r, url);
+		free(url);
+	} else {
+		r->host = opt_string(c, json_object_get(v, "host"), "/redis/host");
+		r->password = opt_string(c, json_object_get(v, "password"), "/redis/password");
+		opt_int_at(c, v, "/redis", "port", 1, 65535, &port);
+		opt_int_at(c, v, "/redis", "db", 0, 1000000, &db);
+		r->port = (unsigned)port;
+		r->db = (unsigned)db;
+	}
+	if (!r->host)
+		r->host = strdup("127.0.0.1");
+	if (r->password && !r->password[0]) {
+		free(r->password);
+		r->password = NULL;
+	}
+	r->prefix = opt_string(c, json_object_get(v, "prefix"), "/redis/prefix");
+	if (!r->prefix)
+		r->prefix = strdup("mcp-chain:");
+	opt_int_at(c, v, "/redis", "timeoutMs", 1, 60000, &tmo);
+	opt_int_at(c, v, "/redis", "connectTimeoutMs", 1, 60000, &ctmo);
+	r->timeout = tmo / 1000.0;
+	r->connect_timeout = ctmo / 1000.0;
+}
+
+/* Frees what "redis" holds (the password wiped). */
+static void redis_release(struct cfg_redis *r)
+{
+	free(r->host);
+	if (r->password)
+		OPENSSL_cleanse(r->password, strlen(r->password));
+	free(r->password);
+	free(r->prefix);
+}
+
+/* True when two strings, either NULL, are the same. */
+static bool same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+bool cfg_redis_equal(const struct cfg_redis *a, const struct cfg_redis *b)
+{
+	return a->set == b->set && same_str(a->host, b->host) && a->port == b->port &&
+	       same_str(a->password, b->password) && a->db == b->db &&
+	       same_str(a->prefix, b->prefix) && a->timeout == b->timeout &&
+	       a->connect_timeout == b->connect_timeout;
+}
+
 /* Reads the top-level options. */
 static void load_top(struct ctx *c, struct cfg *cfg)
 {
@@ -883,6 +1095,7 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 		return;
 	}
 	check_keys(c, root, "", top_keys);
+	load_redis(c, cfg, json_object_get(root, "redis"));   /* before the pipelines */
 	load_servers(c, cfg, json_object_get(root, "mcpServers"));
 	double max = (double)CFG_DEFAULT_MAX_MESSAGE, grace = CFG_DEFAULT_GRACE * 1000;
 	double init = CFG_DEFAULT_INIT_TIMEOUT * 1000, join = CFG_DEFAULT_INIT_JOIN * 1000;
@@ -928,6 +1141,7 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 	}
 	load_listen(c, &cfg->listen, json_object_get(root, "listen"));
 	load_token_store(c, cfg, json_object_get(root, "tokenStore"));
+	load_cluster(c, cfg, json_object_get(root, "cluster"));
 	cfg->middleware = json_object_get(root, "middleware");
 	if (cfg->middleware && !json_is_array(cfg->middleware))
 		bad(c, "/middleware", "must be an array of modules");
@@ -1023,7 +1237,13 @@ void cfg_free(struct cfg *c)
 	free_strv(c->listen.hosts);
 	free(c->listen.public_url);
 	free(c->token_key_file);
+	redis_release(&c->redis);
 	OPENSSL_cleanse(c->token_key, sizeof c->token_key);
+	free(c->cluster.instance);
+	free(c->cluster.key_file);
+	OPENSSL_cleanse(c->cluster.keys, sizeof c->cluster.keys);
+	free_strv(c->cluster.peer_tags);
+	free_strv(c->cluster.peer_urls);
 	free(c->servers);
 	free(c->separator);
 	free(c->path);

@@ -158,6 +158,9 @@ static void on_done(struct curl_ev_xfer *base, CURLcode rc)
 		res.body = f->body.data;
 		res.body_len = f->body.len;
 		res.www_authenticate = f->www_auth;
+		char *ct = NULL;
+		if (curl_easy_getinfo(f->base.easy, CURLINFO_CONTENT_TYPE, &ct) == CURLE_OK)
+			res.content_type = ct;
 	} else {
 		snprintf(why, sizeof why, "%s", f->too_long ? "the answer is too long" :
 			 f->err[0] ? f->err : curl_easy_strerror(rc));

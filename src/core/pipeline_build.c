@@ -149,6 +149,13 @@ static struct mw_module *build_one(json_t *entry, struct mw_build *b)
 struct pipeline *pipeline_build(json_t *arr, const char *file, const char *path,
 				struct cfg_errors *errs)
 {
+	return pipeline_build_store(arr, file, path, errs, false);
+}
+
+/* Builds a pipeline from configuration that may have the shared store. */
+struct pipeline *pipeline_build_store(json_t *arr, const char *file, const char *path,
+				      struct cfg_errors *errs, bool store)
+{
 	struct pipeline *pl = pipeline_new();
 	int nerr = 0;
 	size_t i;
@@ -158,7 +165,7 @@ struct pipeline *pipeline_build(json_t *arr, const char *file, const char *path,
 	json_array_foreach(arr, i, entry) {
 		char p[512];
 		snprintf(p, sizeof p, "%s/%zu", path, i);
-		struct mw_build b = { .file = file, .path = p, .errs = errs };
+		struct mw_build b = { .file = file, .path = p, .errs = errs, .store = store };
 		struct mw_module *m = build_one(entry, &b);
 		nerr += b.nerr;
 		if (m && pipeline_add(pl, m) < 0)

@@ -113,11 +113,14 @@ static int hexval(int c)
 	       c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-int seal_key_load(const char *path, unsigned char key[SEAL_KEY_LEN], char *why, size_t n)
+int seal_keys_load(const char *path, unsigned char (*keys)[SEAL_KEY_LEN], size_t max,
+		   size_t *count, char *why, size_t n)
 {
-	static const char hint[] = "make one with: head -c32 /dev/urandom > FILE; chmod 600 FILE";
-	unsigned char buf[200];
+	static const char hint[] = "make one with: head -c32 /dev/urandom > FILE (or openssl "
+				   "rand -hex 32 > FILE); chmod 600 FILE";
+	char buf[4096];
 	struct stat st;
+	*count = 0;
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		snprintf(why, n, "cannot read %s: %s (%s)", path, strerror(errno), hint);
@@ -131,32 +134,67 @@ int seal_key_load(const char *path, unsigned char key[SEAL_KEY_LEN], char *why, 
 			 path, (unsigned)(st.st_mode & 0777), path);
 		return -1;
 	}
-	ssize_t got = read(fd, buf, sizeof buf);
+	ssize_t got = read(fd, buf, sizeof buf - 1);
 	close(fd);
 	size_t len = got > 0 ? (size_t)got : 0;
-	int rc = -1;
-	if (len == SEAL_KEY_LEN) {
-		memcpy(key, buf, SEAL_KEY_LEN);
-		rc = 0;
-	} else {
-		size_t a = 0, b = len;
-		while (a < b && strchr(" \t\r\n", buf[a]))
+	int rc = 0;
+	if (len == SEAL_KEY_LEN && max > 0) {
+		memcpy(keys[0], buf, SEAL_KEY_LEN);
+		*count = 1;
+		OPENSSL_cleanse(buf, sizeof buf);
+		return 0;
+	}
+	buf[len] = '\0';
+	unsigned line = 0;
+	for (char *p = buf, *next; p && *p && rc == 0; p = next) {
+		next = strchr(p, '\n');
+		if (next)
+			*next++ = '\0';
+		line++;
+		size_t a = 0, b = strlen(p);
+		while (a < b && strchr(" \t\r", p[a]))
 			a++;
-		while (b > a && strchr(" \t\r\n", buf[b - 1]))
+		while (b > a && strchr(" \t\r", p[b - 1]))
 			b--;
-		if (b - a == 2 * SEAL_KEY_LEN) {
-			rc = 0;
-			for (size_t i = 0; i < SEAL_KEY_LEN && rc == 0; i++) {
-				int h = hexval(buf[a + 2 * i]), l = hexval(buf[a + 2 * i + 1]);
-				if (h < 0 || l < 0)
-					rc = -1;
-				else
-					key[i] = (unsigned char)(h << 4 | l);
-			}
+		if (a == b || p[a] == '#')
+			continue;
+		if (b - a != 2 * SEAL_KEY_LEN) {
+			snprintf(why, n, "%s:%u: not a key (64 hex digits a line); %s", path, line, hint);
+			rc = -1;
+			break;
 		}
+		if (*count == max) {
+			snprintf(why, n, "%s: more than %zu keys", path, max);
+			rc = -1;
+			break;
+		}
+		for (size_t i = 0; i < SEAL_KEY_LEN; i++) {
+			int h = hexval(p[a + 2 * i]), l = hexval(p[a + 2 * i + 1]);
+			if (h < 0 || l < 0) {
+				snprintf(why, n, "%s:%u: not a key (64 hex digits a line); %s",
+					 path, line, hint);
+				rc = -1;
+				break;
+			}
+			keys[*count][i] = (unsigned char)(h << 4 | l);
+		}
+		if (rc == 0)
+			(*count)++;
 	}
 	OPENSSL_cleanse(buf, sizeof buf);
-	if (rc < 0)
-		snprintf(why, n, "%s: not a key (32 bytes, or 64 hex digits); %s", path, hint);
+	if (rc == 0 && *count == 0) {
+		snprintf(why, n, "%s: no key in it; %s", path, hint);
+		rc = -1;
+	}
+	if (rc < 0) {
+		OPENSSL_cleanse(keys, max * SEAL_KEY_LEN);
+		*count = 0;
+	}
 	return rc;
+}
+
+int seal_key_load(const char *path, unsigned char key[SEAL_KEY_LEN], char *why, size_t n)
+{
+	size_t count = 0;
+	return seal_keys_load(path, (unsigned char (*)[SEAL_KEY_LEN])key, 1, &count, why, n);
 }

@@ -60,7 +60,7 @@ const char *hf_header(struct hc_conn *c, const char *name)
  * without a session id, 404 for one we do not know) with *WHY.
  */
 static unsigned find_session(struct http_front *f, struct hc_conn *c,
-			     struct hsess **hs, const char **why)
+			     struct hsess **hs, const char **why, bool resume)
 {
 	const char *sid = hf_header(c, SID_HEADER);
 	const char *v = hf_header(c, VERSION_HEADER);
@@ -69,16 +69,25 @@ static unsigned find_session(struct http_front *f, struct hc_conn *c,
 		*why = "Bad Request: Mcp-Session-Id header is required";
 		return 400;
 	}
-	if (!http_sid_valid(sid) || !(*hs = hmap_get(&f->sessions, sid, HTTP_SID_LEN)) ||
-	    (*hs)->legacy) {   /* an HTTP+SSE session is reached by its own endpoint */
-		*hs = NULL;
+	if (v && !session_version_supported(v)) {
+		*why = "Bad Request: unsupported MCP-Protocol-Version";
+		return 400;
+	}
+	if (!http_sid_valid(sid)) {
 		*why = "Session not found";
 		return 404;
 	}
-	if (v && !session_version_supported(v)) {
-		*why = "Bad Request: unsupported MCP-Protocol-Version";
+	*hs = hmap_get(&f->sessions, sid, strlen(sid));
+	if (!*hs && resume) {
+		/* one this instance does not hold: continued here when sealed */
+		unsigned status = http_cluster_resume(f, c, sid, hs, why);
+		if (status)
+			return status;
+	}
+	if (!*hs || (*hs)->legacy) {   /* an HTTP+SSE session is reached by its own endpoint */
 		*hs = NULL;
-		return 400;
+		*why = "Session not found";
+		return 404;
 	}
 	if (http_auth_bind(*hs, hc_ctx(c)) < 0) {
 		*why = "Unauthorized: this session belongs to another bearer token (another principal)";
@@ -229,14 +238,19 @@ static int on_post(struct http_front *f, struct hreq *r)
 		return src;
 	if (is_init && !hf_header(c, SID_HEADER)) {
 		char refused[300] = "";
-		if (f->stopped || !(hs = http_sess_open(f, c, refused, sizeof refused)))
+		char *sealed = f->stopped ? NULL : http_cluster_sid(f, r);
+		hs = f->stopped ? NULL : http_sess_open(f, c, sealed, refused, sizeof refused);
+		free(sealed);
+		if (!hs)
 			return http_stream_reply_error(r, c, 503, -32000, refused[0] ?
 					   refused : "Service Unavailable: cannot open a session now");
 		http_auth_bind(hs, r);
 	} else {
-		unsigned status = find_session(f, c, &hs, &why);
+		unsigned status = find_session(f, c, &hs, &why, true);
 		if (status)
 			return http_stream_reply_error(r, c, status, -32000, why);
+		if (f->sealing.nkeys && r->scanned && !json_is_array(r->msg.tree))
+			http_cluster_note(hs, &r->msg);
 	}
 	return hf_post_to_session(r, hs, is_init);
 }
@@ -256,7 +270,7 @@ static int on_get(struct http_front *f, struct hreq *r)
 	if (!http_check_accepts(hf_header(c, "Accept"), SSE_TYPE))
 		return http_stream_reply_error(r, c, 406, -32000,
 				   "Not Acceptable: the GET stream is text/event-stream");
-	unsigned status = find_session(f, c, &hs, &why);
+	unsigned status = find_session(f, c, &hs, &why, true);
 	if (status)
 		return http_stream_reply_error(r, c, status, -32000, why);
 	bool resume = sse_frame_id_parse(hf_header(c, "Last-Event-ID"), &stream, &seq) == 0;
@@ -294,9 +308,13 @@ static int on_delete(struct http_front *f, struct hreq *r)
 {
 	struct hsess *hs;
 	const char *why;
-	unsigned status = find_session(f, r->conn, &hs, &why);
+	unsigned status = find_session(f, r->conn, &hs, &why, false);
+	const char *sid = hf_header(r->conn, SID_HEADER);
+	if (status == 404 && sid && http_cluster_delete(f, sid))   /* one held elsewhere */
+		return http_stream_reply(r, r->conn, 200, NULL, "", 0, NULL);
 	if (status)
 		return http_stream_reply_error(r, r->conn, status, -32000, why);
+	http_cluster_delete(f, hs->sid);
 	http_sess_end(hs, "deleted by the client");
 	return http_stream_reply(r, r->conn, 200, NULL, "", 0, NULL);
 }
@@ -304,8 +322,8 @@ static int on_delete(struct http_front *f, struct hreq *r)
 /* /healthz and /readyz. */
 static int on_health(struct http_front *f, struct hc_conn *c, bool ready)
 {
-	bool ok = !ready || !f->ready || f->ready(f->ready_arg);
-	const char *body = ok ? "ok\n" : "not ready\n";
+	bool ok = !ready || ((!f->ready || f->ready(f->ready_arg)) && !f->unready);
+	const char *body = ok ? "ok\n" : f->unready && ready ? "draining\n" : "not ready\n";
 	return http_stream_reply(NULL, c, ok ? 200 : 503, "text/plain",
 		     body, strlen(body), NULL);
 }
@@ -540,6 +558,7 @@ static void on_end(void *cls, struct hc_conn *c, void *ctx, bool ok)
 	(void)c;
 	r->conn = NULL;
 	mw_cred_wait_cancel(&r->auth_wait);
+	http_cluster_req_end(r);
 	if (ok) {
 		http_stream_detach(r, NULL);
 		http_stream_kept_remove(r);            /* all of it was sent: nothing to resume */
@@ -631,6 +650,7 @@ struct http_front *http_front_new(struct chain *chain, const struct cfg_listen *
 	f->chain = chain;
 	f->sessions = empty;
 	f->instances = empty;
+	f->gone = empty;
 	ev_init(&f->probe_bound, http_probe_on_bound);
 	f->probe_bound.data = f;
 	f->address = strdup(l->address ? l->address : CFG_DEFAULT_LISTEN_ADDRESS);
@@ -736,7 +756,7 @@ static void end_all(struct http_front *f, const char *reason)
 	void **all = hmap_drain(&f->sessions, &n);
 	for (size_t i = 0; i < n; i++) {
 		struct hsess *hs = all[i];
-		hmap_put(&f->sessions, hs->sid, HTTP_SID_LEN, hs);  /* http_sess_end removes it */
+		hmap_put(&f->sessions, hs->sid, hs->sid_len, hs);  /* http_sess_end removes it */
 		http_sess_end(hs, reason);
 	}
 	free(all);
@@ -760,9 +780,17 @@ static void end_get(void *value, void *arg)
 		http_stream_finish(hs->get);
 }
 
+void http_front_unready(struct http_front *f)
+{
+	if (!f->unready)
+		log_info("http: /readyz answers 503 from now on (draining)");
+	f->unready = true;
+}
+
 /* Stops accepting, ends GET streams; open requests go on. */
 void http_front_drain(struct http_front *f)
 {
+	f->unready = true;
 	stop_accepting(f);
 	hmap_each(&f->sessions, end_get, NULL);
 	log_info("http: draining (%zu session(s), %zu request(s) open)", f->sessions.count,
@@ -809,6 +837,7 @@ void http_front_free(struct http_front *f)
 	f->hs = NULL;
 	hmap_release(&f->sessions);
 	hmap_release(&f->instances);
+	http_cluster_free(f);
 	param_table_release(&f->params);
 	buf_release(&f->line);
 	ev_timer_stop(EV_DEFAULT, &f->probe_bound);

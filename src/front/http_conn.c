@@ -844,6 +844,17 @@ const char *hc_header(const struct hc_conn *c, const char *name)
 	return v ? v->p : NULL;
 }
 
+bool hc_header_at(const struct hc_conn *c, size_t i, const char **name, size_t *nlen,
+		  const char **value)
+{
+	if (!c->head || i >= c->req.nheaders)
+		return false;
+	*name = c->req.headers[i].name.p;
+	*nlen = c->req.headers[i].name.n;
+	*value = c->req.headers[i].value.p;
+	return true;
+}
+
 bool hc_has_body(const struct hc_conn *c, uint64_t *length)
 {
 	*length = c->req.body == HP_BODY_CHUNKED ? UINT64_MAX : c->req.length;

@@ -62,6 +62,10 @@ struct hreq {
 	struct hc_conn *conn;
 	enum req_kind kind;
 	int refs;
+	/* a 2026-07-28 retry in a cluster (http_cluster.c) */
+	struct fetch *fwd;        /* forwarded to the instance holding its call */
+	struct redis_op *rs_op;   /* its requestState's single use being recorded */
+	unsigned char rs;         /* RS_*: where that stands */
 	struct buf body;          /* the POST body, once whole */
 	/* as a stream */
 	struct hsess *sess;       /* NULL once detached */
@@ -115,7 +119,11 @@ struct hreq {
 
 struct hsess {
 	struct http_front *f;
-	char sid[HTTP_SID_LEN + 1];
+	char *sid;                /* owned: random, or sealed (http_sid.h) */
+	size_t sid_len;
+	bool resumed;             /* continued here from a sealed id */
+	struct redis_op *resume_op;   /* while Redis says what it held */
+	json_t *resume_params;    /* ... the initialize params to continue with */
 	unsigned serial;          /* names it in logs: the id is a secret */
 	struct session *s;
 	struct http_routes routes;
@@ -161,6 +169,16 @@ struct http_front {
 	bool stopped;
 	bool draining;            /* no new connection, session or stream */
 	struct hmap sessions;     /* sid -> hsess */
+	struct http_sid_keys sealing;  /* sealed ids (cluster), NKEYS 0: random */
+	unsigned char (*keys)[32];     /* owned: SEALING's keys */
+	char *tag;                     /* owned: SEALING's tag */
+	struct hmap gone;         /* sealed ids ended by their client's DELETE
+				   * (refused from then on): sid -> expiry */
+	double drain_delay;       /* seconds /readyz says 503 before draining */
+	bool unready;             /* /readyz says 503: a drain has begun */
+	bool store_closed;        /* cluster.onStoreDown "closed" (sessions) */
+	bool rs_closed;           /* ... (requestState's single use) */
+	char **peer_tags, **peer_urls;  /* owned: cluster.instances */
 	struct hmap instances;    /* stateless: requestState instance -> hsess */
 	struct param_table params; /* the x-mcp-header marks of the tools it lists */
 	bool marks_known;         /* PARAMS learned a whole tools/list, served or
@@ -279,11 +297,39 @@ int http_stream_resume_post(struct hsess *hs, struct hreq *g, unsigned stream,
  * (http_sess_caps_key), NULL in the handshake era. NULL when it cannot be
  * made (the reason, if any, in WHY, N bytes). */
 struct hsess *http_sess_new(struct http_front *f, const char *caps, const unsigned char *subject,
-			    char *why, size_t n);
+			    const char *sid, char *why, size_t n);
 /* A new handshake-era session for the client of C (its chain from the
  * front's factory; room made under the session caps); NULL with the
  * reason in WHY (N bytes) when it cannot be made. */
-struct hsess *http_sess_open(struct http_front *f, struct hc_conn *c, char *why, size_t n);
+struct hsess *http_sess_open(struct http_front *f, struct hc_conn *c, const char *sid,
+			     char *why, size_t n);
+/* ---- http_cluster.c: sessions any instance continues ---- */
+/* The sealed id of a new session whose initialize R carries (owned), or
+ * NULL: a random one (no cluster keys, or too much to carry). */
+char *http_cluster_sid(struct http_front *f, struct hreq *r);
+/* SID is not held here: continued here when it is sealed with the
+ * deployment's keys (0 with *HS), else an HTTP status with *WHY. */
+unsigned http_cluster_resume(struct http_front *f, struct hc_conn *c, const char *sid,
+			     struct hsess **hs, const char **why);
+/* Keeps what message M of HS changes that lasts (log level, subscriptions)
+ * in the store, when there is one. */
+void http_cluster_note(struct hsess *hs, struct msg *m);
+/* SID's client deleted it: refused from now on (here; everywhere with
+ * Redis). False when SID is not a sealed id of ours. */
+bool http_cluster_delete(struct http_front *f, const char *sid);
+/* A 2026-07-28 retry R (its body's ID, borrowed) carrying STATE: true
+ * when answered or held here (*RC the handler's return): forwarded to the
+ * instance holding its call, refused, or held while Redis records its
+ * single use; false to go on as on one instance. */
+enum { RS_UNCHECKED, RS_CHECKING, RS_FIRST };
+bool http_cluster_retry(struct http_front *f, struct hreq *r, const char *state, json_t *id,
+			int *rc);
+void http_cluster_free_peers(struct http_front *f);
+/* R ends: its forward or record is let go. */
+void http_cluster_req_end(struct hreq *r);
+/* HS ends: what its continuation waited for is forgotten. */
+void http_cluster_forget(struct hsess *hs);
+void http_cluster_free(struct http_front *f);
 /* Ends HS now, logging REASON: its streams end, its requests are
  * cancelled. Not from inside the session's own calls. */
 void http_sess_end(struct hsess *hs, const char *reason);

@@ -68,7 +68,7 @@ int http_legacy_open(struct http_front *f, struct hreq *r)
 		return http_stream_reply_error(r, c, 503, -32000,
 				      "Service Unavailable: mcp-chain is shutting down");
 	char refused[300] = "";
-	if (!(hs = http_sess_open(f, c, refused, sizeof refused)))
+	if (!(hs = http_sess_open(f, c, NULL, refused, sizeof refused)))
 		return http_stream_reply_error(r, c, 503, -32000, refused[0] ?
 				      refused : "Service Unavailable: cannot open a session now");
 	hs->legacy = true;
@@ -103,7 +103,7 @@ static struct hsess *find_legacy(struct http_front *f, struct hc_conn *c,
 		return NULL;
 	*status = 404;
 	*why = "Session not found";
-	if (!http_sid_valid(sid) || !(hs = hmap_get(&f->sessions, sid, HTTP_SID_LEN)) ||
+	if (!http_sid_valid(sid) || !(hs = hmap_get(&f->sessions, sid, strlen(sid))) ||
 	    !hs->legacy || !hs->get)
 		return NULL;
 	if (v && !session_version_supported(v)) {

@@ -135,7 +135,7 @@ bool http_probe_hold(struct http_front *f, struct hreq *r, json_t *params)
 			if (strncmp(k, "io.modelcontextprotocol/", 24) == 0)
 				json_object_set(meta, k, v);
 		char *caps = http_sess_caps_key(params);
-		struct hsess *hs = caps ? http_sess_new(f, caps, NULL, why, sizeof why) : NULL;
+		struct hsess *hs = caps ? http_sess_new(f, caps, NULL, NULL, why, sizeof why) : NULL;
 		free(caps);
 		if (!hs) {
 			json_decref(meta);

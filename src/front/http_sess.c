@@ -247,7 +247,8 @@ void http_sess_end(struct hsess *hs, const char *reason)
 	struct http_front *f = hs->f;
 	if (f->probe == hs)
 		http_probe_end(f, reason);
-	hmap_del(&f->sessions, hs->sid, HTTP_SID_LEN);
+	hmap_del(&f->sessions, hs->sid, hs->sid_len);
+	http_cluster_forget(hs);
 	if (hs->instance)
 		hmap_del(&f->instances, &hs->instance, sizeof hs->instance);
 	ev_timer_stop(EV_DEFAULT, &hs->idle);
@@ -275,6 +276,7 @@ void http_sess_end(struct hsess *hs, const char *reason)
 	else
 		log_info("http: session #%u ended (%s)", hs->serial, reason);
 	free(hs->caps);
+	free(hs->sid);
 	free(hs);
 }
 
@@ -320,21 +322,23 @@ char *http_sess_caps_key(json_t *params)
  * bytes).
  */
 struct hsess *http_sess_new(struct http_front *f, const char *caps, const unsigned char *subject,
-			    char *why, size_t n)
+			    const char *sid, char *why, size_t n)
 {
 	struct hsess *hs = calloc(1, sizeof *hs);
-	char name[32];
-	if (!hs || http_sid_new(hs->sid) < 0) {
+	char name[32], rnd[HTTP_SID_LEN + 1];
+	if (!hs || (!sid && http_sid_new(rnd) < 0) || !(hs->sid = strdup(sid ? sid : rnd))) {
 		free(hs);
 		log_error("http: cannot make a session id");
 		return NULL;
 	}
+	hs->sid_len = strlen(hs->sid);
 	hs->f = f;
 	hs->serial = ++f->serial;
 	hs->used = ev_now(EV_DEFAULT);
 	hs->held_tail = &hs->held;
 	http_ring_init(&hs->ring);
 	if (caps && !(hs->caps = strdup(caps))) {
+		free(hs->sid);
 		free(hs);
 		return NULL;
 	}
@@ -342,17 +346,19 @@ struct hsess *http_sess_new(struct http_front *f, const char *caps, const unsign
 							why, n) : f->chain;
 	if (!hs->chain) {
 		free(hs->caps);
+		free(hs->sid);
 		free(hs);
 		return NULL;
 	}
 	http_routes_init(&hs->routes);
 	snprintf(name, sizeof name, "http#%u", hs->serial);
 	hs->s = session_new(hs->chain, name, sess_write, hs);
-	if (!hs->s || hmap_put(&f->sessions, hs->sid, HTTP_SID_LEN, hs) < 0) {
+	if (!hs->s || hmap_put(&f->sessions, hs->sid, hs->sid_len, hs) < 0) {
 		session_free(hs->s);
 		if (f->chain_release)
 			f->chain_release(f->chain_arg, hs->chain, hs->serial);
 		free(hs->caps);
+		free(hs->sid);
 		free(hs);
 		return NULL;
 	}
@@ -470,7 +476,8 @@ static const char *sess_make_room(struct http_front *f, struct hc_conn *c)
 
 /* A new handshake-era session for the client of C (see http_sess_new), room
  * made under the caps first; NULL with WHY (N bytes). */
-struct hsess *http_sess_open(struct http_front *f, struct hc_conn *c, char *why, size_t n)
+struct hsess *http_sess_open(struct http_front *f, struct hc_conn *c, const char *sid,
+			     char *why, size_t n)
 {
 	const char *full = sess_make_room(f, c);
 	if (full) {
@@ -479,7 +486,7 @@ struct hsess *http_sess_open(struct http_front *f, struct hc_conn *c, char *why,
 	}
 	unsigned char who[32];
 	bool known = http_auth_subject(hc_ctx(c), who);
-	struct hsess *hs = http_sess_new(f, NULL, known ? who : NULL, why, n);
+	struct hsess *hs = http_sess_new(f, NULL, known ? who : NULL, sid, why, n);
 	if (hs)
 		snprintf(hs->peer, sizeof hs->peer, "%s", hc_peer(c));
 	return hs;

@@ -188,15 +188,18 @@ bool http_stateless_post(struct http_front *f, struct hreq *r, bool is_discover,
 	}
 	struct hsess *hs = NULL;
 	uint64_t inst;
-	if (stateless_state_instance(json_string_value(json_object_get(params, "requestState")), &inst))
+	const char *state = json_string_value(json_object_get(params, "requestState"));
+	if (stateless_state_instance(state, &inst))
 		hs = hmap_get(&f->instances, &inst, sizeof inst);
+	if (state && !hs && f->sealing.nkeys && http_cluster_retry(f, r, state, id, rc))
+		return true;   /* held by another instance, or used already */
 	char *caps = hs ? NULL : http_sess_caps_key(params);
 	if (!hs && caps)
 		hs = holding_session(f, caps);
 	if (!hs) {
 		char refused[300] = "";
 		if (!f->stopped && caps)
-			hs = http_sess_new(f, caps, NULL, refused, sizeof refused);
+			hs = http_sess_new(f, caps, NULL, NULL, refused, sizeof refused);
 		free(caps);
 		caps = NULL;
 		if (!hs && refused[0]) {

@@ -35,6 +35,7 @@ void http_stream_unref(struct hreq *r)
 	if (--r->refs > 0)
 		return;
 	mw_cred_wait_cancel(&r->auth_wait);
+	http_cluster_req_end(r);
 	ev_timer_stop(EV_DEFAULT, &r->grace);
 	buf_release(&r->body);
 	buf_release(&r->out);
@@ -372,7 +373,7 @@ static ssize_t stream_read(void *cls, char *out, size_t max)
  * stream wait in its buffer). */
 #define SSE_HEADERS "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n"
 
-#define REPLY_HEAD 512
+#define REPLY_HEAD (512 + HTTP_SID_MAX)  /* a sealed session id is long */
 
 /* The headers of a complete response, into H (REPLY_HEAD bytes). */
 static void reply_headers(char *h, struct hc_conn *c, unsigned status, const char *ctype,
@@ -449,7 +450,7 @@ int http_stream_reply_error_with(struct hreq *r, struct hc_conn *c, unsigned sta
 /* Queues R's stream response: SSE or a JSON body, as it comes. */
 int http_stream_reply_stream(struct hreq *r, const char *sid)
 {
-	char h[256];
+	char h[256 + HTTP_SID_MAX];
 	int len = snprintf(h, sizeof h, "Content-Type: %s\r\n%s", r->sse ? SSE_TYPE : JSON_TYPE,
 			   r->sse ? SSE_HEADERS : "");
 	if (sid)

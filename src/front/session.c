@@ -49,6 +49,8 @@ struct session {
 	struct stateless *st;   /* ERA_STATELESS: the era's own state */
 	json_t *init_result;    /* the backend's initialize result (for server/discover) */
 	bool offer_stateless;   /* 2026-07-28 whatever the backends speak ("eras": "both") */
+	bool resumed;           /* continued from elsewhere (session_resume): its
+				 * client said initialized there */
 };
 
 /* A call of the front's own, waiting for its response. */
@@ -167,7 +169,8 @@ static int write_out(struct session *s, struct session_out *o, const struct msg_
 			json_incref(resp);
 		}
 		if (resp)
-			c->cb(c->arg, resp);
+			if (c->cb)
+				c->cb(c->arg, resp);
 		json_decref(resp);
 		msg_val_release(&c->id);
 		free(c);
@@ -339,8 +342,10 @@ void session_cancel(struct session *s, const struct msg_val *id, const char *rea
 
 /* A call of the front's own: a request of the client's, whose answer
  * comes back to CB (write_out) instead of the front. */
-int session_call(struct session *s, const char *method, json_t *params,
-		 void (*cb)(void *arg, json_t *response), void *arg)
+/* A request of the front's own (see session_call), registered: its tree,
+ * or NULL (PARAMS is stolen either way). */
+static json_t *own_request(struct session *s, const char *method, json_t *params,
+			   void (*cb)(void *arg, json_t *response), void *arg)
 {
 	struct own_call *c = calloc(1, sizeof *c);
 	char id[48];
@@ -351,7 +356,7 @@ int session_call(struct session *s, const char *method, json_t *params,
 		json_decref(req);
 		json_decref(params);
 		free(c);
-		return -1;
+		return NULL;
 	}
 	json_object_set_new(req, "jsonrpc", json_string("2.0"));
 	json_object_set_new(req, "id", json_stringn(id + 1, (size_t)n - 2));
@@ -362,6 +367,15 @@ int session_call(struct session *s, const char *method, json_t *params,
 	c->arg = arg;
 	c->next = s->calls;
 	s->calls = c;
+	return req;
+}
+
+int session_call(struct session *s, const char *method, json_t *params,
+		 void (*cb)(void *arg, json_t *response), void *arg)
+{
+	json_t *req = own_request(s, method, params, cb, arg);
+	if (!req)
+		return -1;
 	struct msg m;
 	msg_init_tree(&m, req);
 	handle(s, &m);   /* may answer at once (from a cache) */
@@ -488,6 +502,126 @@ static void on_backend_init(void *arg, json_t *resp)
 	drain_queue(s);
 }
 
+/* What the backends are initialized with for a client's initialize PARAMS
+ * (borrowed): its own, with a version we speak (new reference); its
+ * clientInfo.name becomes the session's principal. */
+static json_t *init_params(struct session *s, json_t *params)
+{
+	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
+	json_t *fwd = json_deep_copy(params);
+	json_object_set_new(fwd, "protocolVersion", json_string(negotiate(asked)));
+	free(s->principal);
+	s->principal = NULL;
+	const char *cname = json_string_value(json_object_get(json_object_get(params, "clientInfo"), "name"));
+	if (cname)
+		s->principal = strdup(cname);
+	s->peer.principal = s->principal;
+	return fwd;
+}
+
+/* The backends are ready (or not) for a session continued from elsewhere:
+ * nothing is written to the client, whose initialize was answered there. */
+static void on_resume_init(void *arg, json_t *resp)
+{
+	struct session *s = arg;
+	json_t *result = json_object_get(resp, "result");
+	const char *v = json_string_value(json_object_get(result, "protocolVersion"));
+	if (s->state != SESSION_INITIALIZING)
+		return;
+	if (!result || !session_version_supported(v)) {
+		/* what waits is answered with the backend's error, as a stateless
+		 * client's calls are when the backends cannot start */
+		json_t *err = json_object_get(resp, "error");
+		json_t *q = s->queue;
+		size_t i;
+		json_t *m;
+		s->queue = NULL;
+		log_warn("%s: cannot continue the session here: %s", s->name,
+			 result ? "the backend answered another protocol version" :
+			 json_string_value(json_object_get(err, "message")) ?
+			 json_string_value(json_object_get(err, "message")) : "the backend failed");
+		s->state = SESSION_UNINITIALIZED;
+		json_array_foreach(q, i, m) {
+			json_t *id = json_object_get(m, "id");
+			const char *own = json_string_value(id);
+			if (!id || !json_object_get(m, "method") ||
+			    (own && strncmp(own, OWN_CALL_PREFIX + 1, sizeof OWN_CALL_PREFIX - 2) == 0))
+				continue;   /* no answer, or one of the session's own replays */
+			json_t *e = err ? json_pack("{s:s,s:O,s:O}", "jsonrpc", "2.0", "id", id, "error", err)
+					: rpc_error(id, RPC_BACKEND_GONE,
+						    "the session cannot be continued on this instance", NULL);
+			send_msg(s, e, NULL, NULL);
+			json_decref(e);
+		}
+		json_decref(q);
+		return;
+	}
+	free(s->version);
+	s->version = strdup(v);
+	s->peer.version = s->version;
+	json_decref(s->init_result);
+	s->init_result = json_incref(result);
+	s->era = ERA_HANDSHAKE;
+	s->state = SESSION_READY;
+	s->peer.ready = true;
+	log_info("%s: continued (%s, protocol %s)", s->name,
+		 s->principal ? s->principal : "unnamed client", v);
+	/* what its client said after its initialize, the backends hear from us */
+	chain_receive(&s->peer, rpc_notification("notifications/initialized", NULL));
+	drain_queue(s);
+}
+
+void session_resume_hold(struct session *s)
+{
+	if (s->state == SESSION_UNINITIALIZED) {
+		s->state = SESSION_INITIALIZING;
+		s->resumed = true;
+	}
+}
+
+int session_resume(struct session *s, json_t *params, json_t *replay, char *why, size_t n)
+{
+	if ((s->state != SESSION_UNINITIALIZED && !(s->resumed && s->state == SESSION_INITIALIZING)) ||
+	    s->init_id) {
+		snprintf(why, n, "the session has begun already");
+		return -1;
+	}
+	if (!json_is_object(params) ||
+	    !json_is_string(json_object_get(params, "protocolVersion"))) {
+		snprintf(why, n, "no initialize parameters to continue with");
+		return -1;
+	}
+	json_t *fwd = init_params(s, params);
+	s->state = SESSION_INITIALIZING;
+	s->resumed = true;
+	/* what the session held is asked again before anything its client sent */
+	json_t *q = json_array();
+	size_t i;
+	json_t *e;
+	json_array_foreach(replay, i, e) {
+		const char *method = json_string_value(json_object_get(e, "method"));
+		json_t *req = method ? own_request(s, method,
+				json_deep_copy(json_object_get(e, "params")), NULL, NULL) : NULL;
+		if (req)
+			json_array_append_new(q, req);
+	}
+	if (s->queue)
+		json_array_extend(q, s->queue);
+	json_decref(s->queue);
+	s->queue = json_array_size(q) ? q : NULL;
+	if (!s->queue)
+		json_decref(q);
+	int rc = chain_initialize(&s->peer, fwd, on_resume_init, s, why, n);
+	json_decref(fwd);
+	if (rc < 0) {
+		json_t *busy = json_pack("{s:{s:i,s:s}}", "error", "code", RPC_BACKEND_GONE,
+					 "message", why);
+		on_resume_init(s, busy);   /* what waits is answered */
+		json_decref(busy);
+	}
+	return rc;
+}
+
 /* Validates initialize params; returns an error text or NULL. */
 static const char *check_init_params(json_t *params)
 {
@@ -521,15 +655,7 @@ static void on_initialize(struct session *s, json_t *msg, json_t *id)
 		reply_error(s, id, RPC_INVALID_PARAMS, bad);
 		return;
 	}
-	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
-	json_t *fwd = json_deep_copy(params);
-	json_object_set_new(fwd, "protocolVersion", json_string(negotiate(asked)));
-	free(s->principal);
-	s->principal = NULL;
-	const char *cname = json_string_value(json_object_get(json_object_get(params, "clientInfo"), "name"));
-	if (cname)
-		s->principal = strdup(cname);
-	s->peer.principal = s->principal;
+	json_t *fwd = init_params(s, params);
 	s->init_id = json_incref(id);
 	s->state = SESSION_INITIALIZING;
 	char why[300];

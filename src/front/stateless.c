@@ -64,22 +64,41 @@ struct stateless {
 	int log_level;          /* the level the client's requests last asked for; -1: none */
 };
 
-static unsigned char mac_key[32];
-static bool mac_key_set;
+/* requestState's MAC keys: [0] signs, all verify. One random key of the
+ * process's own, or (cluster) derived from the deployment's key list, so
+ * that every instance verifies what any made. */
+#define MAC_KEYS_MAX 8
+static unsigned char mac_keys[MAC_KEYS_MAX][32];
+static size_t n_mac_keys;
+static char mac_tag[33] = "-";   /* the instance tag states carry; "-": none */
+#define mac_key (mac_keys[0])
 
 /* ---- requestState ---- */
 
 static int ensure_key(void)
 {
 	size_t got = 0;
-	while (!mac_key_set && got < sizeof mac_key) {
+	while (n_mac_keys == 0 && got < sizeof mac_key) {
 		ssize_t n = getrandom(mac_key + got, sizeof mac_key - got, 0);
 		if (n < 0)
 			return -1;
 		got += (size_t)n;
-		mac_key_set = got == sizeof mac_key;
+		n_mac_keys = got == sizeof mac_key;
 	}
 	return 0;
+}
+
+void stateless_use_keys(const unsigned char (*keys)[32], size_t n, const char *tag)
+{
+	static const char label[] = "mcp-chain requestState v1";
+	n_mac_keys = 0;
+	for (size_t i = 0; i < n && i < MAC_KEYS_MAX; i++) {
+		unsigned int len = 32;
+		HMAC(EVP_sha256(), keys[i], 32, (const unsigned char *)label, sizeof label - 1,
+		     mac_keys[i], &len);
+		n_mac_keys++;
+	}
+	snprintf(mac_tag, sizeof mac_tag, "%s", tag && *tag ? tag : "-");
 }
 
 static void hex(const unsigned char *p, size_t n, char *out)
@@ -108,23 +127,42 @@ static int unhex(const char *s, size_t n, unsigned char *out)
 	return 0;
 }
 
-static void mac_of(const char *text, size_t n, unsigned char out[MAC_LEN])
+static void mac_of_with(const unsigned char *key, const char *text, size_t n,
+			unsigned char out[MAC_LEN])
 {
 	unsigned int len = MAC_LEN;
-	HMAC(EVP_sha256(), mac_key, sizeof mac_key, (const unsigned char *)text, n, out, &len);
+	HMAC(EVP_sha256(), key, 32, (const unsigned char *)text, n, out, &len);
+}
+
+static void mac_of(const char *text, size_t n, unsigned char out[MAC_LEN])
+{
+	mac_of_with(mac_key, text, n, out);
+}
+
+/* True when MAC is the MAC of TEXT (N bytes) under one of the keys. */
+static bool mac_verifies(const char *text, size_t n, const unsigned char mac[MAC_LEN])
+{
+	bool ok = false;
+	for (size_t i = 0; i < n_mac_keys; i++) {
+		unsigned char want[MAC_LEN];
+		mac_of_with(mac_keys[i], text, n, want);
+		ok |= CRYPTO_memcmp(mac, want, MAC_LEN) == 0;
+	}
+	return ok;
 }
 
 /*
  * The state handed to the client for round R: "v1.<instance>.<serial>.
- * <gen>.<expiry>.<method>.<mac>", the MAC over everything before it.
+ * <gen>.<expiry>.<tag>.<method>.<mac>", the MAC over everything before it;
+ * TAG the instance that holds the call ("-": none configured).
  */
 static char *state_make(const struct round *r)
 {
 	char body[256], mac_hex[2 * MAC_LEN + 1];
 	unsigned char mac[MAC_LEN];
 	uint64_t expiry = (uint64_t)((ev_now(EV_DEFAULT) + r->st->ttl) * 1000.);
-	int n = snprintf(body, sizeof body, "v1.%016" PRIx64 ".%" PRIu64 ".%" PRIu64 ".%" PRIu64 ".%s",
-			 r->st->instance, r->serial, r->gen, expiry, r->method);
+	int n = snprintf(body, sizeof body, "v1.%016" PRIx64 ".%" PRIu64 ".%" PRIu64 ".%" PRIu64
+			 ".%s.%s", r->st->instance, r->serial, r->gen, expiry, mac_tag, r->method);
 	if (n < 0 || (size_t)n >= sizeof body)
 		return NULL;
 	mac_of(body, (size_t)n, mac);
@@ -144,14 +182,13 @@ static struct round *state_check(struct stateless *st, const char *state, const 
 				 const char **why)
 {
 	const char *dot = state ? strrchr(state, '.') : NULL;
-	unsigned char mac[MAC_LEN], want[MAC_LEN];
+	unsigned char mac[MAC_LEN];
 	if (!dot || strlen(dot + 1) != 2 * MAC_LEN || unhex(dot + 1, MAC_LEN, mac) < 0 ||
 	    strncmp(state, "v1.", 3) != 0) {
 		*why = "it is not a requestState mcp-chain made";
 		return NULL;
 	}
-	mac_of(state, (size_t)(dot - state), want);
-	if (CRYPTO_memcmp(mac, want, MAC_LEN) != 0) {
+	if (!mac_verifies(state, (size_t)(dot - state), mac)) {
 		*why = "its signature does not match (forged or altered)";
 		return NULL;
 	}
@@ -166,6 +203,12 @@ static struct round *state_check(struct stateless *st, const char *state, const 
 		*why = "it belongs to another session";
 		return NULL;
 	}
+	const char *tagdot = strchr(state + used, '.');
+	if (!tagdot || tagdot > dot) {
+		*why = "it cannot be read";
+		return NULL;
+	}
+	used = (int)(tagdot + 1 - state);
 	if ((size_t)(dot - (state + used)) != strlen(method) ||
 	    strncmp(state + used, method, strlen(method)) != 0) {
 		*why = "it was issued for another method";
@@ -936,6 +979,28 @@ static int send_response(struct stateless *st, json_t *msg, const char *asked)
 		return rc;
 	}
 	return write_msg(st, msg);
+}
+
+bool stateless_state_holder(const char *state, char *tag, size_t n)
+{
+	const char *dot = state ? strrchr(state, '.') : NULL;
+	unsigned char mac[MAC_LEN];
+	uint64_t instance, serial, gen, expiry;
+	int used = 0;
+	if (!dot || strncmp(state, "v1.", 3) != 0 || strlen(dot + 1) != 2 * MAC_LEN ||
+	    unhex(dot + 1, MAC_LEN, mac) < 0 || ensure_key() < 0 ||
+	    !mac_verifies(state, (size_t)(dot - state), mac) ||
+	    sscanf(state, "v1.%16" SCNx64 ".%" SCNu64 ".%" SCNu64 ".%" SCNu64 ".%n", &instance,
+		   &serial, &gen, &expiry, &used) != 4 || used <= 0)
+		return false;
+	const char *t = state + used, *end = strchr(t, '.');
+	if (!end || end > dot || (size_t)(end - t) >= n)
+		return false;
+	memcpy(tag, t, (size_t)(end - t));
+	tag[end - t] = '\0';
+	if (strcmp(tag, "-") == 0)
+		tag[0] = '\0';
+	return true;
 }
 
 bool stateless_state_instance(const char *state, uint64_t *instance)

@@ -82,6 +82,19 @@ void stateless_stamp(json_t *result, const char *method);
  * routing a retry to its session, which checks the state); false if none. */
 bool stateless_state_instance(const char *state, uint64_t *instance);
 
+/*
+ * Several instances: requestStates are signed with a key derived from
+ * KEYS[0] (of N, borrowed for the call) and verified with any, and name
+ * TAG (copied), the instance that holds their call. Before any call:
+ * a random key of the process's own, no tag.
+ */
+void stateless_use_keys(const unsigned char (*keys)[32], size_t n, const char *tag);
+
+/* When STATE is a requestState of this deployment (its MAC verifies):
+ * true, with the tag of the instance that holds its call in TAG (N bytes;
+ * "" when none was configured). */
+bool stateless_state_holder(const char *state, char *tag, size_t n);
+
 /* ST's instance (what its requestStates name). */
 uint64_t stateless_instance(const struct stateless *st);
 

@@ -22,6 +22,16 @@
  * that passed and ends without a response gives its slots back through
  * on_abandon.
  *
+ * A rule with "shared": true keeps its bucket and its count in the
+ * shared store (redis.h) instead, so that several instances together
+ * allow what one would: one Lua script per rule and request (TIME for the
+ * clock, a hash for the bucket, a sorted set of leases for the requests
+ * in flight), the walk held meanwhile. Those rules are asked first, in
+ * order, then the local ones; a request over a shared limit is refused
+ * at once (no queue across instances). When the store is down or slow,
+ * each such rule's "onStoreDown" says whether the request goes on
+ * ("open") or is refused ("closed").
+ *
  * The per-request work is kept small, as every request to a backend pays
  * it: the method is classified once, each rule tested once, a rule
  * counting as a whole keeps its one counter at hand, and records live in
@@ -33,13 +43,16 @@
 #include <ev.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "glob_match.h"
 #include "hmap.h"
 #include "log.h"
 #include "pool.h"
+#include "redis.h"
 #include "rpc.h"
 
 #define RETRY_ABORT 0.05      /* seconds between attempts to end a request */
@@ -79,6 +92,10 @@ struct rule {
 	double queue_timeout;      /* seconds */
 	double rate, burst;        /* rate 0: no rate limit */
 	double timeout;            /* seconds; 0: none */
+	bool shared;               /* "shared": the limits below live in Redis */
+	bool down_closed;          /* "onStoreDown": "closed" */
+	unsigned sconcurrency;     /* shared: concurrency (0: none) */
+	double srate, sburst;      /* shared: rate (0: none) and burst */
 	struct hmap counters;      /* key -> counter */
 	struct counter *all;       /* the same counters, for sweeping and freeing */
 	size_t ncounters;
@@ -90,6 +107,10 @@ struct limit {
 	struct rule *rules;        /* owned, nrules of them */
 	size_t nrules;
 	bool has_rate;             /* some rule has a rate limit */
+	bool has_shared;           /* some rule is "shared" */
+	bool warned_no_store;      /* logged that no store is configured */
+	char instance[96];         /* this module's part of lease ids */
+	unsigned long long leases; /* lease ids handed out */
 	size_t rec_size;           /* bytes of a rec with its per-rule arrays */
 	struct rec **slots;        /* ctx pointer -> rec for every tracked exchange,
 				    * chained through rec.hnext; nslots a power of 2 */
@@ -113,8 +134,13 @@ struct rec {
 	double timeout;            /* the shortest timeoutMs of its rules, seconds */
 	double qwait;              /* while queued: that rule's queueTimeoutMs, seconds */
 	bool active;               /* passed on */
+	struct redis_op *sop;      /* the shared store's answer awaited, or NULL */
+	size_t snext;              /* the shared rule asked (or to ask) next */
+	unsigned long long lease;  /* its lease id's number (shared concurrency) */
 	struct counter *held[];    /* per rule: the slot it holds, or NULL; then per
-				    * rule a bool, whether it applies (rec_match) */
+				    * rule a bool, whether it applies (rec_match);
+				    * then per rule whether it may hold a shared
+				    * lease (rec_leased) */
 };
 
 enum acq { ACQ_DONE, ACQ_WAIT, ACQ_FULL };
@@ -538,15 +564,17 @@ static void activate(struct rec *r)
 }
 
 static void release(struct rec *r);
+static void shared_release(struct rec *r);
 
-/* Ends queued R with an error (CODE, WHY): gives its slots back, resumes. */
-static void refuse_waiter(struct rec *r, int code, const char *why)
+/* Ends queued R with an error (CODE, WHY, DATA stolen): gives its slots
+ * back, resumes. */
+static void refuse_waiter(struct rec *r, int code, const char *why, json_t *data)
 {
 	struct mw_walk *w = r->walk;
 	json_t *msg = r->msg;
 	r->msg = NULL;
 	log_info("limit: request \"%s\" refused: %s", r->ctx->method, why);
-	make_error(&msg, code, why, NULL);
+	make_error(&msg, code, why, data);
 	release(r);
 	rec_free(r);
 	mw_resume(w, MW_REPLY, msg);
@@ -560,7 +588,7 @@ static void continue_waiter(struct rec *r)
 	case ACQ_WAIT:
 		return;
 	case ACQ_FULL:
-		refuse_waiter(r, MW_LIMIT_BUSY, why);
+		refuse_waiter(r, MW_LIMIT_BUSY, why, NULL);
 		return;
 	case ACQ_DONE:
 		break;
@@ -590,6 +618,8 @@ static void wake(struct rule *ru, struct counter *c)
 static void release(struct rec *r)
 {
 	struct limit *lm = r->lm;
+	if (lm->has_shared)
+		shared_release(r);
 	for (size_t i = 0; i < lm->nrules; i++)
 		if (r->held[i])
 			r->held[i]->inflight--;
@@ -611,7 +641,7 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 		snprintf(why, sizeof why, "%s: waited %g s for a free slot without getting one",
 			 r->waiting->label, r->qwait);
 		dequeue(r);
-		refuse_waiter(r, MW_LIMIT_BUSY, why);
+		refuse_waiter(r, MW_LIMIT_BUSY, why, NULL);
 		return;
 	}
 	snprintf(why, sizeof why, "request \"%s\"%s%s%s timed out after %g s (limit)",
@@ -623,6 +653,207 @@ static void on_timer(struct ev_loop *loop, ev_timer *w, int revents)
 	}
 	ev_timer_set(w, RETRY_ABORT, 0.);   /* still inside a module: try again soon */
 	ev_timer_start(loop, w);
+}
+
+/* ---- shared rules (the store) ---- */
+
+/*
+ * One shared rule's check, atomic in Redis. KEYS: the bucket (a hash:
+ * tokens, stamp), the leases (a sorted set: lease id -> expiry). ARGV:
+ * rate per second (0: none), burst, concurrency (0: none), lease id,
+ * lease seconds. Answers 1 (taken: a token, and a lease when counted),
+ * 0 (too many in flight) or -MS (no token; one comes in MS ms). TIME is
+ * Redis's, so the instances' clocks do not matter; both keys expire when
+ * idle for a few refill periods or leases.
+ */
+static const char SHARED_SCRIPT[] =
+	"redis.replicate_commands()\n"
+	"local t = redis.call('TIME')\n"
+	"local now = tonumber(t[1]) + tonumber(t[2]) / 1000000\n"
+	"local rate, burst = tonumber(ARGV[1]), tonumber(ARGV[2])\n"
+	"local conc, life = tonumber(ARGV[3]), tonumber(ARGV[5])\n"
+	"if conc > 0 then\n"
+	"  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)\n"
+	"  if redis.call('ZCARD', KEYS[2]) >= conc then return 0 end\n"
+	"end\n"
+	"if rate > 0 then\n"
+	"  local b = redis.call('HMGET', KEYS[1], 'tokens', 'stamp')\n"
+	"  local tokens, stamp = tonumber(b[1]) or burst, tonumber(b[2]) or now\n"
+	"  if now > stamp then tokens = math.min(burst, tokens + (now - stamp) * rate) end\n"
+	"  if tokens < 1 then return -math.ceil((1 - tokens) / rate * 1000) end\n"
+	"  redis.call('HSET', KEYS[1], 'tokens', tostring(tokens - 1), 'stamp', tostring(now))\n"
+	"  redis.call('PEXPIRE', KEYS[1], math.ceil(burst / rate * 3000) + 1000)\n"
+	"end\n"
+	"if conc > 0 then\n"
+	"  redis.call('ZADD', KEYS[2], now + life, ARGV[4])\n"
+	"  redis.call('PEXPIRE', KEYS[2], math.ceil(life * 1000) + 1000)\n"
+	"end\n"
+	"return 1\n";
+
+#define LEASE_DEFAULT 300.0   /* seconds a lease lives without the rule's timeoutMs */
+
+enum sstep { SS_DONE, SS_WAIT, SS_REFUSED };
+
+static void on_shared(void *arg, enum redis_status status, const struct redis_reply *reply);
+
+/* Per rule, whether R may hold a lease in the store: after rec_match. */
+static bool *rec_leased(struct rec *r)
+{
+	return rec_match(r) + r->lm->nrules;
+}
+
+/* The store's key of KIND ("rate", "inflight") for R's request under rule RU. */
+static void shared_key(const struct rec *r, const struct rule *ru, const char *kind,
+		       struct redis *st, char *out, size_t n)
+{
+	snprintf(out, n, "%slimit:%s:%s:%s", redis_prefix(st), ru->path, kind, key_of(ru, r->ctx));
+}
+
+/* R's lease id, into OUT. */
+static void lease_id(const struct rec *r, char *out, size_t n)
+{
+	snprintf(out, n, "%s:%llu", r->lm->instance, r->lease);
+}
+
+/* Gives back the leases R may hold in the store, and forgets its question. */
+static void shared_release(struct rec *r)
+{
+	struct limit *lm = r->lm;
+	struct redis *st = redis_default();
+	bool *leased = rec_leased(r);
+	char key[1200], id[128];
+	if (r->sop) {
+		redis_forget(r->sop);
+		r->sop = NULL;
+	}
+	for (size_t i = 0; i < lm->nrules; i++) {
+		if (!leased[i])
+			continue;
+		leased[i] = false;
+		if (!st)
+			continue;
+		shared_key(r, &lm->rules[i], "inflight", st, key, sizeof key);
+		lease_id(r, id, sizeof id);
+		const char *argv[] = { "ZREM", key, id };
+		redis_cmd(st, NULL, NULL, 3, argv, NULL);   /* answer unread: an
+							     * unreleased lease expires */
+	}
+}
+
+/* Rule I cannot be asked (no store, down, slow, a bad answer: WHAT):
+ * true when R goes on ("open"), false with WHY when it is refused. */
+static bool shared_fallback(struct rec *r, size_t i, const char *what, char *why, size_t n)
+{
+	const struct rule *ru = &r->lm->rules[i];
+	struct redis *st = redis_default();
+	if (st)
+		redis_count_fallback(st, "limit", !ru->down_closed);
+	if (!ru->down_closed)
+		return true;
+	snprintf(why, n, "limit rule %s: the shared store is unavailable (%s) and its "
+		 "\"onStoreDown\" is \"closed\"", ru->path, what);
+	return false;
+}
+
+/* Asks the store about R's next shared rule; returns SS_WAIT with the
+ * question out, SS_DONE when none is left, SS_REFUSED with WHY. */
+static enum sstep shared_step(struct rec *r, char *why, size_t n)
+{
+	struct limit *lm = r->lm;
+	struct redis *st = redis_default();
+	const bool *match = rec_match(r);
+	for (; r->snext < lm->nrules; r->snext++) {
+		struct rule *ru = &lm->rules[r->snext];
+		if (!ru->shared || !match[r->snext])
+			continue;
+		if (!st) {
+			if (!lm->warned_no_store) {
+				log_warn("limit: rule %s is \"shared\" but no \"redis\" store is "
+					 "running: applying its \"onStoreDown\"", ru->path);
+				lm->warned_no_store = true;
+			}
+			if (!shared_fallback(r, r->snext, "no store", why, n))
+				return SS_REFUSED;
+			continue;
+		}
+		char k1[1200], k2[1200], id[128], rate[32], burst[32], conc[16], life[32];
+		shared_key(r, ru, "rate", st, k1, sizeof k1);
+		shared_key(r, ru, "inflight", st, k2, sizeof k2);
+		lease_id(r, id, sizeof id);
+		snprintf(rate, sizeof rate, "%.17g", ru->srate);
+		snprintf(burst, sizeof burst, "%.17g", ru->sburst);
+		snprintf(conc, sizeof conc, "%u", ru->sconcurrency);
+		snprintf(life, sizeof life, "%.3f", ru->timeout > 0 ? ru->timeout : LEASE_DEFAULT);
+		const char *keys[] = { k1, k2 }, *args[] = { rate, burst, conc, id, life };
+		rec_leased(r)[r->snext] = ru->sconcurrency > 0;   /* may be taken from now on */
+		r->sop = redis_eval(st, SHARED_SCRIPT, on_shared, r, 2, keys, 5, args);
+		if (r->sop)
+			return SS_WAIT;
+		if (!shared_fallback(r, r->snext, "out of memory", why, n))
+			return SS_REFUSED;
+	}
+	return SS_DONE;
+}
+
+/* Goes on with R, whose shared rules let it through: the local rules, as
+ * for a request let out of a queue. */
+static void local_after_shared(struct rec *r)
+{
+	char why[400];
+	double retry = 0;
+	if (!take_tokens(r, why, sizeof why, &retry)) {
+		refuse_waiter(r, MW_LIMIT_RATE, why, json_pack("{s:I}", "retryAfterMs",
+			(json_int_t)(retry * 1000) + 1));
+		return;
+	}
+	continue_waiter(r);
+}
+
+/* The store's answer about R's shared rule R->snext. */
+static void on_shared(void *arg, enum redis_status status, const struct redis_reply *reply)
+{
+	struct rec *r = arg;
+	const struct rule *ru = &r->lm->rules[r->snext];
+	char why[600], label[300];
+	r->sop = NULL;
+	if (status == REDIS_OK && reply->type == REDIS_INT && reply->integer <= 0) {
+		rec_leased(r)[r->snext] = false;
+		label_of(ru, r->ctx, key_of(ru, r->ctx), label, sizeof label);
+		if (reply->integer == 0) {
+			snprintf(why, sizeof why, "too many concurrent requests for %s across "
+				 "instances (shared concurrency %u)", label, ru->sconcurrency);
+			refuse_waiter(r, MW_LIMIT_BUSY, why, NULL);
+			return;
+		}
+		snprintf(why, sizeof why, "rate limit for %s reached across instances (%g per "
+			 "second, burst %g); retry in %.2f s", label, ru->srate, ru->sburst,
+			 (double)-reply->integer / 1000);
+		refuse_waiter(r, MW_LIMIT_RATE, why, json_pack("{s:I}", "retryAfterMs",
+			(json_int_t)-reply->integer));
+		return;
+	}
+	if (status != REDIS_OK || reply->type != REDIS_INT) {
+		const char *what = status == REDIS_DOWN ? "down" :
+				   status == REDIS_TIMEOUT ? "no answer in time" :
+				   reply->type == REDIS_ERR ? reply->str : "an unexpected answer";
+		if (status == REDIS_OK)
+			log_warn("limit: rule %s: the store answered: %s", ru->path, what);
+		if (!shared_fallback(r, r->snext, what, why, sizeof why)) {
+			refuse_waiter(r, MW_LIMIT_BUSY, why, NULL);
+			return;
+		}
+	}
+	r->snext++;
+	switch (shared_step(r, why, sizeof why)) {
+	case SS_WAIT:
+		return;
+	case SS_REFUSED:
+		refuse_waiter(r, MW_LIMIT_BUSY, why, NULL);
+		return;
+	case SS_DONE:
+		break;
+	}
+	local_after_shared(r);
 }
 
 /* ---- hooks ---- */
@@ -645,6 +876,51 @@ static enum mw_verdict refuse(const struct mw_ctx *ctx, json_t **msg, int code,
 	return MW_REPLY;
 }
 
+static enum mw_verdict admit(struct rec *r, struct mw_ctx *ctx, json_t **msg);
+
+/* True when a shared rule applies to R's request. */
+static bool shared_matches(struct rec *r)
+{
+	const bool *match = rec_match(r);
+	for (size_t i = 0; i < r->lm->nrules; i++)
+		if (r->lm->rules[i].shared && match[i])
+			return true;
+	return false;
+}
+
+/* R's request meets shared rules: asks the store, holding the walk, or
+ * decides now when it cannot be asked. */
+static enum mw_verdict shared_begin(struct limit *lm, struct rec *r, struct mw_ctx *ctx,
+				    json_t **msg)
+{
+	char why[600];
+	double retry = 0;
+	if (rec_register(r) < 0) {
+		rec_put(r);
+		return refuse(ctx, msg, RPC_INTERNAL_ERROR, "limit: out of memory", NULL);
+	}
+	r->lease = ++lm->leases;
+	switch (shared_step(r, why, sizeof why)) {
+	case SS_WAIT:
+		r->walk = mw_walk_hold(ctx);
+		r->msg = *msg;
+		return MW_ASYNC;
+	case SS_REFUSED:
+		release(r);
+		rec_free(r);
+		return refuse(ctx, msg, MW_LIMIT_BUSY, why, NULL);
+	case SS_DONE:
+		break;
+	}
+	if (!take_tokens(r, why, sizeof why, &retry)) {
+		release(r);
+		rec_free(r);
+		return refuse(ctx, msg, MW_LIMIT_RATE, why, json_pack("{s:I}", "retryAfterMs",
+			(json_int_t)(retry * 1000) + 1));
+	}
+	return admit(r, ctx, msg);
+}
+
 /* Counts, queues or refuses a request towards a backend. */
 static enum mw_verdict limit_on_message(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
 {
@@ -660,6 +936,8 @@ static enum mw_verdict limit_on_message(struct mw_module *m, struct mw_ctx *ctx,
 	struct rec *r = rec_new(lm, ctx, cls, first);
 	if (!r)
 		return refuse(ctx, msg, RPC_INTERNAL_ERROR, "limit: out of memory", NULL);
+	if (lm->has_shared && shared_matches(r))
+		return shared_begin(lm, r, ctx, msg);
 	if (!take_tokens(r, why, sizeof why, &retry)) {
 		rec_put(r);
 		return refuse(ctx, msg, MW_LIMIT_RATE, why, json_pack("{s:I}", "retryAfterMs",
@@ -669,6 +947,14 @@ static enum mw_verdict limit_on_message(struct mw_module *m, struct mw_ctx *ctx,
 		rec_put(r);
 		return refuse(ctx, msg, RPC_INTERNAL_ERROR, "limit: out of memory", NULL);
 	}
+	return admit(r, ctx, msg);
+}
+
+/* Takes R's local slots (R registered, its tokens taken): passes, queues
+ * or refuses. */
+static enum mw_verdict admit(struct rec *r, struct mw_ctx *ctx, json_t **msg)
+{
+	char why[400];
 	switch (acquire(r, why, sizeof why)) {
 	case ACQ_DONE:
 		activate(r);
@@ -732,6 +1018,7 @@ static void drop_recs(struct limit *lm)
 		for (struct rec *r = lm->slots[i], *next; r; r = next) {
 			next = r->hnext;
 			ev_timer_stop(EV_DEFAULT, &r->timer);
+			redis_forget(r->sop);
 			json_decref(r->msg);
 			free(r);
 		}
@@ -864,12 +1151,48 @@ static void parse_concurrency(struct mw_build *b, const char *key, json_t *obj, 
 		mw_error(b, k, "only with \"concurrency\"");
 }
 
+/* Parses "shared" and "onStoreDown" at KEY into R: a shared rule's limits
+ * move to its s* members, which the local path never looks at. */
+static void parse_shared(struct mw_build *b, const char *key, json_t *obj, struct rule *r)
+{
+	char k[300];
+	json_t *sh = json_object_get(obj, "shared"), *down = json_object_get(obj, "onStoreDown");
+	snprintf(k, sizeof k, "%s/shared", key);
+	if (sh && !json_is_boolean(sh))
+		mw_error(b, k, "must be true or false");
+	r->shared = json_is_true(sh);
+	if (r->shared && !b->store)
+		mw_error(b, k, "needs the top-level \"redis\" section (the store the "
+			 "instances share)");
+	snprintf(k, sizeof k, "%s/onStoreDown", key);
+	if (down && !r->shared)
+		mw_error(b, k, "only with \"shared\": true");
+	else if (down && !(json_is_string(down) && (strcmp(json_string_value(down), "open") == 0 ||
+						   strcmp(json_string_value(down), "closed") == 0)))
+		mw_error(b, k, "must be \"open\" (let requests through while the store is "
+			 "unavailable) or \"closed\" (refuse them)");
+	else
+		r->down_closed = down && strcmp(json_string_value(down), "closed") == 0;
+	if (!r->shared)
+		return;
+	snprintf(k, sizeof k, "%s/%s", key, json_object_get(obj, "queue") ? "queue" :
+		 "queueTimeoutMs");
+	if (json_object_get(obj, "queue") || json_object_get(obj, "queueTimeoutMs"))
+		mw_error(b, k, "not with \"shared\": a request over a shared limit is refused "
+			 "at once (there is no queue across instances)");
+	r->sconcurrency = r->concurrency;
+	r->srate = r->rate;
+	r->sburst = r->burst;
+	r->concurrency = 0;
+	r->rate = 0;
+}
+
 /* Parses rule I (V) into R. */
 static void parse_rule(struct mw_build *b, size_t i, json_t *v, struct rule *r)
 {
 	static const char *const keys[] = {
 		"methods", "tools", "backends", "clients", "per", "concurrency", "queue",
-		"queueTimeoutMs", "rate", "burst", "timeoutMs", NULL,
+		"queueTimeoutMs", "rate", "burst", "timeoutMs", "shared", "onStoreDown", NULL,
 	};
 	char key[64], full[600];
 	unsigned tmo = 0;
@@ -892,6 +1215,18 @@ static void parse_rule(struct mw_build *b, size_t i, json_t *v, struct rule *r)
 		r->timeout = tmo / 1000.0;
 	if (!r->concurrency && r->rate <= 0 && !json_object_get(v, "timeoutMs"))
 		mw_error(b, key, "a rule needs \"concurrency\", \"rate\" or \"timeoutMs\"");
+	parse_shared(b, key, v, r);
+}
+
+/* Sets LM's part of lease ids: this host, process and module. */
+static void lease_prefix(struct limit *lm)
+{
+	static unsigned modules;
+	char host[64] = "";
+	if (gethostname(host, sizeof host) < 0)
+		host[0] = '\0';
+	host[sizeof host - 1] = '\0';
+	snprintf(lm->instance, sizeof lm->instance, "%s:%ld:%u", host, (long)getpid(), ++modules);
 }
 
 /* Validates the options and makes the module. */
@@ -915,12 +1250,17 @@ struct mw_module *mw_limit_create(json_t *opts, struct mw_build *b)
 		return NULL;
 	}
 	lm->base.ops = &limit_ops;
+	lease_prefix(lm);
 	lm->nrules = json_array_size(rules);
-	lm->rec_size = sizeof(struct rec) + lm->nrules * (sizeof(struct counter *) + sizeof(bool));
 	json_array_foreach(rules, i, v) {
 		parse_rule(b, i, v, &lm->rules[i]);
 		lm->has_rate |= lm->rules[i].rate > 0;
+		lm->has_shared |= lm->rules[i].shared;
 	}
+	/* per rule: the slot held, whether it applies, and with shared rules
+	 * whether it may hold a lease in the store */
+	lm->rec_size = sizeof(struct rec) +
+		       lm->nrules * (sizeof(struct counter *) + (lm->has_shared ? 2 : 1) * sizeof(bool));
 	if (b->nerr > before) {
 		limit_destroy(&lm->base);
 		return NULL;

@@ -875,7 +875,10 @@ test('every example in config/ passes mcp-chain check; the team example shares t
   // the per-user example's token store key, as its operator would make it (0600)
   const key = path.join(mkdtempSync(path.join(tmpdir(), 'mcpc-key-')), 'token-store.key');
   writeFileSync(key, randomBytes(32), { mode: 0o600 });
-  const env = { ...process.env, MCP_CHAIN_TOKEN_KEY: key };
+  // ... and the cluster example's key list and instance tag
+  const keys = path.join(path.dirname(key), 'cluster.keys');
+  writeFileSync(keys, `${randomBytes(32).toString('hex')}\n`, { mode: 0o600 });
+  const env = { ...process.env, MCP_CHAIN_TOKEN_KEY: key, MCP_CHAIN_CLUSTER_KEYS: keys, MCP_CHAIN_INSTANCE: 'a' };
   for (const f of files) {
     const r = spawnSync(CHAIN, ['check', path.join(dir, f)], { encoding: 'utf8', timeout: 8000, env });
     assert.equal(r.status, 0, `${f}: ${r.stderr}`);

@@ -24,6 +24,7 @@
 #include "backend.h"
 #include "ext_test.h"
 #include "peer.h"
+#include "redis.h"
 
 /* ---- same launch ---- */
 
@@ -183,6 +184,28 @@ static void test_reload_keeps_config_on_error(void **state)
 	apt_stop_and_free(a);
 }
 
+/* A changed "redis" section needs a restart: the rest is applied, the
+ * store mcp-chain started with stays. */
+static void test_reload_keeps_store(void **state)
+{
+	(void)state;
+	const char *path = apt_write("store.json",
+		"{\"mcpServers\":{\"one\":{\"command\":\"%1$s\"}},"
+		"\"redis\":{\"port\":1,\"prefix\":\"first:\"}}", apt_fixture());
+	struct app *a = apt_app(path, false);
+	struct redis *store = a->redis;
+	assert_non_null(store);
+	struct cfg *running = a->cfg;
+	apt_write("store.json", "{\"mcpServers\":{\"one\":{\"command\":\"%1$s\"}},"
+		  "\"redis\":{\"port\":2,\"prefix\":\"second:\"}}", apt_fixture());
+	app_reload(a);
+	assert_ptr_not_equal(a->cfg, running);
+	assert_ptr_equal(a->redis, store);
+	assert_ptr_equal(redis_default(), store);
+	assert_string_equal(redis_prefix(store), "first:");
+	apt_stop_and_free(a);
+}
+
 static void test_reload_refused_while_stopping(void **state)
 {
 	(void)state;
@@ -241,6 +264,7 @@ int main(void)
 		cmocka_unit_test(test_same_launch),
 		cmocka_unit_test(test_reload_keeps_replaces_removes_adds),
 		cmocka_unit_test(test_reload_keeps_config_on_error),
+		cmocka_unit_test(test_reload_keeps_store),
 		cmocka_unit_test(test_reload_refused_while_stopping),
 		cmocka_unit_test(test_reload_frees_replaced_configs_but_first),
 	};

@@ -18,6 +18,7 @@
 #include "ext_test.h"
 #include "mcpc_version.h"
 #include "peer.h"
+#include "redis.h"
 
 /* The description of backend NAME in the status resource (borrowed from
  * *ALL, a new reference the caller releases). */
@@ -155,12 +156,33 @@ static void test_metrics_text(void **state)
 	apt_stop_and_free(a);
 }
 
+/* With a "redis" section the app makes the shared store, and /metrics
+ * tells its state (here down: nothing listens on port 1). */
+static void test_metrics_redis(void **state)
+{
+	(void)state;
+	const char *path = apt_write("redis.json",
+		"{\"mcpServers\":{\"plain\":{\"command\":\"%1$s\"}},"
+		"\"redis\":{\"port\":1,\"connectTimeoutMs\":100}}", apt_fixture());
+	struct app *a = apt_app(path, false);
+	assert_non_null(a->redis);
+	assert_ptr_equal(redis_default(), a->redis);
+	char *m = metrics(a);
+	has_line(m, "# TYPE mcp_chain_redis_up gauge");
+	has_line(m, "mcp_chain_redis_up 0");
+	has_line(m, "mcp_chain_redis_reconnects_total 0");
+	free(m);
+	apt_stop_and_free(a);
+	assert_null(redis_default());
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_describe_each_state),
 		cmocka_unit_test(test_all_ready),
 		cmocka_unit_test(test_metrics_text),
+		cmocka_unit_test(test_metrics_redis),
 	};
 	return apt_main("app_status", tests, sizeof tests / sizeof tests[0]);
 }

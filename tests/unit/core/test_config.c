@@ -875,6 +875,63 @@ static void test_listen_scope_bounds(void **state)
 }
 
 
+/* "redis": its members or a URL, the defaults, and errors by key path. */
+static void test_redis_section(void **state)
+{
+	(void)state;
+	struct cfg *c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}}}");
+	assert_false(c->redis.set);
+	cfg_free(c);
+	setenv("MCPC_TEST_REDIS_PW", "s3cret", 1);
+	c = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":{\"host\":\"10.0.0.5\","
+		    "\"port\":6380,\"password\":\"${MCPC_TEST_REDIS_PW}\",\"db\":2,\"prefix\":\"p:\","
+		    "\"timeoutMs\":100,\"connectTimeoutMs\":2000}}");
+	assert_true(c->redis.set);
+	assert_string_equal(c->redis.host, "10.0.0.5");
+	assert_int_equal(c->redis.port, 6380);
+	assert_string_equal(c->redis.password, "s3cret");
+	assert_int_equal(c->redis.db, 2);
+	assert_string_equal(c->redis.prefix, "p:");
+	assert_true(c->redis.timeout == 0.1 && c->redis.connect_timeout == 2.0);
+	struct cfg *d = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":{\"url\":"
+				"\"redis://:${MCPC_TEST_REDIS_PW}@10.0.0.5:6380/2\",\"prefix\":\"p:\","
+				"\"timeoutMs\":100,\"connectTimeoutMs\":2000}}");
+	assert_true(cfg_redis_equal(&c->redis, &d->redis));
+	cfg_free(d);
+	d = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":{}}");
+	assert_false(cfg_redis_equal(&c->redis, &d->redis));
+	assert_string_equal(d->redis.host, "127.0.0.1");
+	assert_int_equal(d->redis.port, 6379);
+	assert_null(d->redis.password);
+	assert_string_equal(d->redis.prefix, "mcp-chain:");
+	assert_true(d->redis.timeout == 0.25 && d->redis.connect_timeout == 1.0);
+	cfg_free(d);
+	cfg_free(c);
+	d = load_ok("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":{\"url\":\"redis://cache\"}}");
+	assert_string_equal(d->redis.host, "cache");
+	assert_int_equal(d->redis.port, 6379);
+	cfg_free(d);
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":{\"port\":0}}",
+		     NAME ": /redis/port: must be an integer from 1 to 65535");
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":{\"timeoutMs\":0}}",
+		     NAME ": /redis/timeoutMs: must be an integer from 1 to 60000");
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":{\"url\":\"http://x\"}}",
+		     NAME ": /redis/url: must be redis://[:PASSWORD@]HOST[:PORT][/DB]");
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":{\"url\":\"redis://h:99999\"}}",
+		     NAME ": /redis/url: the port must be a number from 1 to 65535");
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":{\"url\":\"redis://h\","
+		     "\"host\":\"h\"}}", NAME ": /redis/host: not with \"url\", which says it already");
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":{\"hots\":\"h\"}}",
+		     NAME ": /redis/hots: unknown key (did you mean \"host\"?)");
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":\"redis://h\"}",
+		     NAME ": /redis: must be an object: {\"host\", \"port\", ...} or {\"url\": "
+		     "\"redis://[:PASSWORD@]HOST[:PORT][/DB]\"}");
+	expect_error("{\"mcpServers\":{\"a\":{\"command\":\"x\"}},\"redis\":{\"password\":\"${MCPC_NO_SUCH_VAR_X}\"}}",
+		     NAME ": /redis/password: environment variable MCPC_NO_SUCH_VAR_X is not set "
+		     "(write ${MCPC_NO_SUCH_VAR_X:-default} for a default)");
+	unsetenv("MCPC_TEST_REDIS_PW");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -914,6 +971,7 @@ int main(void)
 		cmocka_unit_test(test_scope_errors),
 		cmocka_unit_test(test_has_session_scope),
 		cmocka_unit_test(test_listen_scope_bounds),
+		cmocka_unit_test(test_redis_section),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

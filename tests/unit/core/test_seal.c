@@ -166,6 +166,43 @@ static void test_key_files(void **state)
 	assert_int_equal(seal_key_load(p, k, why, sizeof why), -1);
 }
 
+/* A key list: one key a line, the first seals, comments and blank lines
+ * skipped; a bad line named by its number; a raw 32-byte file is one key. */
+static void test_key_lists(void **state)
+{
+	(void)state;
+	char p[512], why[300];
+	unsigned char k[3][SEAL_KEY_LEN];
+	size_t n = 9;
+	const char list[] = "# new key first, the old one while ids sealed with it live\n"
+		"000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\n\n"
+		"  ffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffffff \n";
+	key_file(p, sizeof p, "list", list, strlen(list), 0600);
+	assert_int_equal(seal_keys_load(p, k, 3, &n, why, sizeof why), 0);
+	assert_int_equal(n, 2);
+	for (int i = 0; i < SEAL_KEY_LEN; i++) {
+		assert_int_equal(k[0][i], i);
+		assert_int_equal(k[1][i], 0xff);
+	}
+	assert_int_equal(seal_keys_load(p, k, 1, &n, why, sizeof why), -1);
+	assert_non_null(strstr(why, "more than 1 keys"));
+	assert_int_equal(n, 0);
+	const char badline[] = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f\nnope\n";
+	key_file(p, sizeof p, "badline", badline, strlen(badline), 0600);
+	assert_int_equal(seal_keys_load(p, k, 3, &n, why, sizeof why), -1);
+	assert_non_null(strstr(why, ":2: not a key"));
+	key_file(p, sizeof p, "empty", "# nothing\n", 10, 0600);
+	assert_int_equal(seal_keys_load(p, k, 3, &n, why, sizeof why), -1);
+	assert_non_null(strstr(why, "no key"));
+	key_file(p, sizeof p, "rawlist", (const char *)K1, SEAL_KEY_LEN, 0600);
+	assert_int_equal(seal_keys_load(p, k, 3, &n, why, sizeof why), 0);
+	assert_int_equal(n, 1);
+	assert_memory_equal(k[0], K1, SEAL_KEY_LEN);
+	key_file(p, sizeof p, "openlist", list, strlen(list), 0644);
+	assert_int_equal(seal_keys_load(p, k, 3, &n, why, sizeof why), -1);
+	assert_non_null(strstr(why, "chmod 600"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -175,6 +212,7 @@ int main(void)
 		cmocka_unit_test(test_altered_byte),
 		cmocka_unit_test(test_truncated),
 		cmocka_unit_test(test_text),
+		cmocka_unit_test(test_key_lists),
 		cmocka_unit_test(test_key_files),
 	};
 	return cmocka_run_group_tests(tests, tmpd_setup, tmpd_teardown);

@@ -7,7 +7,10 @@
  * once, and clean destruction with requests still queued; records reused
  * across many requests (ASan poisons the spare ones), a queued request
  * cancelled through on_cancel, tokens given back when another rule
- * refuses, and the remembered counter surviving sweeps.
+ * refuses, and the remembered counter surviving sweeps. Shared rules
+ * against a real redis-server (two pipelines standing for two instances):
+ * a rate and a concurrency limit counted across both, a cancel while the
+ * store is asked, and "onStoreDown" while it is stopped and after.
  *
  * Requests are walked through pipelines built from JSON; timers run on
  * the default libev loop.
@@ -26,9 +29,13 @@
 #include "mw_test.h"
 #include <ev.h>
 
+#include "buf.h"
+#include "cfg_errors.h"
 #include "config.h"
 #include "middleware.h"
 #include "mw_limit.h"
+#include "redis.h"
+#include "redis_test.h"
 
 /* ---- helpers ---- */
 
@@ -692,6 +699,177 @@ static void test_raw_queue_timeout(void **state)
 	pipeline_unref(pl);
 }
 
+/* ---- shared rules ---- */
+
+/* Shared options: the store, "onStoreDown", no queue. */
+static void test_shared_options(void **state)
+{
+	(void)state;
+	expect_error("[{\"rate\":1,\"shared\":true}]",
+		     "/middleware/0/rules/0/shared: needs the top-level \"redis\" section");
+	expect_error("[{\"rate\":1,\"onStoreDown\":\"closed\"}]",
+		     "/middleware/0/rules/0/onStoreDown: only with \"shared\": true");
+	expect_error("[{\"rate\":1,\"shared\":1}]", "/rules/0/shared: must be true or false");
+	struct cfg_errors e = { 0 };
+	json_t *arr = mwt_json("[{\"use\":\"limit\",\"rules\":[{\"concurrency\":1,\"shared\":true,"
+			       "\"queue\":3},{\"rate\":1,\"shared\":true,\"onStoreDown\":\"half\"}]}]");
+	assert_null(pipeline_build_store(arr, "t.json", "/middleware", &e, true));
+	assert_true(mwt_has_error(&e, "/rules/0/queue: not with \"shared\""));
+	assert_true(mwt_has_error(&e, "/rules/1/onStoreDown: must be \"open\""));
+	cfg_errors_release(&e);
+	json_decref(arr);
+}
+
+/* The world of a shared test: a server, the store, two instances. */
+struct shared {
+	pid_t server;
+	unsigned port;
+	struct redis *store;
+	struct pipeline *a, *b;
+};
+
+/* Starts a server and the store, and two pipelines of the rules RULES. */
+static void shared_start(struct shared *w, const char *rules)
+{
+	char text[2048];
+	struct cfg_errors e = { 0 };
+	w->port = rdt_free_port();
+	w->server = rdt_start(w->port);
+	w->store = redis_new(&(struct redis_opts){ .port = w->port, .timeout = 0.5 });
+	assert_non_null(w->store);
+	redis_set_default(w->store);
+	for (int i = 0; i < 200 && !redis_up(w->store); i++)
+		rdt_run_for(0.01);
+	assert_true(redis_up(w->store));
+	snprintf(text, sizeof text, "[{\"use\":\"limit\",\"rules\":%s}]", rules);
+	json_t *arr = mwt_json(text);
+	w->a = pipeline_build_store(arr, "t.json", "/middleware", &e, true);
+	w->b = pipeline_build_store(arr, "t.json", "/middleware", &e, true);
+	json_decref(arr);
+	assert_int_equal(e.count, 0);
+	assert_non_null(w->a);
+	assert_non_null(w->b);
+	cfg_errors_release(&e);
+}
+
+/* Stops what shared_start started. */
+static void shared_stop(struct shared *w)
+{
+	pipeline_unref(w->a);
+	pipeline_unref(w->b);
+	redis_free(w->store);
+	rdt_stop(w->server);
+}
+
+/* Calls tool NAME (id ID) through PL and waits for the store's answer. */
+static void shared_call(struct mwt_run *x, struct pipeline *pl, int id, const char *name)
+{
+	call(x, pl, id, name);
+	assert_int_equal(x->done, 0);     /* held while the store answers */
+	assert_true(rdt_run_until(&x->done, 3));
+}
+
+/* Rate 3 a minute, shared: the fourth call across both instances is refused. */
+static void test_shared_rate(void **state)
+{
+	(void)state;
+	struct shared w;
+	struct mwt_run x;
+	shared_start(&w, "[{\"shared\":true,\"rate\":0.05,\"burst\":3}]");
+	for (int i = 0; i < 3; i++) {
+		shared_call(&x, i % 2 ? w.b : w.a, i + 1, "t");
+		assert_int_equal(x.verdict, MW_PASS);
+		respond(&x);
+	}
+	shared_call(&x, w.b, 4, "t");
+	assert_int_equal(x.verdict, MW_REPLY);
+	assert_int_equal(mwt_error_code(&x), MW_LIMIT_RATE);
+	assert_non_null(strstr(mwt_error_message(&x), "across instances"));
+	assert_true(json_integer_value(mwt_at(x.got, "error.data.retryAfterMs")) > 1000);
+	mwt_run_end(&x);
+	shared_call(&x, w.a, 5, "t");
+	assert_int_equal(mwt_error_code(&x), MW_LIMIT_RATE);
+	mwt_run_end(&x);
+	shared_stop(&w);
+}
+
+/* Concurrency 1, shared: the second at once is refused, the slot comes
+ * back with the first's response; a cancel while asking gives it back too. */
+static void test_shared_concurrency(void **state)
+{
+	(void)state;
+	struct shared w;
+	struct mwt_run x, y, z;
+	shared_start(&w, "[{\"shared\":true,\"concurrency\":1,\"tools\":\"slow\"},"
+		     "{\"concurrency\":1,\"queue\":1,\"tools\":\"slow\"}]");
+	shared_call(&x, w.a, 1, "slow");
+	assert_int_equal(x.verdict, MW_PASS);
+	shared_call(&y, w.b, 2, "slow");
+	assert_int_equal(y.verdict, MW_REPLY);
+	assert_int_equal(mwt_error_code(&y), MW_LIMIT_BUSY);
+	assert_non_null(strstr(mwt_error_message(&y), "across instances (shared concurrency 1)"));
+	mwt_run_end(&y);
+	respond(&x);                           /* the lease goes */
+	shared_call(&y, w.b, 3, "slow");
+	assert_int_equal(y.verdict, MW_PASS);
+	respond(&y);
+	call(&z, w.a, 4, "slow");              /* cancelled while the store is asked */
+	assert_int_equal(z.done, 0);
+	assert_true(mw_walk_cancel(&z.w));
+	mwt_run_release(&z);
+	rdt_run_for(0.1);
+	shared_call(&y, w.b, 5, "slow");       /* its lease was given back */
+	assert_int_equal(y.verdict, MW_PASS);
+	shared_call(&z, w.a, 6, "slow");       /* over the shared limit: no queue */
+	assert_int_equal(mwt_error_code(&z), MW_LIMIT_BUSY);
+	mwt_run_end(&z);
+	respond(&y);
+	shared_stop(&w);
+}
+
+/* The store stopped: an "open" rule lets requests through, a "closed" one
+ * refuses them; all is counted again once it is back. */
+static void test_shared_store_down(void **state)
+{
+	(void)state;
+	struct shared w;
+	struct mwt_run x;
+	struct buf m = { 0 };
+	shared_start(&w, "[{\"shared\":true,\"concurrency\":5,\"tools\":\"open\"},"
+		     "{\"shared\":true,\"rate\":0.05,\"burst\":1,\"tools\":\"closed\","
+		     "\"onStoreDown\":\"closed\"}]");
+	rdt_stop(w.server);
+	for (int i = 0; i < 100 && redis_up(w.store); i++)
+		rdt_run_for(0.01);
+	assert_false(redis_up(w.store));
+	shared_call(&x, w.a, 1, "open");
+	assert_int_equal(x.verdict, MW_PASS);
+	respond(&x);
+	shared_call(&x, w.b, 2, "closed");
+	assert_int_equal(x.verdict, MW_REPLY);
+	assert_int_equal(mwt_error_code(&x), MW_LIMIT_BUSY);
+	assert_non_null(strstr(mwt_error_message(&x), "the shared store is unavailable (down)"));
+	mwt_run_end(&x);
+	redis_metrics(w.store, &m);
+	buf_append(&m, "", 1);
+	assert_non_null(strstr(m.data,
+		"mcp_chain_redis_fallbacks_total{use=\"limit\",outcome=\"open\"} 1\n"));
+	assert_non_null(strstr(m.data,
+		"mcp_chain_redis_fallbacks_total{use=\"limit\",outcome=\"closed\"} 1\n"));
+	buf_release(&m);
+	w.server = rdt_start(w.port);
+	for (int i = 0; i < 800 && !redis_up(w.store); i++)
+		rdt_run_for(0.01);
+	assert_true(redis_up(w.store));
+	shared_call(&x, w.b, 3, "closed");
+	assert_int_equal(x.verdict, MW_PASS);
+	respond(&x);
+	shared_call(&x, w.a, 4, "closed");     /* counted in the store again */
+	assert_int_equal(mwt_error_code(&x), MW_LIMIT_RATE);
+	mwt_run_end(&x);
+	shared_stop(&w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -717,6 +895,10 @@ int main(void)
 		cmocka_unit_test(test_raw_unread),
 		cmocka_unit_test(test_raw_queued_then_released),
 		cmocka_unit_test(test_raw_queue_timeout),
+		cmocka_unit_test(test_shared_options),
+		cmocka_unit_test(test_shared_rate),
+		cmocka_unit_test(test_shared_concurrency),
+		cmocka_unit_test(test_shared_store_down),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,7 +31,7 @@
 static int parse(const char *opts, struct rw_results *rs, struct cfg_errors *errs)
 {
 	json_t *o = mwt_json(opts);
-	struct mw_build b = { "t.json", "/middleware/0", errs, 0 };
+	struct mw_build b = { .file = "t.json", .path = "/middleware/0", .errs = errs };
 	memset(rs, 0, sizeof *rs);
 	rw_results_parse(&b, o, rs);
 	json_decref(o);   /* RS keeps nothing of the options */

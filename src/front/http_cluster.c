@@ -510,18 +510,12 @@ static void on_recorded(void *arg, enum redis_status status, const struct redis_
 	http_stream_unref(r);
 }
 
-bool http_cluster_retry(struct http_front *f, struct hreq *r, const char *state, json_t *id,
-			int *rc)
+/* Records R's STATE as used in the store: true when R is answered or held
+ * meanwhile (*RC), false when it may go on (recorded first, or the store
+ * down and failing open). */
+static bool record_once(struct http_front *f, struct redis *rd, struct hreq *r,
+			const char *state, json_t *id, int *rc)
 {
-	char tag[40];
-	if (stateless_state_holder(state, tag, sizeof tag) && tag[0] && f->tag &&
-	    strcmp(tag, f->tag) != 0) {
-		*rc = forward(f, r, tag, id);
-		return true;
-	}
-	struct redis *rd = redis_default();
-	if (!rd)
-		return false;
 	if (r->rs == RS_UNCHECKED) {
 		unsigned char d[32];
 		char h[65], key[200], ttl[32];
@@ -539,8 +533,7 @@ bool http_cluster_retry(struct http_front *f, struct hreq *r, const char *state,
 			return true;
 		}
 		r->refs--;     /* out of memory: as when the store is down */
-		r->rs = r->f->rs_closed ? RS_UNCHECKED + 101 : RS_FIRST;
-		return http_cluster_retry(f, r, state, id, rc);
+		r->rs = f->rs_closed ? RS_UNCHECKED + 101 : RS_FIRST;
 	}
 	if (r->rs == RS_UNCHECKED + 100) {
 		*rc = refuse(r, 400, id, RPC_INVALID_PARAMS, "requestState refused: it was already "
@@ -554,6 +547,23 @@ bool http_cluster_retry(struct http_front *f, struct hreq *r, const char *state,
 		return true;
 	}
 	return false;
+}
+
+bool http_cluster_retry(struct http_front *f, struct hreq *r, const char *state, json_t *id,
+			bool held_here, int *rc)
+{
+	char tag[40];
+	/* a backend's own state is its own to check (it may well repeat one
+	 * for another call); ours are accepted once across the instances */
+	if (!stateless_state_holder(state, tag, sizeof tag))
+		return false;
+	struct redis *rd = redis_default();
+	if (rd && !hf_header(r->conn, FORWARDED_HEADER) && record_once(f, rd, r, state, id, rc))
+		return true;
+	if (held_here || !tag[0] || !f->tag || strcmp(tag, f->tag) == 0)
+		return false;   /* ours to continue, or to say the call has ended */
+	*rc = forward(f, r, tag, id);
+	return true;
 }
 
 void http_cluster_req_end(struct hreq *r)

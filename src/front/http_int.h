@@ -317,13 +317,15 @@ void http_cluster_note(struct hsess *hs, struct msg *m);
 /* SID's client deleted it: refused from now on (here; everywhere with
  * Redis). False when SID is not a sealed id of ours. */
 bool http_cluster_delete(struct http_front *f, const char *sid);
-/* A 2026-07-28 retry R (its body's ID, borrowed) carrying STATE: true
- * when answered or held here (*RC the handler's return): forwarded to the
- * instance holding its call, refused, or held while Redis records its
- * single use; false to go on as on one instance. */
+/* A 2026-07-28 retry R (its body's ID, borrowed) carrying STATE (whose
+ * call this instance holds when HELD_HERE): true when answered or held
+ * here (*RC the handler's return): a state of ours held while Redis
+ * records its single use, refused when used already, forwarded to the
+ * instance holding its call; false to go on as on one instance (a
+ * backend's own state passes). */
 enum { RS_UNCHECKED, RS_CHECKING, RS_FIRST };
 bool http_cluster_retry(struct http_front *f, struct hreq *r, const char *state, json_t *id,
-			int *rc);
+			bool held_here, int *rc);
 void http_cluster_free_peers(struct http_front *f);
 /* R ends: its forward or record is let go. */
 void http_cluster_req_end(struct hreq *r);

@@ -191,8 +191,8 @@ bool http_stateless_post(struct http_front *f, struct hreq *r, bool is_discover,
 	const char *state = json_string_value(json_object_get(params, "requestState"));
 	if (stateless_state_instance(state, &inst))
 		hs = hmap_get(&f->instances, &inst, sizeof inst);
-	if (state && !hs && f->sealing.nkeys && http_cluster_retry(f, r, state, id, rc))
-		return true;   /* held by another instance, or used already */
+	if (state && f->sealing.nkeys && http_cluster_retry(f, r, state, id, hs != NULL, rc))
+		return true;   /* held by another instance, used already, or being recorded */
 	char *caps = hs ? NULL : http_sess_caps_key(params);
 	if (!hs && caps)
 		hs = holding_session(f, caps);

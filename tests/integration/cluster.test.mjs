@@ -23,9 +23,11 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 
 import { DEFAULT_CLIENT_INFO, FIXTURE, SKIP_NO_FIXTURE, outcome, sleep, tmpPath, waitFor } from './lib.mjs';
 import { request, within } from './http_lib.mjs';
+import path from 'node:path';
 import { SKIP_NO_HAPROXY, SKIP_NO_NGINX, SKIP_NO_REDIS, freePort, withCluster } from './cluster_lib.mjs';
 
 const SESSIONS = 100;
+const SERVER2026 = path.join(import.meta.dirname, 'fixtures', 'server2026.mjs');
 const BATCH = 20;
 const TAGGED = /^([A-Za-z0-9_-]+)\./;
 const JSON_HEADERS = { 'Content-Type': 'application/json', Accept: 'application/json, text/event-stream' };
@@ -427,5 +429,29 @@ describe('shared state across instances', () => {
         assert.ok(forged.body.error, JSON.stringify(forged.body));
         assert.match(forged.body.error.message, /requestState refused/);
       });
+    });
+
+  test('2026-07-28: a 2026-era backend\'s multi-round call goes on across instances (its requestState passes through, each round on another instance)',
+    { timeout: 60_000, skip }, async () => {
+      const extra = { mcpServers: { s26: { command: process.execPath, args: [SERVER2026] } } };
+      await withService(haproxy, async (c) => {
+        const insts = [...c.instances.values()];
+        const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28',
+          'io.modelcontextprotocol/clientCapabilities': { elicitation: {} } };
+        const post = (inst, id, params) => fetch(inst.url, { method: 'POST', headers: { ...JSON_HEADERS,
+          Accept: 'application/json', 'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'tools/call', 'Mcp-Name': 'ask' },
+        body: JSON.stringify({ jsonrpc: '2.0', id, method: 'tools/call', params }) }).then(async (r) => ({ status: r.status, body: await r.json() }));
+        let res = await post(insts[0], 1, { name: 'ask', arguments: { rounds: 2 }, _meta: meta });
+        const names = ['Ada', 'Bea'];
+        for (let round = 0; round < 2; round++) {
+          assert.equal(res.body.result?.resultType, 'input_required', JSON.stringify(res.body));
+          const key = Object.keys(res.body.result.inputRequests)[0];
+          res = await post(insts[round + 1], round + 2, { name: 'ask', arguments: { rounds: 2 }, _meta: meta,
+            requestState: res.body.result.requestState,
+            inputResponses: { [key]: { action: 'accept', content: { name: names[round] } } } });
+        }
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        assert.equal(res.body.result.content[0].text, 'hello Ada,Bea (2 rounds)');
+      }, extra);
     });
 });

@@ -454,4 +454,55 @@ describe('shared state across instances', () => {
         assert.equal(res.body.result.content[0].text, 'hello Ada,Bea (2 rounds)');
       }, extra);
     });
+
+  test('a session moved to another instance is initialized there with its client\'s own params and gets back its log level (from Redis); a DELETE is refused everywhere after',
+    { timeout: 60_000, skip }, async () => {
+      await withService(haproxy, async (c) => {
+        const [a, b, cc] = [...c.instances.values()];
+        const h = { ...JSON_HEADERS, Accept: 'application/json', 'MCP-Protocol-Version': '2025-06-18' };
+        const post = (inst, body, sid) => fetch(inst.url, { method: 'POST',
+          headers: { ...h, ...(sid ? { 'Mcp-Session-Id': sid } : {}) }, body: JSON.stringify(body) })
+          .then(async (r) => ({ status: r.status, sid: r.headers.get('mcp-session-id'), text: await r.text() }));
+        const clientInfo = { name: 'moved-client', version: '7.1' };
+        const init = await post(a, { jsonrpc: '2.0', id: 0, method: 'initialize', params: {
+          protocolVersion: '2025-06-18', capabilities: { roots: {} }, clientInfo } });
+        assert.equal(init.status, 200, init.text);
+        const sid = init.sid;
+        assert.match(sid, /^a\./, 'the id begins with the instance tag');
+        assert.equal((await post(a, { jsonrpc: '2.0', method: 'notifications/initialized' }, sid)).status, 202);
+        const lvl = await post(a, { jsonrpc: '2.0', id: 1, method: 'logging/setLevel', params: { level: 'debug' } }, sid);
+        assert.equal(lvl.status, 200, lvl.text);
+        await c.kill9('a');
+        // on b: no initialize from the client; its backend got the client's own params
+        const r = await post(b, { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'init_params', arguments: {} } }, sid);
+        assert.equal(r.status, 200, r.text);
+        const got = JSON.parse(JSON.parse(r.text).result.content[0].text);
+        assert.deepEqual(got.clientInfo, clientInfo);
+        assert.deepEqual(got.capabilities.roots, {});
+        // its log level asked again of b's backend: the fixture's answer to it is a log message
+        const ac = new AbortController();
+        const get = await fetch(b.url, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': sid,
+          'MCP-Protocol-Version': '2025-06-18' }, signal: ac.signal });
+        assert.equal(get.status, 200);
+        let seen = '';
+        const reader = get.body.getReader();
+        await within((async () => {
+          while (!/log level set to debug/.test(seen)) {
+            const { value, done } = await reader.read();
+            if (done) break;
+            seen += new TextDecoder().decode(value);
+          }
+        })(), 'the log level asked again on b', 10_000);
+        ac.abort();
+        assert.match(seen, /log level set to debug/);
+        // DELETE on b; then c (which never held it) refuses it: 404
+        const del = await fetch(b.url, { method: 'DELETE', headers: { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': '2025-06-18' } });
+        assert.equal(del.status, 200);
+        await waitFor(async () => (await post(cc, { jsonrpc: '2.0', id: 3, method: 'ping' }, sid)).status === 404,
+          { timeoutMs: 5000, what: 'the deleted session refused on c' });
+        // a forged id: 404 everywhere
+        const forged = sid.slice(0, -2) + (sid.endsWith('AA') ? 'BB' : 'AA');
+        assert.equal((await post(cc, { jsonrpc: '2.0', id: 4, method: 'ping' }, forged)).status, 404);
+      });
+    });
 });

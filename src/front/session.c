@@ -545,7 +545,7 @@ static void on_resume_init(void *arg, json_t *resp)
 			json_t *id = json_object_get(m, "id");
 			const char *own = json_string_value(id);
 			if (!id || !json_object_get(m, "method") ||
-			    (own && strncmp(own, OWN_CALL_PREFIX + 1, sizeof OWN_CALL_PREFIX - 2) == 0))
+			    (own && strncmp(own, &OWN_CALL_PREFIX[1], sizeof OWN_CALL_PREFIX - 2) == 0))
 				continue;   /* no answer, or one of the session's own replays */
 			json_t *e = err ? json_pack("{s:s,s:O,s:O}", "jsonrpc", "2.0", "id", id, "error", err)
 					: rpc_error(id, RPC_BACKEND_GONE,

@@ -391,9 +391,19 @@ describe('shared state across instances', () => {
         await waitFor(async () => /mcp_chain_redis_up 1/.test((await request(insts[2].port, { method: 'GET',
           path: '/metrics', headers: { Host: 'localhost' } })).body) && /mcp_chain_redis_up 1/.test((await request(insts[0].port, { method: 'GET',
           path: '/metrics', headers: { Host: 'localhost' } })).body), { timeoutMs: 15_000, what: 'the store back up everywhere' });
+        // every call that reached the store is counted again: N of them pass, and what
+        // passed beyond N went on without the store (an instance still reconnecting:
+        // fail-open, counted in /metrics)
+        const fallbacks = async () => (await Promise.all(insts.map(async (i) => Number(/mcp_chain_redis_fallbacks_total\{use="limit",outcome="open"\} (\d+)/
+          .exec((await request(i.port, { method: 'GET', path: '/metrics', headers: { Host: 'localhost' } })).body)?.[1] ?? 0)))).reduce((x, y) => x + y);
+        const f0 = await fallbacks();
         const again = [];
         for (let k = 0; k < 2 * N; k++) again.push(await outcome(() => sessions[k % 3].client.callTool({ name: 'echo', arguments: { k } })));
-        assert.equal(again.filter((r) => r.ok).length, N, 'enforced again once Redis is back');
+        const open = await fallbacks() - f0;
+        const passedAgain = again.filter((r) => r.ok).length;
+        assert.ok(open < N, `most calls reached the store once it was back: ${open} went on without it`);
+        assert.equal(passedAgain, N + open, `enforced again once Redis is back: ${passedAgain} passed, ${open} of them without the store`);
+        assert.equal(again.filter((r) => !r.ok && r.code === -32012).length, N - open, 'the rest refused by the shared rule');
         await closeAll(sessions);
       }, extra);
     });

@@ -4,14 +4,17 @@
 // the instance tag the id begins with). Each case runs through both, on
 // three instances (tags a, b, c) and a redis-server (cluster_lib.mjs).
 //
-// Enabled today: 100 SDK sessions with interleaved calls and progress
-// through HAProxy (through nginx only once ids carry their instance tag:
-// the case skips itself until then); 2026-07-28 stateless calls spread over
-// every instance; HAProxy's retry + redispatch and /readyz checks around a
-// killed instance; nginx's tag routing, with backups for a dead instance's
-// tag. Pending (skipped with a reason, bodies written): kill -9 of
-// an instance mid-run and a rolling restart under load, which need sealed
-// session ids (any instance continues a session) and /readyz draining.
+// Through each balancer: 100 SDK sessions with interleaved calls and
+// progress; 2026-07-28 stateless calls spread over every instance;
+// HAProxy's retry + redispatch and /readyz checks around a killed
+// instance; nginx's tag routing, with backups for a dead instance's tag;
+// kill -9 of an instance mid-run (its sessions continue elsewhere from
+// their sealed ids, without a new initialize); a rolling restart under
+// load (drainDelayMs, /readyz 503) with no failed call. Then what the
+// instances share: a shared rate limit (N across three, Redis stopped and
+// back), 2026-07-28 retries on other instances (forwarded to the holder of
+// a bridged call; a 2026 backend's rounds anywhere; a replay refused), and
+// a moved session's own initialize params and log level.
 
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';

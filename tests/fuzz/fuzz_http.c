@@ -10,6 +10,7 @@
  */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -77,9 +78,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	(void)http_check_accepts(s, "application/json");
 	(void)http_check_json_type(s);
 	if (http_sid_valid(s)) {
-		CHECK(strlen(s) == HTTP_SID_LEN);
+		/* a random id (32 lowercase hex digits), or a sealed one: TAG.BOX, both
+		 * base64url letters, visible ASCII, bounded */
+		size_t tl = 0;
+		bool hex = strlen(s) == HTTP_SID_LEN && strspn(s, "0123456789abcdef") == HTTP_SID_LEN;
+		CHECK(hex || http_sid_sealed(s, &tl));
+		CHECK(strlen(s) <= HTTP_SID_MAX);
 		for (const char *c = s; *c; c++)
-			CHECK((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'));
+			CHECK(*c > 0x20 && *c < 0x7f);
+		if (!hex) {
+			CHECK(tl >= 1 && tl <= 32 && s[tl] == '.');
+			/* opening what is not ours fails cleanly, whatever it holds */
+			static const unsigned char key[1][32] = { { 1 } };
+			struct http_sid_keys k = { .keys = key, .nkeys = 1, .tag = "a", .max_age = 60 };
+			const char *why = NULL;
+			json_t *st = http_sid_open(&k, s, 1000, &why);
+			CHECK(!st && why);
+		}
 	}
 
 	/* SSE: written, then read back, whole and cut in two */

@@ -135,6 +135,7 @@ struct cfg_listen {
 				   * balancer to notice; default 0 */
 	char *public_url;         /* "publicUrl": the base of the links mcp-chain
 				   * gives (/oauth/login); NULL: http://ADDRESS:PORT */
+	bool ui;                  /* "ui": the live page at /ui; default true */
 };
 
 /*
@@ -166,6 +167,28 @@ struct cfg_cluster {
 				   * retry is refused (503) while Redis cannot
 				   * record its requestState's single use; "open"
 				   * (default): accepted unrecorded */
+};
+
+/*
+ * The top-level "telemetry" section: OpenTelemetry traces exported over
+ * OTLP/HTTP (JSON) to ENDPOINT (trace.h). Off when the section is absent or
+ * "enabled" is false.
+ */
+struct cfg_telemetry {
+	bool set;                 /* the section is there and enabled */
+	char *endpoint;           /* "endpoint": the OTLP/HTTP traces URL, as
+				   * http://collector:4318/v1/traces */
+	char **headers;           /* "headers": {name: value} (${VAR} expanded) as
+				   * "Name: value" lines, NULL-terminated */
+	char *service_name;       /* "serviceName"; default "mcp-chain" */
+	double sampling;          /* "sampling": the ratio of traces started here
+				   * that are recorded, 0 to 1; default 1. A
+				   * caller's sampled flag is followed. */
+	unsigned batch_size;      /* "batchSize": spans per export; default 512 */
+	unsigned queue_size;      /* "queueSize": spans held for export at most
+				   * (more are dropped, counted); default 4096 */
+	double export_interval;   /* seconds ("exportIntervalMs", default 1000) */
+	double export_timeout;    /* seconds ("exportTimeoutMs", default 5000) */
 };
 
 /* The top-level "redis" section: the shared store (redis.h). */
@@ -214,7 +237,11 @@ struct cfg {
 	unsigned char token_key[32];  /* its key (seal.h), read at load */
 	bool has_token_key;
 	struct cfg_redis redis;   /* "redis": the shared store */
+	struct cfg_telemetry telemetry; /* "telemetry": traces */
 };
+
+/* True when A and B export the same way (a reload keeps the exporter). */
+bool cfg_telemetry_equal(const struct cfg_telemetry *a, const struct cfg_telemetry *b);
 
 /* True when A and B name the same store the same way (a reload that
  * changes it needs a restart). */

@@ -98,6 +98,17 @@ struct mw_ctx {
 json_t *mw_id(struct mw_ctx *ctx);
 
 /*
+ * Tells what the module whose hook runs decided about the message in hand
+ * (observe.h: the live page's events, a span event in traces): WHAT is
+ * "denied", "limited", "rewritten", ... (a static string), CODE the error
+ * code a refusal answers with (else 0), DETAIL (borrowed, may be NULL) the
+ * reason, which must hold no secret. A module that replies or drops
+ * without telling gets "denied" (an error), "answered" or "dropped" told
+ * for it; a question to the client (mw_ask_client) is told as "asked".
+ */
+void mw_note(struct mw_ctx *ctx, const char *what, int code, const char *detail);
+
+/*
  * True unless the message in hand certainly has no member KEY in
  * params._meta. While the message travels unparsed this looks at its
  * bytes, so a module's reads() hook can tell cheaply whether it must see
@@ -424,6 +435,8 @@ struct mw_walk {
 	int held;                   /* an async module holds the walk */
 	json_t *hold_tree;          /* the tree the holder was given (not owned) */
 	mw_done_fn done;
+	const char *cur;            /* the module whose hook runs (its name) */
+	int noted;                  /* it told its decision (mw_note) */
 };
 
 /*

@@ -1491,6 +1491,9 @@ int mw_ask_client(struct mw_ctx *ctx, const char *method, json_t *params,
 		return -1;
 	}
 	a->ex->about = ex;
+	mw_note(ctx, "asked", 0, method);
+	if (ctx->walk)
+		ctx->walk->noted = 0;   /* the answer decides; it is told then */
 	a->next = ex->chain->asks;
 	ex->chain->asks = a;
 	call_send(a->ex, client, method, params, NULL);  /* may answer (fail) at once */

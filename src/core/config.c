@@ -644,14 +644,16 @@ static void opt_uint(struct ctx *c, json_t *root, const char *key, double min,
 static const char *const top_keys[] = {
 	"mcpServers", "maxMessageBytes", "maxOpenRequests", "shutdownGraceMs", "initTimeoutMs",
 	"initJoinMs", "clientStallMs", "inputTimeoutMs", "logLevel", "separator", "status",
-	"eras", "middleware", "listen", "tokenStore", "cluster", "redis", NULL
+	"eras", "middleware", "listen", "tokenStore", "cluster", "redis", "telemetry",
+	"$schema", NULL
 };
 
 static const char *const listen_keys[] = {
 	"address", "port", "path", "ssePath", "messagesPath", "allowedOrigins", "allowedHosts",
 	"maxConnections", "connectionTimeoutMs", "sessionIdleMs", "streamBufferBytes",
 	"resumeGraceMs", "maxScopedSessions", "maxProcesses", "maxStartsPerSecond",
-	"maxBodyBufferBytes", "maxSessions", "maxSessionsPerClient", "maxSessionsPerPrincipal", "publicUrl", "drainDelayMs", NULL
+	"maxBodyBufferBytes", "maxSessions", "maxSessionsPerClient", "maxSessionsPerPrincipal", "publicUrl", "drainDelayMs",
+	"ui", NULL
 };
 
 /* True when S is a numeric IPv4 or IPv6 address. */
@@ -776,6 +778,7 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 	l->path = strdup(CFG_DEFAULT_LISTEN_PATH);
 	l->sse_path = strdup(CFG_DEFAULT_SSE_PATH);
 	l->messages_path = strdup(CFG_DEFAULT_MESSAGES_PATH);
+	l->ui = true;
 	if (v && !json_is_object(v)) {
 		bad(c, path, "must be an object");
 		v = NULL;
@@ -814,6 +817,8 @@ static void load_listen(struct ctx *c, struct cfg_listen *l, json_t *v)
 		opt_int_at(c, v, path, "maxSessionsPerPrincipal", 1, 1000000, &per_principal);
 		double drain = 0;
 		opt_int_at(c, v, path, "drainDelayMs", 0, 3600000, &drain);
+		if (json_object_get(v, "ui"))
+			opt_bool(c, json_object_get(v, "ui"), "/listen/ui", &l->ui);
 		l->drain_delay = drain / 1000.0;
 		json_t *pu = json_object_get(v, "publicUrl");
 		if (pu && (!json_is_string(pu) ||
@@ -1062,6 +1067,99 @@ static void load_redis(struct ctx *c, struct cfg *cfg, json_t *v)
 	r->connect_timeout = ctmo / 1000.0;
 }
 
+/* ---- "telemetry": traces over OTLP/HTTP ---- */
+
+static const char *const telemetry_keys[] = {
+	"enabled", "endpoint", "headers", "serviceName", "sampling", "batchSize", "queueSize",
+	"exportIntervalMs", "exportTimeoutMs", NULL
+};
+
+/* Reads "telemetry" (V, may be NULL) into CFG->telemetry. */
+static void load_telemetry(struct ctx *c, struct cfg *cfg, json_t *v)
+{
+	struct cfg_telemetry *t = &cfg->telemetry;
+	double batch = 512, queue = 4096, interval = 1000, tmo = 5000;
+	bool enabled = true;
+	if (!v)
+		return;
+	if (!json_is_object(v)) {
+		bad(c, "/telemetry", "must be an object: {\"endpoint\": "
+		    "\"http://HOST:4318/v1/traces\", ...}");
+		return;
+	}
+	check_keys(c, v, "/telemetry", telemetry_keys);
+	if (json_object_get(v, "enabled"))
+		opt_bool(c, json_object_get(v, "enabled"), "/telemetry/enabled", &enabled);
+	t->endpoint = opt_string(c, json_object_get(v, "endpoint"), "/telemetry/endpoint");
+	if (!t->endpoint)
+		bad(c, "/telemetry/endpoint", "is required: the OTLP/HTTP traces URL, as "
+		    "http://127.0.0.1:4318/v1/traces");
+	else if (strncmp(t->endpoint, "http://", 7) && strncmp(t->endpoint, "https://", 8))
+		bad(c, "/telemetry/endpoint", "must be an http:// or https:// URL");
+	json_t *h = json_object_get(v, "headers");
+	if (h && !json_is_object(h)) {
+		bad(c, "/telemetry/headers", "must be an object of strings");
+	} else if (h) {
+		t->headers = calloc(json_object_size(h) + 1, sizeof *t->headers);
+		const char *k;
+		json_t *hv;
+		size_t i = 0;
+		json_object_foreach(h, k, hv) {
+			char p[300];
+			snprintf(p, sizeof p, "/telemetry/headers/%s", k);
+			if (!json_is_string(hv) || strpbrk(k, ": \t\r\n") || !k[0]) {
+				bad(c, p, "must be a string, under a header name");
+				continue;
+			}
+			char *val = expand_at(c, p, json_string_value(hv));
+			if (val && strpbrk(val, "\r\n"))
+				bad(c, p, "must not hold a line break");
+			else if (val && t->headers) {
+				size_t n = strlen(k) + strlen(val) + 3;
+				t->headers[i] = malloc(n);
+				if (t->headers[i])
+					snprintf(t->headers[i++], n, "%s: %s", k, val);
+			}
+			if (val)
+				OPENSSL_cleanse(val, strlen(val));
+			free(val);
+		}
+	}
+	t->service_name = opt_string(c, json_object_get(v, "serviceName"),
+				     "/telemetry/serviceName");
+	if (!t->service_name)
+		t->service_name = strdup("mcp-chain");
+	t->sampling = 1;
+	json_t *s = json_object_get(v, "sampling");
+	if (s && (!json_is_number(s) || json_number_value(s) < 0 || json_number_value(s) > 1))
+		bad(c, "/telemetry/sampling", "must be a number from 0 to 1");
+	else if (s)
+		t->sampling = json_number_value(s);
+	opt_int_at(c, v, "/telemetry", "batchSize", 1, 65536, &batch);
+	opt_int_at(c, v, "/telemetry", "queueSize", 1, 1048576, &queue);
+	opt_int_at(c, v, "/telemetry", "exportIntervalMs", 10, 3600000, &interval);
+	opt_int_at(c, v, "/telemetry", "exportTimeoutMs", 100, 600000, &tmo);
+	if (batch > queue)
+		bad(c, "/telemetry/batchSize", "must not be more than queueSize");
+	t->batch_size = (unsigned)batch;
+	t->queue_size = (unsigned)queue;
+	t->export_interval = interval / 1000.0;
+	t->export_timeout = tmo / 1000.0;
+	t->set = enabled;
+}
+
+/* Frees what "telemetry" holds (header values wiped). */
+static void telemetry_release(struct cfg_telemetry *t)
+{
+	free(t->endpoint);
+	for (char **h = t->headers; h && *h; h++) {
+		OPENSSL_cleanse(*h, strlen(*h));
+		free(*h);
+	}
+	free(t->headers);
+	free(t->service_name);
+}
+
 /* Frees what "redis" holds (the password wiped). */
 static void redis_release(struct cfg_redis *r)
 {
@@ -1076,6 +1174,21 @@ static void redis_release(struct cfg_redis *r)
 static bool same_str(const char *a, const char *b)
 {
 	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+bool cfg_telemetry_equal(const struct cfg_telemetry *a, const struct cfg_telemetry *b)
+{
+	size_t i = 0;
+	for (; a->headers && b->headers && a->headers[i] && b->headers[i]; i++)
+		if (strcmp(a->headers[i], b->headers[i]))
+			return false;
+	if ((a->headers && a->headers[i]) || (b->headers && b->headers[i]))
+		return false;
+	return a->set == b->set && same_str(a->endpoint, b->endpoint) &&
+	       same_str(a->service_name, b->service_name) && a->sampling == b->sampling &&
+	       a->batch_size == b->batch_size && a->queue_size == b->queue_size &&
+	       a->export_interval == b->export_interval &&
+	       a->export_timeout == b->export_timeout;
 }
 
 bool cfg_redis_equal(const struct cfg_redis *a, const struct cfg_redis *b)
@@ -1096,6 +1209,11 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 	}
 	check_keys(c, root, "", top_keys);
 	load_redis(c, cfg, json_object_get(root, "redis"));   /* before the pipelines */
+	load_telemetry(c, cfg, json_object_get(root, "telemetry"));
+	json_t *schema = json_object_get(root, "$schema");
+	if (schema && !json_is_string(schema))
+		bad(c, "/$schema", "must be a string: the JSON Schema this file follows "
+		    "(mcp-chain schema prints it)");
 	load_servers(c, cfg, json_object_get(root, "mcpServers"));
 	double max = (double)CFG_DEFAULT_MAX_MESSAGE, grace = CFG_DEFAULT_GRACE * 1000;
 	double init = CFG_DEFAULT_INIT_TIMEOUT * 1000, join = CFG_DEFAULT_INIT_JOIN * 1000;
@@ -1238,6 +1356,7 @@ void cfg_free(struct cfg *c)
 	free(c->listen.public_url);
 	free(c->token_key_file);
 	redis_release(&c->redis);
+	telemetry_release(&c->telemetry);
 	OPENSSL_cleanse(c->token_key, sizeof c->token_key);
 	free(c->cluster.instance);
 	free(c->cluster.key_file);

@@ -13,6 +13,7 @@
 
 #include "buf.h"
 #include "log.h"
+#include "observe.h"
 #include "rpc.h"
 
 struct pipeline {
@@ -332,6 +333,31 @@ static void reply_id(struct mw_walk *w)
 		json_object_set(t, "id", id);
 }
 
+void mw_note(struct mw_ctx *ctx, const char *what, int code, const char *detail)
+{
+	struct mw_walk *w = ctx->walk;
+	struct obs_event e = {
+		.kind = OBS_DECISION, .what = what, .source = w ? w->cur : NULL,
+		.method = ctx->method, .name = ctx->name, .client = ctx->client,
+		.backend = ctx->backend, .detail = detail, .code = code, .ex = ctx->ex,
+	};
+	if (w)
+		w->noted = 1;
+	observe_note(&e);
+}
+
+/* Tells what a module that replied (V: MW_REPLY) or dropped the message
+ * decided, unless it told it itself. */
+static void note_verdict(struct mw_walk *w, enum mw_verdict v)
+{
+	if (w->noted || (v != MW_REPLY && v != MW_DROP))
+		return;
+	json_t *err = w->m->tree ? json_object_get(w->m->tree, "error") : NULL;
+	json_t *msg = json_object_get(err, "message");
+	mw_note(w->ctx, v == MW_DROP ? "dropped" : err ? "denied" : "answered",
+		(int)json_integer_value(json_object_get(err, "code")), json_string_value(msg));
+}
+
 /* Forward steps until the end, a verdict or an async module. */
 void mw_walk_forward(struct mw_walk *w)
 {
@@ -355,10 +381,13 @@ void mw_walk_forward(struct mw_walk *w)
 			return;
 		}
 		json_t *before = w->m->tree;
+		w->cur = m->ops->name;
+		w->noted = 0;
 		enum mw_verdict v = m->ops->on_message(m, w->ctx, &w->m->tree);
 		if (v == MW_ASYNC)
 			return;
 		settle(w, before);
+		note_verdict(w, v);
 		if (v == MW_REPLY) {
 			w->reached--;  /* the replying module does not see it back */
 			reply_id(w);
@@ -412,6 +441,8 @@ void mw_walk_back(struct mw_walk *w)
 			msg_set_tree(w->m, rpc_errorf(NULL, RPC_INTERNAL_ERROR,
 						      "mcp-chain could not parse the response"));
 		json_t *before = w->m->tree;
+		w->cur = m->ops->name;
+		w->noted = 0;
 		if (m->ops->on_response(m, w->ctx, &w->m->tree) == MW_ASYNC)
 			return;
 		settle(w, before);
@@ -435,6 +466,8 @@ void mw_resume(struct mw_walk *w, enum mw_verdict v, json_t *msg)
 	w->held = 0;
 	w->m->tree = msg;   /* the holder owned what it kept and gives this back */
 	settle(w, w->hold_tree);
+	if (!w->response)
+		note_verdict(w, v);
 	if (w->response) {
 		mw_walk_back(w);
 		return;

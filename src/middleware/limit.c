@@ -574,6 +574,7 @@ static void refuse_waiter(struct rec *r, int code, const char *why, json_t *data
 	json_t *msg = r->msg;
 	r->msg = NULL;
 	log_info("limit: request \"%s\" refused: %s", r->ctx->method, why);
+	mw_note(r->ctx, "limited", code, why);
 	make_error(&msg, code, why, data);
 	release(r);
 	rec_free(r);
@@ -872,6 +873,7 @@ static enum mw_verdict refuse(const struct mw_ctx *ctx, json_t **msg, int code,
 			      const char *why, json_t *data)
 {
 	log_info("limit: request \"%s\" refused: %s", ctx->method, why);
+	mw_note((struct mw_ctx *)ctx, "limited", code, why);
 	make_error(msg, code, why, data);
 	return MW_REPLY;
 }

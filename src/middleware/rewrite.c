@@ -131,6 +131,7 @@ static enum mw_verdict rewrite_on_message(struct mw_module *m, struct mw_ctx *ct
 		ctx->name = t->name;   /* the module outlives the exchange */
 	}
 	apply_arguments(params, t);
+	mw_note(ctx, "rewritten", 0, t->rename ? t->rename : name);
 	return MW_PASS;
 }
 

@@ -55,7 +55,8 @@ struct obs_event {
 
 /*
  * Tells E to every listener and keeps a copy. E's TIME and SERIAL are set
- * when 0. Safe to call from a listener (the nested event is told after).
+ * when 0. Safe to call from a listener: the nested event is kept at once and
+ * told to every listener after the event in hand was told to all.
  */
 void observe_note(const struct obs_event *e);
 

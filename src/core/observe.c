@@ -24,7 +24,7 @@ static size_t ring_head, ring_count;   /* the oldest, and how many */
 static struct listener *listeners;
 static size_t nlisteners, listeners_cap;
 static uint64_t serial;
-static unsigned depth;                  /* observe_note calls under way */
+static unsigned depth;                  /* 1 while listeners are being told */
 
 /* The bytes of S with its NUL, or 0 for NULL. */
 static size_t str_size(const char *s)
@@ -76,6 +76,27 @@ static void keep(const struct obs_event *e)
 	k->e.detail = put(&at, e->detail);
 }
 
+/* Tells E to every listener (by index: one may listen or unlisten while told). */
+static void tell(const struct obs_event *e)
+{
+	for (size_t i = 0; i < nlisteners; i++)
+		if (listeners[i].fn)
+			listeners[i].fn(listeners[i].arg, e);
+}
+
+/* The kept event numbered SERIAL, or NULL when it left the ring. */
+static const struct obs_event *kept_event(uint64_t n)
+{
+	for (size_t i = ring_count; i-- > 0;) {
+		const struct obs_event *e = &ring[(ring_head + i) % OBSERVE_KEEP].e;
+		if (e->serial == n)
+			return e;
+		if (e->serial < n)
+			break;
+	}
+	return NULL;
+}
+
 void observe_note(const struct obs_event *e)
 {
 	struct obs_event ev = *e;
@@ -86,18 +107,24 @@ void observe_note(const struct obs_event *e)
 	}
 	ev.serial = ++serial;
 	keep(&ev);
+	if (depth)
+		return;   /* told by the outermost call, once the event in hand is */
 	depth++;
-	/* by index: a listener may listen or unlisten while told */
+	tell(&ev);
+	/* events told from inside a listener, in order, from their kept copies */
+	for (uint64_t n = ev.serial + 1; n <= serial; n++) {
+		const struct obs_event *k = kept_event(n);
+		if (k) {
+			struct obs_event copy = *k;
+			tell(&copy);
+		}
+	}
+	depth--;
+	size_t j = 0;
 	for (size_t i = 0; i < nlisteners; i++)
 		if (listeners[i].fn)
-			listeners[i].fn(listeners[i].arg, &ev);
-	if (--depth == 0) {
-		size_t j = 0;
-		for (size_t i = 0; i < nlisteners; i++)
-			if (listeners[i].fn)
-				listeners[j++] = listeners[i];
-		nlisteners = j;
-	}
+			listeners[j++] = listeners[i];
+	nlisteners = j;
 }
 
 int observe_listen(observe_fn fn, void *arg)

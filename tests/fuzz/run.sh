@@ -3,9 +3,9 @@
 # directory (clang, ASan + UBSan) and runs each for a bounded time.
 #   tests/fuzz/run.sh [TARGET...]       (default: every target; jscan or fuzz_jscan)
 # Environment: FUZZ_SECONDS per target (default 30), FUZZ_BUILD (default
-# build-fuzz), FUZZ_ARGS extra libFuzzer flags. Installs clang and
-# libclang-rt-14-dev with apt-get when missing (through sudo when not
-# root). Exits non-zero when a target finds something, with the
+# build-fuzz), FUZZ_JOBS targets at once (default: the cores), FUZZ_ARGS
+# extra libFuzzer flags. Installs clang and libclang-rt-14-dev with apt-get
+# when missing (through sudo when not root). Exits non-zero when a target finds something, with the
 # reproducer's path and bytes printed (tests/fuzz/one.sh does that).
 # The results are meson tests of the "fuzz" suite: FUZZ_BUILD/meson-logs/testlog.json.
 set -euo pipefail
@@ -50,5 +50,8 @@ for t in "$@"; do
 	fi
 	tests+=("fuzz-$t")
 done
-say "running the fuzz targets, ${FUZZ_SECONDS} s each"
-meson test -C "$build" --suite fuzz --print-errorlogs --num-processes 1 "${tests[@]}" </dev/null
+# Each target is one process on one core: as many at once as there are cores
+# (FUZZ_JOBS), which keeps each target's time and halves the wall time on two.
+jobs=${FUZZ_JOBS:-$(nproc)}
+say "running the fuzz targets, ${FUZZ_SECONDS} s each, ${jobs} at once"
+meson test -C "$build" --suite fuzz --print-errorlogs --num-processes "$jobs" "${tests[@]}" </dev/null

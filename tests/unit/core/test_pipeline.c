@@ -16,6 +16,7 @@
 
 #include "jscan.h"
 #include "middleware.h"
+#include "observe.h"
 #include "rpc.h"
 
 /* ---- a configurable test module ---- */
@@ -1132,6 +1133,101 @@ static void test_start(void **state)
 	assert_int_equal(pipeline_start(NULL), 0);
 }
 
+/* ---- decisions told (observe.h) ---- */
+
+/* What the decision listener heard: "source:what:code" per event. */
+static char told[512];
+
+static void on_told(void *arg, const struct obs_event *e)
+{
+	(void)arg;
+	char one[96];
+	snprintf(one, sizeof one, "%s:%s:%d%s%s ", e->source ? e->source : "-", e->what, e->code,
+		 e->detail ? ":" : "", e->detail ? e->detail : "");
+	strncat(told, one, sizeof told - strlen(told) - 1);
+	assert_int_equal(e->kind, OBS_DECISION);
+	assert_string_equal(e->method, "tools/call");
+}
+
+/* A module that refuses with an error, telling its own decision or not. */
+static enum mw_verdict refuse_on_message(struct mw_module *m, struct mw_ctx *ctx, json_t **msg)
+{
+	struct tmod *t = (struct tmod *)m;
+	if (t->replace)   /* here: tells it itself */
+		mw_note(ctx, "limited", -32012, "too many");
+	json_t *r = rpc_error(json_object_get(*msg, "id"), -32600, "not allowed", NULL);
+	json_decref(*msg);
+	*msg = r;
+	return MW_REPLY;
+}
+
+static const struct mw_module_ops refuse_ops = {
+	.name = "refuser", .on_message = refuse_on_message, .destroy = t_destroy,
+};
+
+/* Adds a refusing module to PL; SELF: it tells its decision itself. */
+static void add_refuser(struct pipeline *pl, bool self)
+{
+	struct tmod *t = calloc(1, sizeof *t);
+	assert_non_null(t);
+	t->base.ops = &refuse_ops;
+	t->replace = self;
+	assert_int_equal(pipeline_add(pl, &t->base), 0);
+}
+
+/* A reply with an error is told as "denied", a drop as "dropped", a
+ * module's own word is told instead of them, and passing tells nothing. */
+static void test_decisions_told(void **state)
+{
+	(void)state;
+	told[0] = '\0';
+	observe_listen(on_told, NULL);
+	struct pipeline *pl = pipeline_new();
+	add(pl, "A", MW_PASS);
+	add_refuser(pl, false);
+	struct run r;
+	run_init(&r, pl, NULL);
+	mw_walk_forward(&r.w);
+	assert_string_equal(told, "refuser:denied:-32600:not allowed ");
+	run_release(&r);
+	pipeline_unref(pl);
+
+	told[0] = '\0';
+	pl = pipeline_new();
+	add_refuser(pl, true);
+	run_init(&r, pl, NULL);
+	mw_walk_forward(&r.w);
+	assert_string_equal(told, "refuser:limited:-32012:too many ");
+	run_release(&r);
+	pipeline_unref(pl);
+
+	told[0] = '\0';
+	pl = pipeline_new();
+	add(pl, "A", MW_PASS);
+	add(pl, "B", MW_DROP);
+	run_init(&r, pl, NULL);
+	mw_walk_forward(&r.w);
+	assert_string_equal(told, "test:dropped:0 ");
+	run_release(&r);
+	pipeline_unref(pl);
+
+	told[0] = '\0';
+	pl = pipeline_new();
+	add(pl, "A", MW_REPLY);   /* a result: answered, not denied */
+	run_init(&r, pl, NULL);
+	mw_walk_forward(&r.w);
+	assert_string_equal(told, "test:answered:0 ");
+	json_t *reply = r.out;
+	r.out = NULL;
+	told[0] = '\0';
+	run_back(&r, reply);
+	assert_string_equal(told, "");   /* the way back tells nothing of itself */
+	run_release(&r);
+	pipeline_unref(pl);
+	observe_unlisten(on_told, NULL);
+	observe_reset();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1140,6 +1236,7 @@ int main(void)
 		cmocka_unit_test_setup(test_order, setup),
 		cmocka_unit_test_setup(test_reply_short_circuit, setup),
 		cmocka_unit_test_setup(test_drop, setup),
+		cmocka_unit_test_setup(test_decisions_told, setup),
 		cmocka_unit_test_setup(test_async_resume_pass, setup),
 		cmocka_unit_test_setup(test_async_resume_reply, setup),
 		cmocka_unit_test_setup(test_async_resume_drop, setup),

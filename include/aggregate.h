@@ -65,6 +65,10 @@ void aggregate_reconfigure(struct aggregate *a, const struct cfg *cfg);
 void aggregate_update_backend(struct aggregate *a, struct peer *backend,
 			      const struct cfg_server *entry);
 
+/* The tools BACKEND lists (its cached list, under the names it gives),
+ * or -1 when the aggregate holds no list of it now. */
+long aggregate_tool_count(const struct aggregate *a, const struct peer *backend);
+
 /* Tells clients to list tools, prompts and resources again. */
 void aggregate_lists_changed(struct aggregate *a);
 

@@ -266,6 +266,19 @@ int app_login_start(struct app *a);
 /* Cancels the logins under way and frees their state. */
 void app_login_free(struct app *a);
 
+/* ---- ui.c: the live page ---- */
+
+/*
+ * --listen with listen.ui (the default): the front's /ui (its assets, built
+ * into the binary), its snapshots (backends, sessions, traffic, events)
+ * and the events told as they happen (an observe.h listener). 0, or -1
+ * out of memory. Nothing when the page is off.
+ */
+int app_ui_start(struct app *a);
+
+/* Stops telling the page events (before the front is freed). */
+void app_ui_stop(struct app *a);
+
 /* ---- loopback.c: a single-user login with a loopback redirect ---- */
 
 struct loopback_login;

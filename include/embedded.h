@@ -8,4 +8,12 @@
 
 #include <stddef.h>
 
+/* The live page (src/app/ui/): served at /ui, /ui/app.js, /ui/app.css. */
+extern const unsigned char ui_index_html[];
+extern const size_t ui_index_html_len;
+extern const unsigned char ui_app_js[];
+extern const size_t ui_app_js_len;
+extern const unsigned char ui_app_css[];
+extern const size_t ui_app_css_len;
+
 #endif

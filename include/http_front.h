@@ -19,6 +19,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
 struct chain;
 struct cfg_listen;
 struct http_front;
@@ -154,6 +156,64 @@ void http_route_release(struct http_route *q);
  * left. 0 or -1. */
 int http_route_reply(struct http_route *q, unsigned status, const char *ctype,
 		     const char *body, size_t n, const char *extra);
+
+/*
+ * The live page (/ui, docs/http-front.md): ASSETS (N, borrowed for the
+ * front's life) are served at their paths to a GET after the Host and
+ * Origin checks alone -- they hold no data. The data are checked as
+ * /metrics is (Host, Origin, bearer token): GET /ui/state answers one
+ * snapshot, GET /ui/events is an SSE stream of one at once and every
+ * second ("event: snapshot"), and of what http_front_ui_send adds. SNAPSHOT
+ * appends one JSON object to OUT (WITH_EVENTS: the first of a stream, and
+ * /ui/state). At most HTTP_UI_STREAMS streams at once (then 503); a reader
+ * that falls behind by more than HTTP_UI_BUFFER bytes is dropped. Unset
+ * (listen.ui false), /ui is 404.
+ */
+#define HTTP_UI_STREAMS 16
+#define HTTP_UI_BUFFER (1u << 20)
+struct http_ui_asset {
+	const char *path;            /* "/ui", "/ui/app.js" */
+	const char *ctype;           /* "text/html; charset=utf-8" */
+	const unsigned char *body;
+	size_t n;
+};
+typedef void (*http_ui_snapshot_fn)(void *arg, struct buf *out, bool with_events);
+void http_front_set_ui(struct http_front *f, const struct http_ui_asset *assets, size_t n,
+		       http_ui_snapshot_fn snapshot, void *arg);
+/* Sends DATA (N bytes of one JSON line) as "event: EVENT" to every /ui/events stream. */
+void http_front_ui_send(struct http_front *f, const char *event, const char *data, size_t n);
+/* Open /ui/events streams. */
+size_t http_front_ui_streams(const struct http_front *f);
+
+/*
+ * One session as the live page lists it (every string borrowed for the
+ * call). SID is the first 8 characters of its id only: the whole id is a
+ * credential of its client's.
+ */
+struct http_session_info {
+	unsigned serial;             /* "session #SERIAL" in the logs */
+	char sid[9];
+	const char *client;          /* clientInfo.name, or NULL */
+	const unsigned char *subject;/* who its bearer token stands for (32
+				      * bytes), or NULL */
+	const char *version;         /* its protocol revision, or NULL before initialize */
+	const char *transport;       /* "streamable", "sse" or "stateless" */
+	const char *peer;            /* the client address that opened it */
+	double age, idle;            /* seconds since it began, since its last request */
+	size_t open;                 /* its requests waiting for their response */
+};
+/* FN(ARG, I) for each session open now (the set must not change meanwhile). */
+void http_front_each_session(struct http_front *f,
+			     void (*fn)(void *arg, const struct http_session_info *i), void *arg);
+
+/*
+ * The front's requests so far (what /metrics counts), by method: a JSON
+ * object (new reference) {"tools/call": {"ok": N, "error": N, "tool_error":
+ * N, "given_up": N, "seconds": S (the answered ones' durations summed),
+ * "buckets": [N...] (the answered ones by latency_bounds)}, ...,
+ * "latency_bounds": [seconds...]}, methods never seen left out.
+ */
+json_t *http_front_traffic(const struct http_front *f);
 
 /* Stops (if needed) and frees everything. */
 void http_front_free(struct http_front *f);

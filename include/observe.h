@@ -36,7 +36,8 @@ struct obs_event {
 	uint64_t serial;         /* set by observe_note: 1, 2, ... */
 	const char *what;        /* OBS_DECISION: "denied", "asked", "limited",
 				  * "rewritten", "answered", "dropped";
-				  * OBS_BACKEND: "up", "down", "restarting", "stopped";
+				  * OBS_BACKEND: "up", "down", "restarting", "stopped",
+				  * "failed" (given up);
 				  * OBS_ERROR: "error"; OBS_SESSION: "opened", "closed" */
 	const char *source;      /* the module ("policy"), backend or front that tells */
 	const char *method;      /* the request's method, when about one */

@@ -131,6 +131,9 @@ struct peer {
 				  * forwarded to it, by outcome (msg_outcome:
 				  * result, JSON-RPC error, tool error);
 				  * counted by the chain, read for /metrics */
+	double answered_seconds; /* those responses' time since their requests
+				  * began (ev_now), summed: the live page's
+				  * mean latency */
 	size_t rx_bytes;         /* wire size of the message being received,
 				  * set by the transport before handing it on */
 	json_int_t next_id;

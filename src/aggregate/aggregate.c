@@ -474,6 +474,16 @@ size_t aggregate_backends(const struct aggregate *a)
 	return n;
 }
 
+/* The tools BACKEND's cached list holds, or -1. */
+long aggregate_tool_count(const struct aggregate *a, const struct peer *backend)
+{
+	for (size_t i = 0; i < a->n; i++)
+		if (a->v[i]->peer == backend && !a->v[i]->removed)
+			return a->v[i]->items[LIST_TOOLS] ?
+				(long)json_array_size(a->v[i]->items[LIST_TOOLS]) : -1;
+	return -1;
+}
+
 /* Installs the status describer. */
 void aggregate_set_status(struct aggregate *a, json_t *(*status_fn)(void *arg), void *arg)
 {

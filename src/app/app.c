@@ -331,6 +331,8 @@ static int start_http(struct app *a, const char *spec)
 	}
 	http_front_offer_stateless(a->http, a->cfg->offer_stateless);
 	http_front_set_metrics(a->http, app_write_metrics, a);
+	if (app_ui_start(a) < 0)
+		return -1;
 	return app_login_start(a);
 }
 
@@ -427,6 +429,7 @@ void app_free(struct app *a)
 	stdio_front_free(a->front);
 	app_login_free(a);
 	app_single_free(a);
+	app_ui_stop(a);
 	http_front_free(a->http);   /* releases the sessions' own chains */
 	app_sweep_session_chains(a, true);
 	for (size_t i = 0; i < a->nbackends; i++)  /* before the aggregate: its */

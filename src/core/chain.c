@@ -997,6 +997,7 @@ static void on_response(struct peer *to, struct msg *m)
 	int outcome = msg_outcome(m);   /* bytes: a flag, no parse */
 	ex->chain->stats.responses[outcome]++;
 	to->answered[outcome]++;
+	to->answered_seconds += ev_now(EV_DEFAULT) - ex->ctx.start;
 	ex->ctx.response_bytes = to->rx_bytes;
 	msg_release(&ex->m);
 	if (ex->walk.reached == 0) {   /* no module saw the request: none sees this */

@@ -347,15 +347,20 @@ void mw_note(struct mw_ctx *ctx, const char *what, int code, const char *detail)
 }
 
 /* Tells what a module that replied (V: MW_REPLY) or dropped the message
- * decided, unless it told it itself. */
+ * decided, unless it told it itself. A reply that is an error, or a tool
+ * result with isError (how policy refuses a call), is a refusal. */
 static void note_verdict(struct mw_walk *w, enum mw_verdict v)
 {
 	if (w->noted || (v != MW_REPLY && v != MW_DROP))
 		return;
 	json_t *err = w->m->tree ? json_object_get(w->m->tree, "error") : NULL;
-	json_t *msg = json_object_get(err, "message");
-	mw_note(w->ctx, v == MW_DROP ? "dropped" : err ? "denied" : "answered",
-		(int)json_integer_value(json_object_get(err, "code")), json_string_value(msg));
+	json_t *res = w->m->tree && !err ? json_object_get(w->m->tree, "result") : NULL;
+	bool refused = err || json_is_true(json_object_get(res, "isError"));
+	json_t *msg = err ? json_object_get(err, "message") :
+		json_object_get(json_array_get(json_object_get(res, "content"), 0), "text");
+	mw_note(w->ctx, v == MW_DROP ? "dropped" : refused ? "denied" : "answered",
+		(int)json_integer_value(json_object_get(err, "code")),
+		refused ? json_string_value(msg) : NULL);
 }
 
 /* Forward steps until the end, a verdict or an async module. */

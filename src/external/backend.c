@@ -17,6 +17,7 @@
 #include "chain.h"
 #include "era.h"
 #include "log.h"
+#include "observe.h"
 #include "rpc.h"
 
 struct init_waiter {
@@ -78,7 +79,19 @@ const char *backend_state_name(enum backend_state s)
 	return state_names[s];
 }
 
-/* Moves to state S, logging the change. */
+/* Tells the observers that B is WHAT ("up", "down", "restarting",
+ * "stopped", "failed"), saying DETAIL (may be NULL). */
+static void note(struct backend *b, const char *what, const char *detail)
+{
+	struct obs_event e = {
+		.kind = OBS_BACKEND, .what = what, .source = b->peer.name,
+		.backend = b->peer.name, .detail = detail,
+	};
+	observe_note(&e);
+}
+
+/* Moves to state S, logging the change; up, stopped and given up are
+ * told to the observers (down and restarting where their reason is). */
 static void set_state(struct backend *b, enum backend_state s)
 {
 	if (b->state == s)
@@ -86,6 +99,12 @@ static void set_state(struct backend *b, enum backend_state s)
 	log_debug("%s: %s -> %s", b->peer.name, state_names[b->state], state_names[s]);
 	b->state = s;
 	b->peer.ready = s == BACKEND_READY;
+	if (s == BACKEND_READY)
+		note(b, "up", backend_protocol(b));
+	else if (s == BACKEND_GONE)
+		note(b, "stopped", b->peer.why_down[0] ? b->peer.why_down : NULL);
+	else if (s == BACKEND_FAILED)
+		note(b, "failed", b->peer.why_down);
 }
 
 /* Tells the owner. */
@@ -521,6 +540,9 @@ static void supervise(struct backend *b, const char *reason, double uptime, bool
 	}
 	set_state(b, BACKEND_RESTARTING);
 	log_warn("%s: %s; restarting in %g s", b->peer.name, reason, b->delay);
+	char in[48];
+	snprintf(in, sizeof in, "in %g s", b->delay);
+	note(b, "restarting", in);
 	ev_timer_set(&b->restart_timer, b->delay, 0.);
 	ev_timer_start(EV_DEFAULT, &b->restart_timer);
 	b->delay = b->delay * 2 > c->restart_max_delay ? c->restart_max_delay : b->delay * 2;
@@ -548,6 +570,8 @@ static void went_down(struct backend *b, const char *reason, enum down_kind kind
 	wake_waiters(b, err);
 	json_decref(err);
 	chain_peer_gone(&b->peer, reason);
+	if (!expected)
+		note(b, "down", reason);
 	if (expected) {
 		if (kind == DOWN_IDLE)
 			log_debug("%s: stopped (%s)", b->peer.name, reason);

@@ -15,8 +15,8 @@
  * it until it is detached (its request ended, or the session did).
  * The rest of the front: http_probe.c (the x-mcp-header marks),
  * http_stateless.c (a 2026-07-28 POST), http_auth.c (bearer tokens),
- * http_metrics.c (/metrics), http_legacy.c (HTTP+SSE); http_int.h is what
- * they share.
+ * http_metrics.c (/metrics), http_ui.c (the live page, /ui), http_legacy.c
+ * (HTTP+SSE); http_int.h is what they share.
  */
 #include "http_front.h"
 
@@ -384,6 +384,8 @@ static int on_other_path(struct http_front *f, struct hc_conn *c, const char *ur
 		return on_health(f, c, true);
 	if (strcmp(method, "GET") == 0 && strcmp(url, "/metrics") == 0)
 		return http_metrics_serve(f, c);
+	if (http_ui_path(f, url))
+		return http_ui_serve(f, c, url, method);
 	int rc;
 	if (strcmp(method, "GET") == 0 && http_auth_metadata(f, c, url, &rc))
 		return rc;
@@ -559,6 +561,8 @@ static void on_end(void *cls, struct hc_conn *c, void *ctx, bool ok)
 	r->conn = NULL;
 	mw_cred_wait_cancel(&r->auth_wait);
 	http_cluster_req_end(r);
+	if (r->ep == EP_UI)
+		http_ui_end(r);
 	if (ok) {
 		http_stream_detach(r, NULL);
 		http_stream_kept_remove(r);            /* all of it was sent: nothing to resume */
@@ -793,6 +797,7 @@ void http_front_drain(struct http_front *f)
 	f->unready = true;
 	stop_accepting(f);
 	hmap_each(&f->sessions, end_get, NULL);
+	http_ui_stop(f);
 	log_info("http: draining (%zu session(s), %zu request(s) open)", f->sessions.count,
 		 http_front_busy(f));
 }
@@ -825,6 +830,7 @@ void http_front_stop(struct http_front *f, const char *reason)
 	if (f->hs)
 		hc_server_stop(f->hs);
 	end_all(f, reason);
+	http_ui_stop(f);
 }
 
 /* Frees the front: its sessions end, then its connections close. */
@@ -835,6 +841,8 @@ void http_front_free(struct http_front *f)
 	http_front_stop(f, "mcp-chain is shutting down");
 	hc_server_free(f->hs);
 	f->hs = NULL;
+	while (f->ui_streams)   /* their connections are gone */
+		http_ui_end(f->ui_streams);
 	hmap_release(&f->sessions);
 	hmap_release(&f->instances);
 	http_cluster_free(f);

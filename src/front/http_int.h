@@ -40,7 +40,7 @@ enum req_kind { REQ_POST, REQ_GET, REQ_DELETE, REQ_OTHER };
 enum req_outcome { REQ_OK, REQ_ERROR, REQ_TOOL_ERROR, REQ_GIVEN_UP, REQ_NOUTCOMES };
 
 /* Which endpoint a request came to. */
-enum http_ep { EP_MCP, EP_SSE, EP_MESSAGES, EP_ROUTE };
+enum http_ep { EP_MCP, EP_SSE, EP_MESSAGES, EP_ROUTE, EP_UI };
 
 struct hsess;
 struct session_out;
@@ -115,6 +115,7 @@ struct hreq {
 	double t0;
 	struct hreq *pnext;       /* in f->probe_wait: a 2026-07-28 call held
 				   * until the x-mcp-header marks are known */
+	struct hreq *unext;       /* in f->ui_streams (EP_UI): a /ui/events stream */
 };
 
 struct hsess {
@@ -150,6 +151,7 @@ struct hsess {
 				   * modules' subject: a hash), when HAS_CRED */
 	bool has_cred;
 	double used;              /* ev_now of its last request */
+	double born;              /* ev_now when it began (the live page's age) */
 };
 
 struct http_front {
@@ -211,6 +213,14 @@ struct http_front {
 	unsigned long long outcomes[HTTP_STATS_NMETHODS][REQ_NOUTCOMES];
 	unsigned long long latency[HTTP_STATS_NMETHODS][HTTP_STATS_NBUCKETS + 1];
 	double latency_sum[HTTP_STATS_NMETHODS];
+	/* the live page (http_ui.c): NULL snapshot: /ui is off */
+	const struct http_ui_asset *ui_assets;
+	size_t ui_nassets;
+	http_ui_snapshot_fn ui_snapshot;
+	void *ui_arg;
+	struct hreq *ui_streams;  /* the /ui/events streams open */
+	size_t ui_nstreams;
+	ev_timer ui_tick;         /* a snapshot to each, every second */
 };
 
 /* ---- http.c: the front object and dispatch ---- */
@@ -406,6 +416,17 @@ double http_metrics_now(void);
 void http_metrics_count_answer(struct hreq *r, const struct msg_val *id, int outcome);
 /* GET /metrics: Prometheus text (Host/Origin and auth checked). */
 int http_metrics_serve(struct http_front *f, struct hc_conn *c);
+
+/* ---- http_ui.c: the live page ---- */
+
+/* True when URL is the live page's (and it is on). */
+bool http_ui_path(const struct http_front *f, const char *url);
+/* A request for URL of the live page: an asset, a snapshot or the stream. */
+int http_ui_serve(struct http_front *f, struct hc_conn *c, const char *url, const char *method);
+/* R, a /ui/events stream, ended: out of the front's list. */
+void http_ui_end(struct hreq *r);
+/* Ends every /ui/events stream (a drain or the stop) and the timer. */
+void http_ui_stop(struct http_front *f);
 
 /* ---- http_legacy.c ---- */
 

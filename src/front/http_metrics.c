@@ -162,3 +162,28 @@ int http_metrics_serve(struct http_front *f, struct hc_conn *c)
 	buf_release(&b);
 	return rc;
 }
+
+/* ---- the live page's traffic ---- */
+
+/* The requests counted so far, by method, as the live page reads them. */
+json_t *http_front_traffic(const struct http_front *f)
+{
+	static const char *const outcome[REQ_NOUTCOMES] = { "ok", "error", "tool_error", "given_up" };
+	json_t *out = json_object(), *bounds = json_array();
+	for (unsigned i = 0; i < HTTP_STATS_NBUCKETS; i++)
+		json_array_append_new(bounds, json_real(http_stats_latency_bounds[i]));
+	json_object_set_new(out, "latency_bounds", bounds);
+	for (unsigned m = 0; m < HTTP_STATS_NMETHODS; m++) {
+		if (!method_seen(f, m))
+			continue;
+		json_t *d = json_object(), *buckets = json_array();
+		for (unsigned o = 0; o < REQ_NOUTCOMES; o++)
+			json_object_set_new(d, outcome[o], json_integer((json_int_t)f->outcomes[m][o]));
+		for (unsigned i = 0; i <= HTTP_STATS_NBUCKETS; i++)
+			json_array_append_new(buckets, json_integer((json_int_t)f->latency[m][i]));
+		json_object_set_new(d, "seconds", json_real(f->latency_sum[m]));
+		json_object_set_new(d, "buckets", buckets);
+		json_object_set_new(out, http_stats_methods[m], d);
+	}
+	return out;
+}

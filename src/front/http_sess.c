@@ -21,6 +21,8 @@
 #include "http_sid.h"
 #include "log.h"
 #include "msg.h"
+#include "observe.h"
+#include "peer.h"
 #include "rpc.h"
 #include "session.h"
 
@@ -215,6 +217,19 @@ static void sess_unanswered(void *arg, const struct msg_val *id)
 
 /* ---- a session's life ---- */
 
+/* Tells the observers that HS WHAT ("opened", "closed": REASON). A
+ * 2026-07-28 call's session is not told: it lives as long as its call. */
+static void sess_note(struct hsess *hs, const char *what, const char *reason)
+{
+	char source[32];
+	snprintf(source, sizeof source, "session #%u", hs->serial);
+	struct obs_event e = {
+		.kind = OBS_SESSION, .what = what, .source = source,
+		.client = hs->s ? session_peer(hs->s)->principal : NULL, .detail = reason,
+	};
+	observe_note(&e);
+}
+
 /*
  * R's session ends (REASON) with requests of R still open: each gets an
  * error answer (one array for a batch), then R ends properly. A client cut
@@ -247,6 +262,8 @@ void http_sess_end(struct hsess *hs, const char *reason)
 	struct http_front *f = hs->f;
 	if (f->probe == hs)
 		http_probe_end(f, reason);
+	else if (!hs->stateless)
+		sess_note(hs, "closed", reason);
 	hmap_del(&f->sessions, hs->sid, hs->sid_len);
 	http_cluster_forget(hs);
 	if (hs->instance)
@@ -334,7 +351,7 @@ struct hsess *http_sess_new(struct http_front *f, const char *caps, const unsign
 	hs->sid_len = strlen(hs->sid);
 	hs->f = f;
 	hs->serial = ++f->serial;
-	hs->used = ev_now(EV_DEFAULT);
+	hs->used = hs->born = ev_now(EV_DEFAULT);
 	hs->held_tail = &hs->held;
 	http_ring_init(&hs->ring);
 	if (caps && !(hs->caps = strdup(caps))) {
@@ -368,10 +385,12 @@ struct hsess *http_sess_new(struct http_front *f, const char *caps, const unsign
 	hs->idle.repeat = f->session_idle;
 	hs->idle.data = hs;
 	ev_timer_again(EV_DEFAULT, &hs->idle);
-	if (caps)   /* a 2026-07-28 call's: started and ended at the same level */
+	if (caps) {   /* a 2026-07-28 call's: started and ended at the same level */
 		log_debug("http: stateless #%u started", hs->serial);
-	else
+	} else {
 		log_info("http: session #%u started", hs->serial);
+		sess_note(hs, "opened", NULL);
+	}
 	return hs;
 }
 
@@ -516,4 +535,41 @@ void http_sess_add_stream(struct hsess *hs, struct hreq *r)
 bool http_sess_resumable(const struct hsess *hs)
 {
 	return hs->f->resume_grace > 0 && !hs->stateless && !hs->legacy;
+}
+
+/* ---- what the live page lists ---- */
+
+struct each_arg {
+	void (*fn)(void *arg, const struct http_session_info *i);
+	void *arg;
+	double now;
+};
+
+/* Describes one session to the caller's function (a hmap_each callback). */
+static void each_one(void *value, void *arg)
+{
+	struct hsess *hs = value;
+	struct each_arg *ea = arg;
+	if (hs == hs->f->probe)
+		return;   /* the front's own */
+	struct http_session_info i = {
+		.serial = hs->serial, .client = session_peer(hs->s)->principal,
+		.subject = hs->has_cred ? hs->cred : NULL, .version = session_version(hs->s),
+		.transport = hs->legacy ? "sse" : hs->stateless ? "stateless" : "streamable",
+		.peer = hs->peer, .age = ea->now - hs->born, .idle = ea->now - hs->used,
+	};
+	snprintf(i.sid, sizeof i.sid, "%.8s", hs->sid);
+	for (struct hreq *r = hs->streams; r; r = r->next)
+		i.open += r->pending;
+	if (hs->legacy && session_busy(hs->s))
+		i.open++;
+	ea->fn(ea->arg, &i);
+}
+
+/* Each session as the live page lists it (not the front's own probe). */
+void http_front_each_session(struct http_front *f,
+			     void (*fn)(void *arg, const struct http_session_info *i), void *arg)
+{
+	struct each_arg ea = { fn, arg, ev_now(EV_DEFAULT) };
+	hmap_each(&f->sessions, each_one, &ea);
 }

@@ -12,6 +12,7 @@
 #include "chain.h"
 #include "era.h"
 #include "log.h"
+#include "observe.h"
 #include "rpc.h"
 #include "wiretap.h"
 #include "stateless.h"
@@ -64,7 +65,8 @@ struct own_call {
 #define OWN_CALL_PREFIX "\"mcpc-front-"
 
 static void handle(struct session *s, struct msg *m);
-static int write_out(struct session *s, struct session_out *o, const struct msg_val *about);
+static int write_out(struct session *s, struct session_out *o, const struct msg_val *about,
+		     struct exchange *ex);
 
 /* True when V is a version of the handshake era we speak. */
 bool session_version_supported(const char *v)
@@ -80,7 +82,7 @@ static void batch_finish_if_done(struct session *s, struct batch *b)
 	if (b->expected > 0) {
 		wiretap_json(&s->peer, WIRETAP_OUT, b->replies);
 		struct session_out o = { .kind = SESSION_OUT_BATCH, .tree = b->replies };
-		write_out(s, &o, NULL);
+		write_out(s, &o, NULL, NULL);
 	}
 	for (struct batch **pp = &s->batches; *pp; pp = &(*pp)->next) {
 		if (*pp == b) {
@@ -127,12 +129,43 @@ static struct own_call *own_call_take(struct session *s, const struct msg_val *a
 }
 
 /*
+ * Tells the observers that the client's request (EX, when the chain made
+ * it) ended with the JSON-RPC error O carries. Only on the error path: a
+ * message still as bytes is read here, and only then.
+ */
+static void note_error(struct session *s, const struct session_out *o, struct exchange *ex)
+{
+	json_t *t = o->tree, *own = NULL;
+	if (!t && o->iov) {
+		struct buf line = BUF_INIT;
+		for (int i = 0; i < o->n && buf_pending(&line) < 65536; i++)
+			buf_append(&line, o->iov[i].iov_base, o->iov[i].iov_len);
+		if (buf_pending(&line) < 65536)
+			t = own = json_loadb(line.data ? line.data : "", buf_pending(&line), 0, NULL);
+		buf_release(&line);
+	}
+	json_t *err = json_object_get(t, "error");
+	struct obs_event e = {
+		.kind = OBS_ERROR, .what = "error", .source = s->name,
+		.method = ex ? chain_request_method(ex) : NULL, .client = s->principal,
+		.detail = json_string_value(json_object_get(err, "message")),
+		.code = o->error_code ? o->error_code :
+			(int)json_integer_value(json_object_get(err, "code")),
+		.ex = ex,
+	};
+	observe_note(&e);
+	json_decref(own);
+}
+
+/*
  * Hands O to the front, ABOUT (borrowed) being the client's request it is
  * about when the caller knows it; else it is read off the tree (the
  * session's own answers, which are trees). The answer to one of the
- * front's own calls goes to its callback instead.
+ * front's own calls goes to its callback instead. EX: the client's
+ * request the chain answers with O, or NULL.
  */
-static int write_out(struct session *s, struct session_out *o, const struct msg_val *about)
+static int write_out(struct session *s, struct session_out *o, const struct msg_val *about,
+		     struct exchange *ex)
 {
 	struct msg_val idv = { .n = 0 };
 	json_t *t = o->tree;
@@ -175,6 +208,8 @@ static int write_out(struct session *s, struct session_out *o, const struct msg_
 		msg_val_release(&c->id);
 		free(c);
 	} else {
+		if (o->kind == SESSION_OUT_RESPONSE && o->outcome == 1)
+			note_error(s, o, ex);
 		rc = s->write(s->arg, o);
 	}
 	msg_val_release(&idv);
@@ -213,7 +248,7 @@ static int send_msg(struct session *s, json_t *msg, struct batch *b, const struc
 			json_object_get(msg, "id") ? SESSION_OUT_REQUEST :
 			SESSION_OUT_NOTIFICATION;
 	}
-	return write_out(s, &o, po ? po->about_id : NULL);
+	return write_out(s, &o, po ? po->about_id : NULL, po ? po->about : NULL);
 }
 
 /* The stateless era's own writes (already shaped for the client); PO: what
@@ -254,7 +289,7 @@ static int peer_send_raw(struct peer *p, const struct iovec *iov, int n,
 	wiretap_iov(&s->peer, WIRETAP_OUT, iov, n);
 	struct session_out o = { .kind = out_kind(po->kind), .outcome = po->outcome,
 				 .iov = iov, .n = n };
-	return write_out(s, &o, po->about_id);
+	return write_out(s, &o, po->about_id, po->about);
 }
 
 /* A request was cancelled: the front, and its batch, no longer wait for it. */

@@ -31,6 +31,7 @@
 #include "config.h"
 #include "ext_test.h"
 #include "log.h"
+#include "observe.h"
 #include "peer.h"
 #include "rpc.h"
 
@@ -748,6 +749,50 @@ static const struct be_transport_def transports[] = {
 	{ CFG_STDIO, NULL },
 };
 
+/* The backend events told to the observers, as "WHAT:DETAIL" lines. */
+static char told[1024];
+static void on_observed(void *arg, const struct obs_event *e)
+{
+	size_t n = strlen(told);
+	(void)arg;
+	if (e->kind == OBS_BACKEND)
+		snprintf(told + n, sizeof told - n, "%s:%s:%s\n", e->what, e->backend,
+			 e->detail ? e->detail : "");
+}
+
+/* What the live page's events say of supervision (observe.h): each down
+ * with its reason, each restart with its delay, the end of a crash loop,
+ * a stop on purpose; a start is not told (ready is: "up"). */
+static void test_observed(void **state)
+{
+	(void)state;
+	told[0] = '\0';
+	assert_int_equal(observe_listen(on_observed, NULL), 0);
+	make_fake("{\"initialDelayMs\":1,\"maxDelayMs\":1,\"maxRestarts\":1,\"windowMs\":60000}");
+	assert_int_equal(backend_start(BE), 0);
+	assert_string_equal(told, "");
+	down("exited with status 1");
+	assert_string_equal(told, "down:fake:exited with status 1\nrestarting:fake:in 0.001 s\n");
+	wait_start(2, 0.5);
+	told[0] = '\0';
+	down("killed by signal 9");
+	assert_int_equal(backend_state(BE), BACKEND_FAILED);
+	assert_non_null(strstr(told, "down:fake:killed by signal 9\nfailed:fake:crash loop"));
+	backend_free(BE);
+	BE = NULL;
+	cfg_free(C);
+	C = NULL;
+	told[0] = '\0';
+	make_fake("{\"initialDelayMs\":1}");
+	assert_int_equal(backend_start(BE), 0);
+	backend_stop(BE, 0.1);
+	FT.up = false;
+	backend_down(BE, "stopped");
+	assert_int_equal(backend_state(BE), BACKEND_GONE);
+	assert_string_equal(told, "stopped:fake:stopped\n");
+	observe_unlisten(on_observed, NULL);
+}
+
 int main(void)
 {
 	backend_use_transports(transports);
@@ -774,6 +819,7 @@ int main(void)
 		T(test_start_failures_outlast_window),
 		T(test_ended_not_restarted),
 		T(test_ended_while_stopping),
+		T(test_observed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,4 +16,8 @@ extern const size_t ui_app_js_len;
 extern const unsigned char ui_app_css[];
 extern const size_t ui_app_css_len;
 
+/* docs/mcp-chain.schema.json: the configuration's JSON Schema (mcp-chain schema). */
+extern const unsigned char config_schema_json[];
+extern const size_t config_schema_json_len;
+
 #endif

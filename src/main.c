@@ -1,6 +1,6 @@
 /*
  * main.c - mcp-chain's command line: the proxy (src/app/), the shell
- * commands (src/cli/), "check" and "audit verify".
+ * commands (src/cli/), "check", "schema" and "audit verify".
  */
 #include <getopt.h>
 #include <stdbool.h>
@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "config.h"
 #include "curl_ev.h"
+#include "embedded.h"
 #include "log.h"
 #include "middleware.h"
 #include "mw_log.h"
@@ -25,6 +26,7 @@
 static const char usage[] =
 	"usage: mcp-chain --config FILE [--listen ADDR:PORT] [--log-level LEVEL] [--log-file FILE]\n"
 	"       mcp-chain check FILE\n"
+	"       mcp-chain schema\n"
 	"       mcp-chain audit verify FILE\n"
 	"       mcp-chain list|call|read|prompt [-c FILE] ...   (docs/cli.md)\n"
 	"       mcp-chain --direct [-c FILE]\n"
@@ -46,11 +48,14 @@ static const char usage[] =
 	"  -h, --help             print this help\n"
 	"\n"
 	"check FILE validates a configuration and exits 0 (valid) or 1.\n"
+	"schema prints the configuration's JSON Schema (draft 2020-12; a file's\n"
+	"\"$schema\" may name it, for editors).\n"
 	"audit verify FILE checks a \"chain\": true audit log; exits 0 (intact),\n"
 	"1 (names the first broken line) or 2 (unreadable).\n"
 	"\n"
 	"From the shell (each starts the chain on FILE as its MCP client):\n"
-	"  list [--json]                    backends, tools, prompts, resources\n"
+	"  list [--json]                    backends, tools, prompts, resources (follows\n"
+	"                                   list_changed: 250 ms quiet, at most 2 s)\n"
 	"  call NAME [ARGS] [--json]        call a tool; ARGS: {...} or key=value...\n"
 	"  read URI                         read a resource\n"
 	"  prompt NAME [ARGS]               get a prompt\n"
@@ -112,6 +117,17 @@ static int cmd_check(const char *path)
 	report_prefixes(c);
 	fprintf(stderr, "%s: ok\n", path);
 	cfg_free(c);
+	return 0;
+}
+
+/* "mcp-chain schema": the configuration's JSON Schema, built in. */
+static int cmd_schema(void)
+{
+	if (fwrite(config_schema_json, 1, config_schema_json_len, stdout) != config_schema_json_len ||
+	    fflush(stdout) != 0) {
+		perror("mcp-chain: schema");
+		return 1;
+	}
 	return 0;
 }
 
@@ -214,6 +230,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 		return cmd_check(file);
+	}
+	if (optind < argc && strcmp(argv[optind], "schema") == 0) {
+		if (optind + 1 < argc) {
+			fputs("usage: mcp-chain schema\n", stderr);
+			return 2;
+		}
+		return cmd_schema();
 	}
 	if (optind < argc || !config) {
 		fputs(optind < argc ? "mcp-chain: unexpected argument\n" :

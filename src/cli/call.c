@@ -3,7 +3,9 @@
  * [ARGS]`: one request through the chain, as any client would send it.
  *
  * call: the tool is looked up in tools/list (so its inputSchema can be
- * checked before the call and a typo named), called with a progress
+ * checked before the call and a typo named; a name not listed yet is
+ * looked up again after a list_changed in the settle window after
+ * `initialized`, see conn_settle), called with a progress
  * token, and its text content printed. Progress draws a bar on a terminal
  * and a line per update otherwise. Ctrl-C (or --timeout) sends
  * notifications/cancelled for the call and exits 130 (124).
@@ -28,6 +30,8 @@ struct call_state {
 	struct conn *conn;
 	json_int_t inflight;   /* the request sent, or 0 */
 	bool unlisted;         /* the name asked for is not in the list */
+	bool settled;          /* the list is what it will be (conn_settle) */
+	json_t *listed;        /* the list without the name, while settling */
 	char hint[NAMES_MAX_LEN + 1];   /* then the listed name nearest it, or "" */
 	bool bar_drawn;
 	bool interactive;
@@ -293,6 +297,33 @@ static json_t *prompt_schema(json_t *prompt)
 	return schema;
 }
 
+static void on_names(struct conn *c, json_t *items, json_t *error, void *arg);
+
+/* Lists the tools (call) or prompts (prompt), for on_names. */
+static void list_names(struct call_state *s)
+{
+	bool tool = strcmp(s->o->cmd, "call") == 0;
+	conn_changed_clear(s->conn, tool ? CONN_TOOLS : CONN_PROMPTS);
+	conn_list_all(s->conn, tool ? "tools/list" : "prompts/list", tool ? "tools" : "prompts",
+		      on_names, s);
+}
+
+/* The name was not listed: the list changed (list again) or settled (go on without it). */
+static void on_names_settled(struct conn *c, unsigned changed, void *arg)
+{
+	struct call_state *s = arg;
+	json_t *listed = s->listed;
+	s->listed = NULL;
+	if (!conn_finishing(c)) {
+		s->settled = !(changed & (strcmp(s->o->cmd, "call") == 0 ? CONN_TOOLS : CONN_PROMPTS));
+		if (s->settled)
+			on_names(c, listed, NULL, s);
+		else
+			list_names(s);
+	}
+	json_decref(listed);
+}
+
 /* The list of tools or prompts arrived: find the name, check, send. */
 static void on_names(struct conn *c, json_t *items, json_t *error, void *arg)
 {
@@ -310,6 +341,12 @@ static void on_names(struct conn *c, json_t *items, json_t *error, void *arg)
 	/* A name that is not listed is still sent: the chain decides (a
 	 * policy refuses it as it would for any client). */
 	json_t *item = cli_tool_find(items, name, s->sep);
+	if (!item && !s->settled) {   /* it may come with a list_changed */
+		json_decref(s->listed);
+		s->listed = json_incref(items);
+		conn_settle(c, on_names_settled, s);
+		return;
+	}
 	json_t *unlisted = item ? NULL : json_pack("{s:s}", "name", name);
 	s->unlisted = !item;
 	if (!item)
@@ -348,10 +385,8 @@ static void on_ready(struct conn *c, bool ready, void *arg)
 	if (strcmp(s->o->cmd, "read") == 0)
 		s->inflight = conn_request(c, "resources/read", json_pack("{s:s}", "uri", s->o->pos[0]),
 					   on_other_reply, s);
-	else if (strcmp(s->o->cmd, "call") == 0)
-		conn_list_all(c, "tools/list", "tools", on_names, s);
 	else
-		conn_list_all(c, "prompts/list", "prompts", on_names, s);
+		list_names(s);
 }
 
 /* Checks the positional arguments; returns 0 or prints and returns -1. */
@@ -405,6 +440,7 @@ int cli_call(const struct cli_opts *o)
 	if (code == CLI_EXIT_CHAIN)
 		conn_show_tail(s.conn);
 	conn_free(s.conn);
+	json_decref(s.listed);
 	cfg_free(cfg);
 	return code;
 }

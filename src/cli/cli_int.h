@@ -89,6 +89,33 @@ json_t *conn_server_info(struct conn *c);
 void conn_list_all(struct conn *c, const char *list_method, const char *result_key,
 		   conn_reply_fn fn, void *arg);
 
+/*
+ * Following list_changed: what a client sees may change right after
+ * `initialized` (a server that registers tools once it knows the client's
+ * capabilities says so with notifications/tools/list_changed). The kinds a
+ * list_changed names are kept (CONN_TOOLS, CONN_PROMPTS, CONN_RESOURCES),
+ * for the first CONN_SETTLE_MAX seconds after `initialized` only.
+ */
+enum { CONN_TOOLS = 1, CONN_PROMPTS = 2, CONN_RESOURCES = 4 };
+#define CONN_SETTLE_QUIET 0.25   /* lists settle this long after the last list_changed */
+#define CONN_SETTLE_MAX 2.0      /* ... and never later than this after initialized */
+
+/* The lists settled (CHANGED 0), or a list_changed named CHANGED. */
+typedef void (*conn_settle_fn)(struct conn *c, unsigned changed, void *arg);
+
+/*
+ * Calls FN once (from the loop, or at once): with the kinds named by a
+ * list_changed since they were last cleared, if any (the caller lists
+ * them again and calls conn_settle again); else with 0 once
+ * CONN_SETTLE_QUIET passed without one (counted from `initialized` when
+ * none came), or CONN_SETTLE_MAX after `initialized`, or at once when the
+ * chain declared no listChanged. Replaces an earlier FN not yet called.
+ */
+void conn_settle(struct conn *c, conn_settle_fn fn, void *arg);
+
+/* Forgets the list_changed of KINDS (their list is being asked for). */
+void conn_changed_clear(struct conn *c, unsigned kinds);
+
 /* Prints "mcp-chain: " and the message on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

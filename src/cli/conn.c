@@ -7,6 +7,10 @@
  *
  * The chain's stderr is its log: with -v it passes through unchanged;
  * otherwise its last lines are kept and shown when something fails.
+ *
+ * list_changed notifications in the settle window after `initialized` are
+ * noted (conn_settle): a command waits for them on a timer of the loop,
+ * never a sleep.
  */
 #include "cli_int.h"
 
@@ -46,7 +50,16 @@ struct conn {
 	struct conn_hooks h;
 	ev_io err_io;            /* with -v: the chain's stderr, copied to ours */
 	bool err_passed;
+	unsigned changed;        /* CONN_* kinds a list_changed named, not cleared */
+	bool may_change;         /* the chain declared listChanged for some kind */
+	ev_tstamp ready_at;      /* when `initialized` was sent (0: not yet) */
+	ev_tstamp last_change;   /* the last list_changed noted, or ready_at */
+	ev_timer settle;         /* a conn_settle waiting for quiet */
+	conn_settle_fn settle_fn;
+	void *settle_arg;
 };
+
+static void settle_check(struct conn *c);
 
 void cli_error(const char *fmt, ...)
 {
@@ -194,6 +207,68 @@ static void on_server_request(struct conn *c, json_t *msg, const char *method)
 	json_decref(reply);
 }
 
+/* Notes a list_changed METHOD in the settle window. */
+static void note_changed(struct conn *c, const char *method)
+{
+	static const struct { const char *method; unsigned kind; } kinds[] = {
+		{ "notifications/tools/list_changed", CONN_TOOLS },
+		{ "notifications/prompts/list_changed", CONN_PROMPTS },
+		{ "notifications/resources/list_changed", CONN_RESOURCES },
+	};
+	ev_tstamp now = ev_now(EV_DEFAULT);
+	if (c->ready_at > 0 && now >= c->ready_at + CONN_SETTLE_MAX)
+		return;   /* past the window: what was listed stands */
+	for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+		if (strcmp(method, kinds[i].method) == 0) {
+			c->changed |= kinds[i].kind;
+			c->last_change = now;
+			settle_check(c);
+			return;
+		}
+	}
+}
+
+/* The settle timer fired: look again. */
+static void on_settle(struct ev_loop *loop, ev_timer *w, int revents)
+{
+	(void)loop;
+	(void)revents;
+	settle_check(w->data);
+}
+
+/* Calls the waiting conn_settle callback if it is time, else arms the timer. */
+static void settle_check(struct conn *c)
+{
+	conn_settle_fn fn = c->settle_fn;
+	if (!fn || c->finishing)
+		return;
+	ev_now_update(EV_DEFAULT);
+	ev_tstamp now = ev_now(EV_DEFAULT);
+	ev_tstamp cap = c->ready_at + CONN_SETTLE_MAX;
+	ev_tstamp quiet = c->last_change + CONN_SETTLE_QUIET;
+	ev_tstamp due = quiet < cap ? quiet : cap;
+	unsigned changed = c->changed;
+	ev_timer_stop(EV_DEFAULT, &c->settle);
+	if (!changed && c->may_change && now < due) {
+		ev_timer_set(&c->settle, due - now, 0.);
+		ev_timer_start(EV_DEFAULT, &c->settle);
+		return;
+	}
+	c->settle_fn = NULL;
+	c->changed = 0;
+	fn(c, changed, c->settle_arg);
+}
+
+/* True when the initialize result CAPS declares listChanged for a list. */
+static bool declares_list_changed(json_t *caps)
+{
+	static const char *const kinds[] = { "tools", "prompts", "resources" };
+	for (size_t i = 0; i < 3; i++)
+		if (json_is_true(json_object_get(json_object_get(caps, kinds[i]), "listChanged")))
+			return true;
+	return false;
+}
+
 /* One line from the chain's stdout. */
 static void on_line(struct conn *c, const char *line, size_t len)
 {
@@ -213,6 +288,7 @@ static void on_line(struct conn *c, const char *line, size_t len)
 		on_server_request(c, msg, info.method);
 		break;
 	case RPC_NOTIFICATION:
+		note_changed(c, info.method);
 		if (c->h.on_notify)
 			c->h.on_notify(c, info.method, json_object_get(msg, "params"), c->h.arg);
 		break;
@@ -290,6 +366,9 @@ static void on_initialized(struct conn *c, json_t *result, json_t *error, void *
 		return;
 	}
 	c->init_result = json_incref(result);
+	c->may_change = declares_list_changed(json_object_get(result, "capabilities"));
+	ev_now_update(EV_DEFAULT);
+	c->ready_at = c->last_change = ev_now(EV_DEFAULT);
 	conn_notify(c, "notifications/initialized", NULL);
 	c->h.on_ready(c, true, c->h.arg);
 }
@@ -315,6 +394,8 @@ struct conn *conn_start(const struct cli_opts *o, bool interactive, const struct
 		return NULL;
 	c->h = *h;
 	c->next_id = 1;
+	ev_timer_init(&c->settle, on_settle, 0., 0.);
+	c->settle.data = c;
 	char *argv[] = { "/proc/self/exe", "--config", (char *)o->config, NULL };
 	if (proc_spawn(&c->proc, "chain", argv, NULL, NULL, on_exit_cb, c) < 0) {
 		cli_error("cannot start the chain: %s", c->proc.error);
@@ -375,6 +456,8 @@ void conn_finish(struct conn *c, int code)
 		return;
 	c->finishing = true;
 	c->code = code;
+	ev_timer_stop(EV_DEFAULT, &c->settle);
+	c->settle_fn = NULL;
 	if (c->exited) {
 		maybe_done(c);
 		return;
@@ -410,6 +493,7 @@ void conn_free(struct conn *c)
 		return;
 	c->finishing = true;
 	fail_pending(c, "mcp-chain is exiting");
+	ev_timer_stop(EV_DEFAULT, &c->settle);
 	ev_io_stop(EV_DEFAULT, &c->out_io);
 	if (c->err_passed)
 		cli_pass_stderr_stop(&c->err_io);
@@ -418,6 +502,18 @@ void conn_free(struct conn *c)
 	proc_release(&c->proc);
 	json_decref(c->init_result);
 	free(c);
+}
+
+void conn_settle(struct conn *c, conn_settle_fn fn, void *arg)
+{
+	c->settle_fn = fn;
+	c->settle_arg = arg;
+	settle_check(c);
+}
+
+void conn_changed_clear(struct conn *c, unsigned kinds)
+{
+	c->changed &= ~kinds;
 }
 
 /* ---- listing every page ---- */

@@ -9,6 +9,12 @@
  * state is "unknown". Tools and prompts are put under the
  * backend whose prefix + separator starts their name (the configuration
  * says which); resources carry no prefix, so they are listed once for all.
+ *
+ * What a client sees can change right after `initialized`: a list_changed
+ * that arrives while listing, or in the settle window after it (conn.c:
+ * CONN_SETTLE_QUIET after the last one, at most CONN_SETTLE_MAX after
+ * `initialized`), has its kind listed again before anything is printed.
+ * The status resource is read last, once the lists have settled.
  */
 #include "cli_int.h"
 
@@ -18,12 +24,17 @@
 
 #include "config.h"
 
+/* The steps of a listing: the four lists, then the status resource. */
+enum { STEP_TOOLS, STEP_PROMPTS, STEP_RESOURCES, STEP_TEMPLATES, STEP_STATUS, NSTEPS };
+
 struct list_state {
 	const struct cli_opts *o;
 	struct cfg *cfg;
 	struct conn *conn;
 	json_t *out;      /* {tools, prompts, resources, resourceTemplates, status} */
-	int step;
+	unsigned todo;    /* 1 << STEP_* still to do */
+	int step;         /* the one under way */
+	bool done;        /* everything listed: print */
 	int code;
 };
 
@@ -41,7 +52,6 @@ static void on_list(struct conn *c, json_t *items, json_t *error, void *arg)
 		s->code = CLI_EXIT_RPC_ERROR;
 	}
 	json_object_set_new(s->out, keys[s->step], items ? json_incref(items) : json_array());
-	s->step++;
 	next_step(s);
 }
 
@@ -55,8 +65,8 @@ static void on_status(struct conn *c, json_t *result, json_t *error, void *arg)
 	json_t *st = (!error && json_is_string(text)) ? json_loads(json_string_value(text), 0, NULL) : NULL;
 	if (st)
 		json_object_set_new(s->out, "status", st);
-	s->step++;
-	next_step(s);
+	s->done = true;
+	conn_finish(s->conn, s->code);
 }
 
 /* True when the chain declared capability NAME. */
@@ -65,27 +75,66 @@ static bool has_cap(struct list_state *s, const char *name)
 	return json_object_get(json_object_get(conn_server_info(s->conn), "capabilities"), name) != NULL;
 }
 
-/* Asks for the next list, or prints when all are in. */
+/* The lists are in and settled: read the status resource, or finish. */
+static void read_status(struct list_state *s)
+{
+	if (has_cap(s, "resources")) {
+		conn_request(s->conn, "resources/read",
+			     json_pack("{s:s}", "uri", "mcp-chain://status"), on_status, s);
+		return;
+	}
+	s->done = true;
+	conn_finish(s->conn, s->code);
+}
+
+/* The lists settled, or a list_changed named CHANGED: list those again. */
+static void on_settled(struct conn *c, unsigned changed, void *arg)
+{
+	struct list_state *s = arg;
+	if (conn_finishing(c))
+		return;
+	if (!changed) {
+		read_status(s);
+		return;
+	}
+	s->todo |= 1u << STEP_STATUS;   /* and settle again after */
+	if (changed & CONN_TOOLS)
+		s->todo |= 1u << STEP_TOOLS;
+	if (changed & CONN_PROMPTS)
+		s->todo |= 1u << STEP_PROMPTS;
+	if (changed & CONN_RESOURCES)
+		s->todo |= 1u << STEP_RESOURCES | 1u << STEP_TEMPLATES;
+	next_step(s);
+}
+
+/*
+ * Asks for the next list that is to do; when the lists are in, waits for
+ * them to settle (conn_settle: on_settled lists again or reads the status).
+ */
 static void next_step(struct list_state *s)
 {
 	static const char *const methods[] = { "tools/list", "prompts/list", "resources/list",
 					       "resources/templates/list" };
 	static const char *const caps[] = { "tools", "prompts", "resources", "resources" };
 	static const char *const keys[] = { "tools", "prompts", "resources", "resourceTemplates" };
-	while (s->step < 4 && !has_cap(s, caps[s->step])) {
-		json_object_set_new(s->out, keys[s->step], json_array());
-		s->step++;
-	}
-	if (s->step < 4) {
+	static const unsigned kinds[] = { CONN_TOOLS, CONN_PROMPTS, CONN_RESOURCES, 0 };
+	for (s->step = STEP_TOOLS; s->step < STEP_STATUS; s->step++) {
+		if (!(s->todo & 1u << s->step))
+			continue;
+		s->todo &= ~(1u << s->step);
+		if (!has_cap(s, caps[s->step])) {
+			json_object_set_new(s->out, keys[s->step], json_array());
+			continue;
+		}
+		/* a list_changed from now on is news to this list */
+		conn_changed_clear(s->conn, kinds[s->step]);
 		conn_list_all(s->conn, methods[s->step], keys[s->step], on_list, s);
 		return;
 	}
-	if (s->step == 4 && has_cap(s, "resources")) {
-		conn_request(s->conn, "resources/read",
-			     json_pack("{s:s}", "uri", "mcp-chain://status"), on_status, s);
-		return;
+	if (s->todo & 1u << STEP_STATUS) {
+		s->todo &= ~(1u << STEP_STATUS);
+		conn_settle(s->conn, on_settled, s);
 	}
-	conn_finish(s->conn, s->code);
 }
 
 /* The chain is up: start listing. */
@@ -97,6 +146,7 @@ static void on_ready(struct conn *c, bool ready, void *arg)
 		s->code = CLI_EXIT_CHAIN;
 		return;
 	}
+	s->todo = (1u << NSTEPS) - 1;
 	next_step(s);
 }
 
@@ -263,7 +313,7 @@ int cli_list(const struct cli_opts *o)
 	if (s.conn) {
 		ev_run(EV_DEFAULT, 0);
 		code = conn_exit_code(s.conn);
-		if (code == 0 && s.step >= 4)
+		if (code == 0 && s.done)
 			code = print_listing(&s);
 		else if (code == CLI_EXIT_CHAIN)
 			conn_show_tail(s.conn);

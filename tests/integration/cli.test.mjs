@@ -147,6 +147,92 @@ test('list: a configuration error is reported before anything starts', TE, () =>
 });
 
 // ---------------------------------------------------------------------------
+// list follows list_changed (the settle window of docs/cli.md)
+
+/*
+ * A stdio MCP server (node, no SDK) with one tool that, once initialized,
+ * sends notifications/tools/list_changed every 50 ms for as long as it runs:
+ * `list` must not wait for it to stop.
+ */
+function chattyServer() {
+  const file = tmpPath(`cli-chatty-${process.pid}.mjs`);
+  writeFileSync(file, `
+import { createInterface } from 'node:readline';
+const send = (m) => process.stdout.write(JSON.stringify({ jsonrpc: '2.0', ...m }) + '\\n');
+createInterface({ input: process.stdin }).on('line', (line) => {
+  const m = JSON.parse(line);
+  if (m.method === 'initialize') {
+    send({ id: m.id, result: { protocolVersion: m.params.protocolVersion,
+      capabilities: { tools: { listChanged: true } }, serverInfo: { name: 'chatty', version: '1' } } });
+  } else if (m.method === 'notifications/initialized') {
+    setInterval(() => send({ method: 'notifications/tools/list_changed' }), 50);
+  } else if (m.method === 'tools/list') {
+    send({ id: m.id, result: { tools: [{ name: 'chat', inputSchema: { type: 'object' } }] } });
+  } else if (m.id !== undefined) {
+    send({ id: m.id, error: { code: -32601, message: 'no ' + m.method } });
+  }
+}).on('close', () => process.exit(0));
+`);
+  return { command: 'node', args: [file] };
+}
+
+/** Runs mcp-chain ARGS as run() does; also its duration in ms. */
+function timed(args) {
+  const t0 = performance.now();
+  const r = run(args);
+  return { ...r, ms: performance.now() - t0 };
+}
+
+test('list: a tool registered after initialized (list_changed) is listed, one backend', TE, () => {
+  const cfg = config({ everything: everythingServer() });
+  const r = run(['list', '-c', cfg]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^ {4}simulate-research-query\(topic\*/m);
+  const j = run(['list', '--json', '-c', cfg]);
+  assert.equal(j.code, 0, j.stderr);
+  const tools = JSON.parse(j.stdout).backends[0].tools.map((t) => t.name);
+  assert.ok(tools.includes('simulate-research-query'), tools.join(' '));
+  assert.ok(tools.includes('echo'));
+});
+
+// (initJoinMs: the client's initialize waits for both backends however
+// loaded the machine, so that what follows is about list_changed alone)
+test('list: a tool registered after initialized is listed with two backends too', TE, () => {
+  const cfg = config({ everything: everythingServer(), fx: fixtureServer() }, { initJoinMs: 25_000 });
+  const r = run(['list', '-c', cfg]);
+  assert.equal(r.code, 0, r.stderr);
+  assert.match(r.stdout, /^ {4}everything__simulate-research-query\(topic\*/m);
+  assert.match(r.stdout, /^ {4}fx__echo\(\)/m);
+  const j = run(['list', '--json', '-c', cfg]);
+  assert.equal(j.code, 0, j.stderr);
+  const doc = JSON.parse(j.stdout);
+  assert.deepEqual(doc.backends.map((b) => [b.name, b.state]), [['everything', 'ready'], ['fx', 'ready']]);
+  assert.ok(doc.backends[0].tools.some((t) => t.name === 'everything__simulate-research-query'));
+});
+
+test('call: a tool registered after initialized is found (its schema checked), not "unknown"', TE, () => {
+  const cfg = config({ everything: everythingServer(), fx: fixtureServer() }, { initJoinMs: 25_000 });
+  const r = run(['call', '-c', cfg, 'everything__simulate-research-query', 'ambiguous=false']);
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /everything__simulate-research-query: missing required argument "topic"/);
+  assert.doesNotMatch(r.stderr, /is listed/);
+});
+
+test('list: no wait without list_changed, and a server that never stops sending them is cut off', { ...TF, skip: SKIP_NO_FIXTURE || SKIP_NO_CHAIN }, () => {
+  // the fixture sends no list_changed: list ends once the short quiet
+  // window after initialized is over; the chatty server keeps sending them,
+  // and list ends at the cap of the window (2 s after initialized)
+  const quiet = timed(['list', '-c', config({ fx: fixtureServer() })]);
+  assert.equal(quiet.code, 0, quiet.stderr);
+  assert.match(quiet.stdout, /^ {4}echo\(\)/m);
+  const chatty = timed(['list', '-c', config({ chatty: chattyServer() })]);
+  assert.equal(chatty.code, 0, chatty.stderr);
+  assert.match(chatty.stdout, /^ {4}chat\(\)/m);
+  assert.ok(quiet.ms < 0.75 * chatty.ms,
+    `a list with no list_changed took ${quiet.ms.toFixed(0)} ms, one cut off at the cap ${chatty.ms.toFixed(0)} ms`);
+});
+
+// ---------------------------------------------------------------------------
 // call
 
 test('call: key=value arguments (JSON values), text result on stdout, exit 0', TE, () => {

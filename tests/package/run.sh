@@ -88,6 +88,7 @@ abs() { case $1 in /*) echo "$1" ;; *) echo "$prefix/$1" ;; esac; }
 	echo "$(abs "$mandir")/man5/mcp-chain.json.5"
 	echo "$(abs "$unitdir")/mcp-chain.service"
 	echo "$(abs "$datadir")/bash-completion/completions/mcp-chain"
+	echo "$(abs "$datadir")/mcp-chain/mcp-chain.schema.json"
 	for f in "$here"/config/*; do echo "$(abs "$datadir")/doc/mcp-chain/examples/$(basename "$f")"; done
 } | sort >"$work/want"
 (cd "$stage" && find . -type f | sed 's|^\.||' | sort) >"$work/got"

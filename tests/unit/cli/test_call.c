@@ -186,6 +186,42 @@ static void test_call_unlisted_rpc_error(void **state)
 	run_done(&r);
 }
 
+#define LC_INIT \
+	"\"initialize\": {\"result\": {\"protocolVersion\": \"2025-06-18\", \"capabilities\":" \
+	" {\"tools\": {\"listChanged\": true}}, \"serverInfo\": {\"name\": \"c\", \"version\": \"1\"}}}"
+
+/* A tool registered after initialized (list_changed): found, checked and called. */
+static void test_call_after_list_changed(void **state)
+{
+	(void)state;
+	struct run r;
+	const char *args[] = { "fs__echo", "text=hi", NULL };
+	run_cmd(&r, "{" LC_INIT ", \"tools/list\": [{\"before\": [{\"jsonrpc\": \"2.0\", \"method\":"
+		" \"notifications/tools/list_changed\"}], \"result\": {\"tools\": []}},"
+		" {\"result\": {\"tools\": [{\"name\": \"fs__echo\", \"inputSchema\": {\"type\": \"object\","
+		" \"properties\": {\"text\": {\"type\": \"string\"}}, \"required\": [\"text\"]}}]}}],"
+		" \"tools/call\": {\"result\": {\"content\": [{\"type\": \"text\", \"text\": \"ok\"}]}}}",
+		"call", false, false, 0, args);
+	assert_int_equal(r.code, CLI_EXIT_OK);
+	assert_string_equal(r.cap.out, "ok\n");
+	json_t *lists = fake_received_method(&r.f, "tools/list");
+	assert_int_equal(json_array_size(lists), 2);
+	json_decref(lists);
+	json_t *p = json_object_get(sent_method(&r, "tools/call"), "params");
+	assert_string_equal(json_string_value(json_object_get(json_object_get(p, "arguments"), "text")), "hi");
+	run_done(&r);
+
+	/* no list_changed (none declared): the name is sent unlisted at once */
+	const char *none[] = { "nosuch", NULL };
+	run_cmd(&r, "{" TOOLS ", \"tools/call\": {\"error\": {\"code\": -32602, \"message\":"
+		" \"Unknown tool\"}}}", "call", false, false, 0, none);
+	assert_int_equal(r.code, CLI_EXIT_RPC_ERROR);
+	lists = fake_received_method(&r.f, "tools/list");
+	assert_int_equal(json_array_size(lists), 1);
+	json_decref(lists);
+	run_done(&r);
+}
+
 /* Arguments that fail the schema, or do not parse, are not sent: exit 2. */
 static void test_call_bad_arguments(void **state)
 {
@@ -442,6 +478,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_call_dotted_is_error),
 		cmocka_unit_test(test_call_json_and_structured),
 		cmocka_unit_test(test_call_unlisted_rpc_error),
+		cmocka_unit_test(test_call_after_list_changed),
 		cmocka_unit_test(test_call_bad_arguments),
 		cmocka_unit_test(test_call_list_error_and_chain_death),
 		cmocka_unit_test(test_call_verbose_messages),

@@ -221,6 +221,66 @@ static void test_chain_dies(void **state)
 	capture_free(&cap);
 }
 
+#define LC_INIT \
+	"\"initialize\": {\"result\": {\"protocolVersion\": \"2025-06-18\", \"capabilities\":" \
+	" {\"tools\": {\"listChanged\": true}, \"prompts\": {}}, \"serverInfo\": {\"name\": \"c\"," \
+	" \"version\": \"1\"}}}"
+#define TOOLS_CHANGED "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/tools/list_changed\"}"
+#define PROMPTS_CHANGED "{\"jsonrpc\": \"2.0\", \"method\": \"notifications/prompts/list_changed\"}"
+
+/* A list_changed once the tools are listed: they are listed again before printing. */
+static void test_list_changed_followed(void **state)
+{
+	(void)state;
+	struct run r;
+	char methods[300];
+	run_list(&r, ONE, "{" LC_INIT ", \"tools/list\": [{\"result\": {\"tools\": [{\"name\":"
+		 " \"early\"}]}}, {\"result\": {\"tools\": [{\"name\": \"early\"}, {\"name\": \"late\"}]}}],"
+		 " \"prompts/list\": {\"before\": [" TOOLS_CHANGED "], \"result\": {\"prompts\": []}}}",
+		 false);
+	assert_int_equal(r.code, 0);
+	assert_string_equal(r.cap.out, "fs (ready)\n  tools:\n    early()\n    late()\n");
+	methods_sent(&r, methods, sizeof methods);
+	assert_string_equal(methods, "tools/list prompts/list tools/list");
+	run_done(&r);
+}
+
+/* One that arrives with the list it names (while it lists): that list again. */
+static void test_list_changed_while_listing(void **state)
+{
+	(void)state;
+	struct run r;
+	char methods[300];
+	run_list(&r, ONE, "{" LC_INIT ", \"tools/list\": {\"result\": {\"tools\": []}},"
+		 " \"prompts/list\": [{\"before\": [" PROMPTS_CHANGED "], \"result\": {\"prompts\": []}},"
+		 " {\"result\": {\"prompts\": [{\"name\": \"p\"}]}}]}", true);
+	assert_int_equal(r.code, 0);
+	methods_sent(&r, methods, sizeof methods);
+	assert_string_equal(methods, "tools/list prompts/list prompts/list");
+	json_t *doc = json_loads(r.cap.out, 0, NULL);
+	json_t *prompts = json_object_get(json_array_get(json_object_get(doc, "backends"), 0), "prompts");
+	assert_int_equal(json_array_size(prompts), 1);
+	json_decref(doc);
+	run_done(&r);
+}
+
+/* One before the list was asked for (with initialize's reply) changes nothing. */
+static void test_list_changed_before_listing(void **state)
+{
+	(void)state;
+	struct run r;
+	char methods[300];
+	run_list(&r, ONE, "{\"initialize\": {\"before\": [" TOOLS_CHANGED "], \"result\":"
+		 " {\"protocolVersion\": \"2025-06-18\", \"capabilities\": {\"tools\": {\"listChanged\":"
+		 " true}}, \"serverInfo\": {\"name\": \"c\", \"version\": \"1\"}}},"
+		 " \"tools/list\": {\"result\": {\"tools\": [{\"name\": \"t\"}]}}}", false);
+	assert_int_equal(r.code, 0);
+	methods_sent(&r, methods, sizeof methods);
+	assert_string_equal(methods, "tools/list");
+	assert_string_equal(r.cap.out, "fs (ready)\n  tools:\n    t()\n");
+	run_done(&r);
+}
+
 int main(int argc, char **argv)
 {
 	int rc = fake_chain_main(argc, argv);
@@ -233,6 +293,9 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_status_json),
 		cmocka_unit_test(test_list_error),
 		cmocka_unit_test(test_chain_dies),
+		cmocka_unit_test(test_list_changed_followed),
+		cmocka_unit_test(test_list_changed_while_listing),
+		cmocka_unit_test(test_list_changed_before_listing),
 	};
 	return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -36,6 +36,7 @@ struct chain;
 struct http_front;
 struct pipeline;
 struct redis;
+struct tracer;
 struct stdio_front;
 
 /*
@@ -112,6 +113,8 @@ struct app {
 	struct redis *redis;       /* the configuration's "redis": the shared
 				    * store (redis_default), or NULL; kept as
 				    * made at start across reloads */
+	struct tracer *tracer;     /* the configuration's "telemetry", or NULL
+				    * (telemetry.c) */
 };
 
 /* ---- app.c: making, running and stopping ---- */
@@ -183,6 +186,14 @@ bool app_same_launch(const struct cfg_server *x, const struct cfg_server *y);
  * Does nothing once the stop has begun.
  */
 void app_reload(struct app *a);
+
+/* Traces (telemetry.c): the tracer made from the configuration at start,
+ * kept or replaced on reload (N: the new configuration), its queue flushed
+ * at the stop (bounded), freed. */
+void app_telemetry_start(struct app *a);
+void app_telemetry_reload(struct app *a, const struct cfg *n);
+void app_telemetry_stop(struct app *a);
+void app_telemetry_free(struct app *a);
 
 /* Frees the retired backends that are down with nothing left running. */
 void app_sweep_retired(struct app *a);

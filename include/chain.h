@@ -77,6 +77,10 @@ const char *chain_request_method(const struct exchange *ex);
 const struct msg_val *chain_request_id(const struct exchange *ex);
 void *chain_request_batch(const struct exchange *ex);
 
+/* The server span of EX, a client's request (trace.h), or NULL. */
+struct span;
+struct span *chain_request_span(const struct exchange *ex);
+
 /* The open request of FROM's whose id (as FROM sent it) is the JSON text
  * ID holds (borrowed), or NULL. */
 struct exchange *chain_find_request(struct peer *from, const struct msg_val *id);

@@ -41,6 +41,13 @@ void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 void log_bare(enum log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/*
+ * The trace id (32 hex digits, copied) that the
+ * lines written from now on end with, as " trace_id=ID"; NULL: none. The
+ * chain sets it while it handles a traced request (trace.h).
+ */
+void log_set_trace_id(const char *id);
+
 /* Logs at error level and returns -1, for "return log_fail(...)". */
 int log_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

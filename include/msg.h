@@ -234,6 +234,19 @@ int msg_outcome(struct msg *m);
 /* True unless M certainly has no params._meta[KEY]. */
 bool msg_meta_has(struct msg *m, const char *key);
 
+/* The string params._meta[KEY] of M (borrowed from its tree, made only when
+ * the bytes may hold it), or NULL. */
+const char *msg_meta_str(struct msg *m, const char *key);
+
+/*
+ * Sets params._meta[KEY] of M to the string VALUE (copied), making params
+ * and _meta when missing. On bytes whose _meta lacks KEY, or that have no
+ * _meta but a params.name or params.uri, the member is spliced into the
+ * bytes (no tree); otherwise M becomes its tree. 0, or -1 (params or _meta
+ * is not an object, no memory).
+ */
+int msg_meta_set(struct msg *m, const char *key, const char *value);
+
 /*
  * Replaces the bytes [FROM, TO) of M's raw line by the text DATA holds in
  * its place (DATA is the whole new line, LEN bytes, malloc'd: stolen).

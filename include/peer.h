@@ -110,6 +110,15 @@ struct peer {
 				  * transport (HTTP bearer token), for
 				  * mw_ctx.credential; NULL when none. Never
 				  * logged. Set with peer_set_credential. */
+	const char *trace_parent; /* clients: the traceparent and tracestate the
+				  * transport carried the message in hand
+				  * with (HTTP headers), borrowed while it is
+				  * received; NULL when none (trace.h) */
+	const char *trace_state;
+	const char *transport;   /* clients: network.transport of their spans
+				  * ("pipe", "tcp"), static; NULL: unknown */
+	const char *session_tag; /* clients: mcp.session.id of their spans
+				  * (owned by the container); NULL: none */
 	bool ready;              /* handshake done; may carry traffic */
 	bool congested;          /* its output queue is over the high-water mark */
 	bool over_limit;         /* its last request went over the chain's bound */

@@ -169,6 +169,21 @@ bool session_holds_requests(const struct session *s);
 int session_set_credential(struct session *s, const char *cred, size_t n);
 
 /*
+ * What the spans of the session's requests say of it (trace.h):
+ * network.transport TRANSPORT ("pipe", "tcp": static) and mcp.session.id
+ * TAG (copied; NULL: none).
+ */
+void session_set_trace_tags(struct session *s, const char *transport, const char *tag);
+
+/*
+ * The trace context the transport carried the next input with (HTTP
+ * "traceparent" and "tracestate" headers; borrowed, NULL when absent): a
+ * request without params._meta.traceparent is traced under it. Set before
+ * session_receive_msg, cleared (NULLs) after it.
+ */
+void session_set_trace_context(struct session *s, const char *parent, const char *state);
+
+/*
  * Continuing a session another instance began (or this one, before a
  * restart), without a new initialize from its client. session_resume_hold
  * makes what the client sends wait (as during a handshake) while the

@@ -376,6 +376,7 @@ struct app *app_new(struct cfg *cfg, const char *level_flag, bool listening)
 	}
 	if (cfg->redis.set && app_store_new(a) < 0)
 		goto fail;
+	app_telemetry_start(a);
 	if (pipeline_start(cfg->pipeline) < 0 ||
 	    app_chain_new(cfg, &a->chain, &a->agg, app_describe_backends, a) < 0)
 		goto fail;
@@ -412,6 +413,8 @@ int app_run(struct app *a)
 	for (size_t i = 0; i < a->nbackends; i++)  /* all start at once */
 		backend_start(a->backends[i]);
 	ev_run(EV_DEFAULT, 0);
+	if (!a->forced)
+		app_telemetry_stop(a);
 	return a->forced ? 128 + a->forced : 0;
 }
 
@@ -447,5 +450,6 @@ void app_free(struct app *a)
 	free(a->old);
 	cfg_free(a->cfg);
 	redis_free(a->redis);   /* after its users, the modules */
+	app_telemetry_free(a);
 	free(a);
 }

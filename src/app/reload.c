@@ -241,6 +241,7 @@ void app_reload(struct app *a)
 		http_front_set_input_ttl(a->http, n->input_ttl);
 		http_front_offer_stateless(a->http, n->offer_stateless);
 	}
+	app_telemetry_reload(a, n);
 	aggregate_reconfigure(a->agg, n);
 	reconcile_backends(a, n);
 	aggregate_reconfigure(a->agg, n);  /* names with the kept backends' new prefixes */

@@ -10,6 +10,7 @@
 #include "mcpc_version.h"
 #include "peer.h"
 #include "redis.h"
+#include "trace.h"
 
 /* Describes the N backends V for the status resource. */
 json_t *app_describe(struct backend *const *v, size_t n)
@@ -103,6 +104,18 @@ void app_write_metrics(struct buf *b, void *arg)
 		   st->requests[0], st->requests[1], st->responses[0], st->responses[1],
 		   st->responses[2], st->refused_over_limit, st->responder_gone, st->cancelled,
 		   chain_open_exchanges(a->chain));
+	struct trace_stats ts;
+	trace_stats(a->tracer, &ts);
+	buf_printf(b, "# HELP mcp_chain_trace_spans_exported_total Spans a collector took.\n"
+		   "# TYPE mcp_chain_trace_spans_exported_total counter\n"
+		   "mcp_chain_trace_spans_exported_total %llu\n"
+		   "# HELP mcp_chain_trace_spans_dropped_total Spans dropped: the export queue was full.\n"
+		   "# TYPE mcp_chain_trace_spans_dropped_total counter\n"
+		   "mcp_chain_trace_spans_dropped_total %llu\n"
+		   "# HELP mcp_chain_trace_exports_failed_total Span exports that failed.\n"
+		   "# TYPE mcp_chain_trace_exports_failed_total counter\n"
+		   "mcp_chain_trace_exports_failed_total %llu\n",
+		   ts.exported, ts.dropped, ts.failed);
 	buf_printf(b, "# HELP mcp_chain_backend_up 1 when the backend is ready.\n"
 		   "# TYPE mcp_chain_backend_up gauge\n");
 	for (size_t i = 0; i < a->nbackends; i++)

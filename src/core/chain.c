@@ -34,6 +34,7 @@
 #include "log.h"
 #include "pool.h"
 #include "rpc.h"
+#include "trace.h"
 #include "wiretap.h"
 
 /* An open request crossing the chain. Owned by the chain; opaque outside
@@ -68,6 +69,9 @@ struct exchange {
 				  * (open while the question is), else NULL */
 	/* For the front's batches (session-owned): */
 	void *batch;
+	/* Traces (trace.h), only while a tracer is in use and the trace sampled: */
+	struct span *srv;        /* a client's request: from receipt to its response */
+	struct span *cli;        /* forwarded to a backend: until its response */
 	/*
 	 * Last: exchange_new clears what is above, and nothing below, which
 	 * is written before it is read (the clearing is on every request).
@@ -135,6 +139,7 @@ static void send_notification(struct chain *c, struct peer *from, struct peer *t
 static int abort_exchange(struct exchange *ex, int code, const char *message);
 static void send_cancel(struct peer *to, json_int_t to_id, const char *reason);
 static void answer_error(struct exchange *ex, json_t *err);
+static void trace_abandoned(struct exchange *ex);
 
 /* ---- the chain object ---- */
 
@@ -470,6 +475,7 @@ void chain_congestion(struct peer *p, bool congested)
 }
 
 const char *chain_request_method(const struct exchange *ex) { return ex->method; }
+struct span *chain_request_span(const struct exchange *ex) { return ex->srv; }
 const struct msg_val *chain_request_id(const struct exchange *ex) { return &ex->from_id; }
 void *chain_request_batch(const struct exchange *ex) { return ex->batch; }
 
@@ -594,6 +600,8 @@ static void exchange_free(struct exchange *ex)
 		ev_timer_stop(EV_DEFAULT, &ex->timer);
 	if (!ex->responded && ex->walk.reached > 0)
 		mw_walk_abandon(&ex->walk);
+	if (ex->srv || ex->cli)
+		trace_abandoned(ex);
 	if (ex->in_sent)
 		idmap_del(&ex->to->sent, ex->to_id);
 	if (ex->in_received) {
@@ -687,6 +695,123 @@ static void answer_error(struct exchange *ex, json_t *err)
 	deliver_response(ex);
 }
 
+/* ---- traces (trace.h): reached only with a tracer in use ---- */
+
+/* The span name "METHOD SUBJECT" (or METHOD) into BUF of N bytes. */
+static const char *span_name(const struct exchange *ex, const char *subject, char *buf, size_t n)
+{
+	snprintf(buf, n, subject ? "%s %s" : "%s", ex->method, subject);
+	return buf;
+}
+
+/* What a span of EX says of its request (semantic conventions for MCP). */
+static void trace_describe(const struct exchange *ex, struct span *s, const char *subject)
+{
+	span_attr_str(s, "mcp.method.name", ex->method);
+	const char *id = msg_val_text(&ex->from_id);
+	size_t n = ex->from_id.n;
+	if (n >= 2 && id[0] == '"')   /* a string id, without its quotes */
+		span_attr_strn(s, "jsonrpc.request.id", id + 1, n - 2);
+	else if (n)
+		span_attr_strn(s, "jsonrpc.request.id", id, n);
+	span_attr_str(s, "mcp.protocol.version", ex->ctx.protocol);
+	if (!subject)
+		return;
+	if (strcmp(ex->method, "tools/call") == 0) {
+		span_attr_str(s, "gen_ai.tool.name", subject);
+		span_attr_str(s, "gen_ai.operation.name", "execute_tool");
+	} else if (strcmp(ex->method, "prompts/get") == 0) {
+		span_attr_str(s, "gen_ai.prompt.name", subject);
+	} else if (strncmp(ex->method, "resources/", 10) == 0) {
+		span_attr_str(s, "mcp.resource.uri", subject);
+	}
+}
+
+/*
+ * A client's request EX (message M) arrived: its SERVER span, under the
+ * context of its params._meta.traceparent, else of the transport's
+ * (FROM->trace_parent), else a trace of its own; nothing unless sampled.
+ */
+static void trace_received(struct exchange *ex, struct peer *from, struct msg *m)
+{
+	struct trace_ctx pc;
+	const char *tp = msg_meta_str(m, "traceparent"), *ts = NULL;
+	bool have = tp && trace_parent_parse(tp, strlen(tp), &pc) == 0;
+	if (have)
+		ts = msg_meta_str(m, "tracestate");
+	else if ((have = from->trace_parent &&
+		  trace_parent_parse(from->trace_parent, strlen(from->trace_parent), &pc) == 0))
+		ts = from->trace_state;
+	if (have)
+		trace_state_set(&pc, ts, ts ? strlen(ts) : 0);
+	ex->srv = span_start(NULL, SPAN_SERVER, have ? &pc : NULL);   /* decides first */
+	if (!ex->srv)
+		return;
+	char buf[48], *heap, name[160];
+	const char *subject = msg_subject(m, buf, sizeof buf, &heap);
+	span_rename(ex->srv, span_name(ex, subject, name, sizeof name));
+	trace_describe(ex, ex->srv, subject);
+	span_attr_str(ex->srv, "network.transport", from->transport);
+	span_attr_str(ex->srv, "mcp.session.id", from->session_tag);
+	log_set_trace_id(span_trace_hex(ex->srv));
+	free(heap);
+}
+
+/*
+ * EX's request M goes to backend TO: its CLIENT span, child of the server
+ * span, whose context M carries on in params._meta (traceparent, and
+ * tracestate when there is one).
+ */
+static void trace_forwarded(struct exchange *ex, struct peer *to, struct msg *m)
+{
+	char buf[48], *heap = NULL, name[160];
+	const char *subject = ex->name ? ex->name : msg_subject(m, buf, sizeof buf, &heap);
+	ex->cli = span_start(span_name(ex, subject, name, sizeof name), SPAN_CLIENT,
+			     span_ctx(ex->srv));
+	if (ex->cli) {
+		trace_describe(ex, ex->cli, subject);
+		span_attr_str(ex->cli, "mcp_chain.backend", to->name);
+		const struct trace_ctx *c = span_ctx(ex->cli);
+		char tp[TRACE_PARENT_LEN + 1];
+		trace_parent_format(c, tp);
+		if (msg_meta_set(m, "traceparent", tp) < 0 ||
+		    (c->state[0] && msg_meta_set(m, "tracestate", c->state) < 0))
+			log_debug("%s: \"%s\" goes without its trace context", to->name, ex->method);
+	}
+	free(heap);
+}
+
+/* How EX ended, told to its span S: the response M, of msg_outcome OUTCOME. */
+static void trace_outcome(struct exchange *ex, struct span *s, struct msg *m, int outcome)
+{
+	if (s == ex->srv)
+		span_attr_str(s, "mcp_chain.client", ex->ctx.client);
+	if (outcome == 1) {
+		json_t *e = json_object_get(msg_tree(m), "error");
+		char code[24];
+		snprintf(code, sizeof code, "%lld",
+			 (long long)json_integer_value(json_object_get(e, "code")));
+		span_attr_str(s, "error.type", code);
+		span_attr_str(s, "rpc.response.status_code", code);
+		span_error(s, json_string_value(json_object_get(e, "message")));
+	} else if (outcome == 2) {
+		span_attr_str(s, "error.type", "tool_error");
+		span_error(s, "the tool's result is an error (isError)");
+	}
+}
+
+/* EX ends with its spans still open: no response came (cancelled, its
+ * requester or responder gone). */
+static void trace_abandoned(struct exchange *ex)
+{
+	span_error(ex->cli, "no response from the backend");
+	span_end(ex->cli);
+	if (ex->srv && !span_failed(ex->srv))
+		span_error(ex->srv, "ended without a response");
+	span_end(ex->srv);
+	ex->srv = ex->cli = NULL;
+}
+
 /* Gives EX its id at TO, registers it there and starts its timeout. */
 static void exchange_assign(struct exchange *ex, struct peer *to)
 {
@@ -728,6 +853,8 @@ static void forward_request(struct exchange *ex, struct peer *to, struct msg *m)
 		m = &moved;
 	}
 	exchange_assign(ex, to);
+	if (ex->srv && to->role == PEER_BACKEND && !to->answers_inline)
+		trace_forwarded(ex, to, m);
 	int rc = msg_set_id_int(m, ex->to_id);
 	if (rc == 0 && msg_token_get(m, &ex->from_token) == 1)
 		rc = msg_set_token_int(m, ex->to_id);   /* the token becomes the id too */
@@ -913,6 +1040,8 @@ static void on_request(struct peer *from, struct msg *m, const char *method)
 	ex->ctx.protocol = version_of(from, NULL);
 	credential_of(&ex->ctx, from, &ex->cred);
 	ex->ctx.backend = backend_of(from, NULL);
+	if (trace_active() && from->role == PEER_CLIENT)
+		trace_received(ex, from, m);
 	if (from->role == PEER_BACKEND && pipeline_size(from->pl) > 0) {
 		/* from a backend: its own modules first, then the global ones */
 		ex->pl[1] = pipeline_ref(c->global_pl);
@@ -948,8 +1077,12 @@ static void deliver(struct exchange *ex, struct msg *m)
 	} else if (ex->from && !ex->abandoned) {
 		struct peer_out o = { .kind = PEER_OUT_RESPONSE, .about = ex,
 			.about_id = &ex->from_id, .outcome = msg_outcome(m) };
+		if (ex->srv)
+			trace_outcome(ex, ex->srv, m, o.outcome);
 		if (msg_set_id(m, &ex->from_id) < 0 || send_to(ex->from, m, &o) < 0)
 			log_debug("%s: response to \"%s\" not delivered", ex->from->name, ex->method);
+		span_end(ex->srv);
+		ex->srv = NULL;
 	}
 	if (m != &ex->m)
 		msg_release(m);
@@ -995,6 +1128,13 @@ static void on_response(struct peer *to, struct msg *m)
 	}
 	ex->in_sent = false;
 	int outcome = msg_outcome(m);   /* bytes: a flag, no parse */
+	if (ex->srv)
+		log_set_trace_id(span_trace_hex(ex->srv));
+	if (ex->cli) {
+		trace_outcome(ex, ex->cli, m, outcome);
+		span_end(ex->cli);
+		ex->cli = NULL;
+	}
 	ex->chain->stats.responses[outcome]++;
 	to->answered[outcome]++;
 	to->answered_seconds += ev_now(EV_DEFAULT) - ex->ctx.start;
@@ -1317,17 +1457,19 @@ void chain_receive_msg(struct peer *from, struct msg *m)
 	switch (kind) {
 	case RPC_REQUEST:
 		on_request(from, m, info.method);
-		return;
+		break;
 	case RPC_NOTIFICATION:
 		on_notification(from, m, info.method);
-		return;
+		break;
 	case RPC_RESPONSE:
 		on_response(from, m);
-		return;
+		break;
 	case RPC_INVALID:
 		on_invalid(from, m, &info);
-		return;
+		break;
 	}
+	if (trace_active())
+		log_set_trace_id(NULL);   /* set by on_request / on_response for a traced one */
 }
 
 /* A line from a peer. */

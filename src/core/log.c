@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -13,6 +14,8 @@
 
 static enum log_level threshold = LOG_INFO;
 static int log_fd = 2;
+
+static char trace_id[33];   /* log_set_trace_id's, "" when none */
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
@@ -53,13 +56,25 @@ int log_open_file(const char *path)
 	return 0;
 }
 
-/* Formats the rest of LINE (N bytes used) and writes it whole. */
-static void write_line(char *line, size_t size, size_t n, const char *fmt, va_list ap)
+/* A copy: the span it comes from may end while the line is still to come. */
+void log_set_trace_id(const char *id)
+{
+	size_t n = id ? strnlen(id, 32) : 0;
+	memcpy(trace_id, id ? id : "", n);
+	trace_id[n] = '\0';
+}
+
+/* Formats the rest of LINE (N bytes used) and writes it whole; TRACE: with
+ * the request's trace id at the end. */
+static void write_line(char *line, size_t size, size_t n, const char *fmt, va_list ap,
+		       bool trace)
 {
 	int m = vsnprintf(line + n, size - n, fmt, ap);
 	if (m < 0)
 		m = 0;
 	n += (size_t)m;
+	if (trace && trace_id[0] && n < size - 48)
+		n += (size_t)snprintf(line + n, size - n, " trace_id=%s", trace_id);
 	if (n > size - 2) {
 		n = size - 5;
 		memcpy(line + n, "...", 3);
@@ -87,7 +102,7 @@ void log_vmsg(enum log_level level, const char *fmt, va_list ap)
 	size_t n = strftime(line, sizeof line, "%Y-%m-%dT%H:%M:%S", &tm);
 	n += (size_t)snprintf(line + n, sizeof line - n, ".%03ldZ mcp-chain %s: ",
 			      ts.tv_nsec / 1000000, level_names[level]);
-	write_line(line, sizeof line, n, fmt, ap);
+	write_line(line, sizeof line, n, fmt, ap, true);
 	errno = saved;
 }
 
@@ -101,7 +116,7 @@ void log_bare(enum log_level level, const char *fmt, ...)
 	if (level > threshold)
 		return;
 	va_start(ap, fmt);
-	write_line(line, sizeof line, 0, fmt, ap);
+	write_line(line, sizeof line, 0, fmt, ap, false);
 	va_end(ap);
 	errno = saved;
 }

@@ -757,6 +757,89 @@ bool msg_meta_has(struct msg *m, const char *key)
 	return false;
 }
 
+const char *msg_meta_str(struct msg *m, const char *key)
+{
+	if (!msg_meta_has(m, key))
+		return NULL;
+	json_t *params = json_object_get(msg_tree(m), "params");
+	return json_string_value(json_object_get(json_object_get(params, "_meta"), key));
+}
+
+/* The object MEMBER of OBJ, made when missing; NULL when it is something else. */
+static json_t *object_member(json_t *obj, const char *member)
+{
+	json_t *v = json_object_get(obj, member);
+	if (!v && json_is_object(obj) && json_object_set_new(obj, member, json_object()) == 0)
+		v = json_object_get(obj, member);
+	return json_is_object(v) ? v : NULL;
+}
+
+/* True when S may go into JSON text as it is: printable, no quote or backslash. */
+static bool plain_text(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == '"' || *s == '\\' || (unsigned char)*s > 0x7e)
+			return false;
+	return true;
+}
+
+/* Inserts TEXT (N bytes) at offset AT of M's bytes; 0 or -1 (M unchanged). */
+static int insert_bytes(struct msg *m, size_t at, const char *text, size_t n)
+{
+	char *data = malloc(m->raw_len + n);
+	if (!data)
+		return -1;
+	memcpy(data, m->raw, at);
+	memcpy(data + at, text, n);
+	memcpy(data + at + n, m->raw + at, m->raw_len - at);
+	msg_take_bytes(m, data, m->raw_len + n, at, at);
+	return 0;
+}
+
+/*
+ * msg_meta_set on the bytes, without a tree: the member goes first into
+ * params._meta, or a new _meta goes after params.name (or uri), which the
+ * scanner found inside params. 1 when done, 0 when the bytes do not allow
+ * it (the tree then), -1 without memory.
+ */
+static int meta_set_bytes(struct msg *m, const char *key, const char *value)
+{
+	struct jspan meta = m->js.span[MSG_SPAN_META], subj = m->js.name.p ? m->js.name : m->js.uri;
+	char text[640];
+	if (!msg_is_raw(m) || m->js.subject_escaped || !plain_text(key) || !plain_text(value) ||
+	    strlen(key) + strlen(value) > 600)
+		return 0;
+	if (meta.p) {
+		if (meta.p[0] != '{' || msg_meta_has(m, key))
+			return 0;
+		const char *q = meta.p + 1;
+		while (*q == ' ' || *q == '\t')
+			q++;
+		int n = snprintf(text, sizeof text, "\"%s\":\"%s\"%s", key, value, *q == '}' ? "" : ",");
+		return insert_bytes(m, (size_t)(meta.p + 1 - m->raw), text, (size_t)n) < 0 ? -1 : 1;
+	}
+	size_t at = subj.p ? (size_t)(subj.p + subj.n - m->raw) : 0;
+	if (!subj.p || at >= m->raw_len || m->raw[at] != '"')
+		return 0;
+	int n = snprintf(text, sizeof text, ",\"_meta\":{\"%s\":\"%s\"}", key, value);
+	if (insert_bytes(m, at + 1, text, (size_t)n) < 0)
+		return -1;
+	m->js.span[MSG_SPAN_META] = (struct jspan){ m->raw + at + 1 + 9, (size_t)n - 9 };
+	return 1;
+}
+
+int msg_meta_set(struct msg *m, const char *key, const char *value)
+{
+	int done = meta_set_bytes(m, key, value);
+	if (done)
+		return done < 0 ? -1 : 0;
+	json_t *meta = object_member(object_member(msg_tree(m), "params"), "_meta");
+	if (!meta || json_object_set_new(meta, key, json_string(value)) < 0)
+		return -1;
+	drop_bytes(m);   /* the tree is the message now */
+	return 0;
+}
+
 /* Moves span S of the old bytes [OLD, OLD+OLDLEN) into DATA after an edit of [FROM, TO). */
 static void move_span(struct jspan *s, const char *old, size_t oldlen, char *data, size_t len,
 		      size_t from, size_t to)

@@ -60,6 +60,8 @@ struct out {
 				 * (handshake era: the session's headers apply) */
 	char *method;           /* owned: its method (stateless era), or NULL */
 	char *name;             /* owned: params.name / params.uri (stateless era), or NULL */
+	char *traceparent;      /* owned: params._meta.traceparent / tracestate, */
+	char *tracestate;       /* sent as HTTP headers too (trace.h); or NULL */
 	unsigned resumes;       /* stream resumptions without progress */
 	long retry;             /* the stream's reconnection delay (ms), or -1 */
 	struct out *next;       /* in the held list */

@@ -89,6 +89,29 @@ void http_free(struct be_http *s)
 }
 
 /* Serializes MSG for POSTing. */
+/* True when S is at most MAX visible ASCII bytes or spaces (no CR, LF). */
+static bool header_safe(const char *s, size_t max)
+{
+	size_t n = 0;
+	for (; s[n] && n <= max; n++)
+		if ((unsigned char)s[n] < 0x20 || (unsigned char)s[n] > 0x7e)
+			return false;
+	return n > 0 && n <= max;
+}
+
+/* The trace context META (params._meta) carries, for O's HTTP headers:
+ * short printable strings only, as a header holds them. */
+static void trace_headers(struct out *o, json_t *meta)
+{
+	const char *tp = json_string_value(json_object_get(meta, "traceparent"));
+	const char *ts = json_string_value(json_object_get(meta, "tracestate"));
+	if (!tp || !header_safe(tp, 128))
+		return;
+	o->traceparent = strdup(tp);
+	if (ts && header_safe(ts, 512))
+		o->tracestate = strdup(ts);
+}
+
 struct out *out_new(json_t *msg, enum out_kind kind)
 {
 	struct out *o = calloc(1, sizeof *o);
@@ -110,6 +133,7 @@ struct out *out_new(json_t *msg, enum out_kind kind)
 	o->is_initialized = method && strcmp(method, "notifications/initialized") == 0;
 	/* the stateless era: the body says which era; the headers repeat it */
 	json_t *params = json_object_get(msg, "params");
+	trace_headers(o, json_object_get(params, "_meta"));
 	const char *v = era_request_version(params);
 	if (method && v && era_stateless_supported(v)) {
 		const char *name = json_string_value(json_object_get(params, "name"));
@@ -127,6 +151,8 @@ void out_free(struct out *o)
 {
 	if (!o)
 		return;
+	free(o->traceparent);
+	free(o->tracestate);
 	free(o->body);
 	json_decref(o->id);
 	free(o->version);
@@ -547,7 +573,9 @@ struct hx *hx_new_post(struct be_http *s, const char *url, struct out *o, hx_don
 	curl_easy_setopt(x->base.easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)o->len);
 	if (hx_header(x, "Content-Type", "application/json") < 0 ||
 	    hx_header(x, "Accept", "application/json, text/event-stream") < 0 ||
-	    hx_header(x, "Expect", "") < 0) {
+	    hx_header(x, "Expect", "") < 0 ||
+	    (o->traceparent && hx_header(x, "traceparent", o->traceparent) < 0) ||
+	    (o->tracestate && hx_header(x, "tracestate", o->tracestate) < 0)) {
 		x->msg = NULL;
 		hx_abort(x);
 		return NULL;

@@ -46,6 +46,7 @@
 #include "rpc.h"
 #include "session.h"
 #include "sse_frame.h"
+#include "trace.h"
 
 /* ---- requests ---- */
 
@@ -183,7 +184,12 @@ int hf_post_to_session(struct hreq *r, struct hsess *hs, bool is_init)
 	}
 	http_sess_add_stream(hs, r);
 	r->scanned = false;   /* the session takes the message (its bytes, borrowed, for the call) */
+	if (trace_active())   /* the POST's trace context goes with it */
+		session_set_trace_context(hs->s, hf_header(c, "traceparent"),
+					  hf_header(c, "tracestate"));
 	session_receive_msg(hs->s, &r->msg, r);
+	if (trace_active())
+		session_set_trace_context(hs->s, NULL, NULL);
 	buf_release(&r->body);
 	if (buf_pending(&r->err) > 0) {
 		r->deferred = false;

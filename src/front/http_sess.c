@@ -7,6 +7,7 @@
  * the SSE stream of the call they belong to, the rest to the GET stream.
  */
 #include <ev.h>
+#include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "msg.h"
 #include "observe.h"
 #include "peer.h"
+#include "trace.h"
 #include "rpc.h"
 #include "session.h"
 
@@ -380,6 +382,16 @@ struct hsess *http_sess_new(struct http_front *f, const char *caps, const unsign
 		return NULL;
 	}
 	session_set_unanswered(hs->s, sess_unanswered);
+	if (trace_active()) {
+		/* mcp.session.id: the id is a secret, so a digest that names it */
+		unsigned char d[SHA256_DIGEST_LENGTH];
+		char tag[33];
+		SHA256((const unsigned char *)hs->sid, hs->sid_len, d);
+		trace_hex(d, 16, tag);
+		session_set_trace_tags(hs->s, "tcp", tag);
+	} else {
+		session_set_trace_tags(hs->s, "tcp", NULL);
+	}
 	session_offer_stateless(hs->s, f->offer_stateless);
 	ev_init(&hs->idle, on_idle);
 	hs->idle.repeat = f->session_idle;

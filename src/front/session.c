@@ -35,6 +35,7 @@ struct session {
 	char *name;
 	char *version;          /* negotiated */
 	char *principal;        /* clientInfo.name */
+	char trace_tag[65];     /* mcp.session.id of its spans, "" when none */
 	json_t *init_id;        /* the initialize request being answered */
 	json_t *queue;          /* messages that arrived while initializing */
 	struct batch *batches;
@@ -1110,6 +1111,21 @@ const char *session_version(const struct session *s) { return s->version; }
 
 /* The session as a chain peer. */
 struct peer *session_peer(struct session *s) { return &s->peer; }
+
+/* Both live in the peer, which the chain reads for the spans. */
+void session_set_trace_tags(struct session *s, const char *transport, const char *tag)
+{
+	s->peer.transport = transport;
+	snprintf(s->trace_tag, sizeof s->trace_tag, "%s", tag ? tag : "");
+	s->peer.session_tag = tag ? s->trace_tag : NULL;
+}
+
+/* Borrowed for the receipt of the message in hand (see session.h). */
+void session_set_trace_context(struct session *s, const char *parent, const char *state)
+{
+	s->peer.trace_parent = parent;
+	s->peer.trace_state = state;
+}
 
 /* The transport credential lives in the peer (see peer_set_credential):
  * a newer one replaces it; exchanges that read the old keep theirs. */

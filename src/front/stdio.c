@@ -277,6 +277,7 @@ struct stdio_front *stdio_front_new_fds(struct chain *chain, int in_fd, int out_
 		return NULL;
 	}
 	session_set_pause(f->session, pause_input);
+	session_set_trace_tags(f->session, "pipe", NULL);
 	int fl = fcntl(in_fd, F_GETFL);
 	if (fl >= 0)
 		fcntl(in_fd, F_SETFL, fl | O_NONBLOCK);

@@ -427,6 +427,7 @@ static enum mw_verdict policy_on_message(struct mw_module *m, struct mw_ctx *ctx
 	switch (cached ? p->decided : decide(p, s.kind, s.name, asker_of(ctx))) {
 	case POL_DENY:
 		refuse_denied(msg, &s);
+		mw_note(ctx, "denied", s.is_call ? 0 : RPC_INVALID_PARAMS, "the rules deny it");
 		return MW_REPLY;
 	case POL_ASK:
 		return s.use ? ask_user(p, ctx, msg, &s) : MW_PASS;

@@ -472,6 +472,73 @@ static void test_meta_has(void **state)
 	msg_release(&m);
 }
 
+/* _meta strings read and set: a set makes params and _meta when missing,
+ * keeps the id spliced before, and the message is its tree from then on. */
+static void test_meta_str_and_set(void **state)
+{
+	(void)state;
+	static const char with[] = "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+		"\"params\":{\"name\":\"x\",\"_meta\":{\"traceparent\":\"tp\",\"n\":1}}}";
+	static const char bare[] = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}";
+	static const char odd[] = "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"x\",\"params\":{\"_meta\":7}}";
+	struct msg m;
+	json_t *err = NULL;
+	assert_int_equal(msg_init_line(&m, with, strlen(with), &err), 0);
+	assert_null(msg_meta_str(&m, "other"));
+	assert_true(msg_is_raw(&m));          /* nothing there: no tree made */
+	assert_string_equal(msg_meta_str(&m, "traceparent"), "tp");
+	assert_null(msg_meta_str(&m, "n"));   /* not a string */
+	assert_int_equal(msg_meta_set(&m, "traceparent", "new"), 0);
+	assert_string_equal(msg_meta_str(&m, "traceparent"), "new");
+	assert_false(msg_bytes_current(&m));
+	msg_release(&m);
+
+	assert_int_equal(msg_init_line(&m, bare, strlen(bare), &err), 0);
+	assert_int_equal(msg_set_id_int(&m, 42), 0);
+	assert_int_equal(msg_meta_set(&m, "traceparent", "tp2"), 0);
+	char *text;
+	ssize_t n = msg_dump(&m, &text);
+	assert_true(n > 0);
+	assert_string_equal(text, "{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"ping\","
+			    "\"params\":{\"_meta\":{\"traceparent\":\"tp2\"}}}");
+	free(text);
+	msg_release(&m);
+
+	assert_int_equal(msg_init_line(&m, odd, strlen(odd), &err), 0);
+	assert_int_equal(msg_meta_set(&m, "traceparent", "tp"), -1);   /* _meta not an object */
+	msg_release(&m);
+
+	/* on the bytes: a new _meta after params.name, then a member into it;
+	 * the id spliced after the edits still lands */
+	static const char call[] = "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\","
+		"\"params\":{\"name\":\"echo\",\"arguments\":{\"a\":1}}}";
+	assert_int_equal(msg_init_line(&m, call, strlen(call), &err), 0);
+	assert_int_equal(msg_meta_set(&m, "traceparent", "tp3"), 0);
+	assert_int_equal(msg_meta_set(&m, "tracestate", "k=v"), 0);
+	assert_int_equal(msg_set_id_int(&m, 77), 0);
+	assert_true(msg_is_raw(&m));
+	n = msg_dump(&m, &text);
+	assert_true(n > 0);
+	assert_string_equal(text, "{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"tools/call\","
+			    "\"params\":{\"name\":\"echo\",\"_meta\":{\"tracestate\":\"k=v\","
+			    "\"traceparent\":\"tp3\"},\"arguments\":{\"a\":1}}}");
+	free(text);
+	assert_string_equal(msg_meta_str(&m, "traceparent"), "tp3");
+	msg_release(&m);
+
+	/* an empty _meta takes the member without a comma */
+	static const char empty[] = "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"resources/read\","
+		"\"params\":{\"uri\":\"file:///a\",\"_meta\":{}}}";
+	assert_int_equal(msg_init_line(&m, empty, strlen(empty), &err), 0);
+	assert_int_equal(msg_meta_set(&m, "traceparent", "tp4"), 0);
+	assert_true(msg_is_raw(&m));
+	n = msg_dump(&m, &text);
+	assert_string_equal(text, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"resources/read\","
+			    "\"params\":{\"uri\":\"file:///a\",\"_meta\":{\"traceparent\":\"tp4\"}}}");
+	free(text);
+	msg_release(&m);
+}
+
 /* Values: short and long texts, integers at the edges, keys as rpc_id_key gives them. */
 static void test_values(void **state)
 {
@@ -537,6 +604,7 @@ int main(void)
 		cmocka_unit_test(test_line_breaks_in_trees),
 		cmocka_unit_test(test_two_values),
 		cmocka_unit_test(test_meta_has),
+		cmocka_unit_test(test_meta_str_and_set),
 		cmocka_unit_test(test_values),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

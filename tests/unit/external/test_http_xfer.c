@@ -209,6 +209,35 @@ static void test_headers_configured_and_post(void **state)
 	assert_null(S->xfers);
 }
 
+/* A request whose params._meta carries a W3C trace context (the chain put
+ * it there, trace.h) sends it as the traceparent and tracestate headers
+ * too; a value that is no header value (a line break) is not sent. */
+static void test_headers_trace_context(void **state)
+{
+	(void)state;
+	json_t *m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+			  "{\"name\":\"echo\",\"_meta\":{\"traceparent\":"
+			  "\"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\","
+			  "\"tracestate\":\"k=v\"}}}");
+	struct out *o = out_new(m, OUT_CHAIN);
+	json_decref(m);
+	struct hx *x = hx_new_post(S, S->url, o, NULL);
+	assert_non_null(x);
+	assert_true(has_header(x, "traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
+	assert_true(has_header(x, "tracestate: k=v"));
+	hx_abort(x);
+	m = ext_json("{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\",\"params\":"
+		  "{\"_meta\":{\"traceparent\":\"a\\r\\nX-Evil: 1\"}}}");
+	o = out_new(m, OUT_CHAIN);
+	json_decref(m);
+	assert_null(o->traceparent);
+	x = hx_new_post(S, S->url, o, NULL);
+	assert_non_null(x);
+	assert_int_equal(count_headers(x, "traceparent:"), 0);
+	hx_abort(x);
+	assert_null(S->xfers);
+}
+
 /* Session headers: the session id when there is one, the protocol version
  * when asked; the generation is noted. Era headers: version, method, and
  * a name only when it has no line break. */
@@ -565,6 +594,7 @@ int main(void)
 		T(test_out_new_handshake_era),
 		T(test_out_new_stateless_era),
 		T(test_headers_configured_and_post),
+		T(test_headers_trace_context),
 		T(test_headers_session_and_era),
 		T(test_param_headers),
 		T(test_reply_message),

@@ -249,7 +249,10 @@ json_t *mwt_forward(struct mwt_run *r, struct pipeline *pl, const struct mwt_msg
 	r->ctx.credential = m->credential;
 	r->ctx.credential_len = m->credential ? strlen(m->credential) : 0;
 	r->ctx.backend = m->backend;
-	r->ctx.name = m->name;
+	if (m->name) {
+		snprintf(r->name, sizeof r->name, "%s", m->name);
+		r->ctx.name = r->name;
+	}
 	r->ctx.start = m->start;
 	r->ctx.request_bytes = m->bytes;
 	r->w.stage[0] = pl;

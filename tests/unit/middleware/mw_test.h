@@ -84,6 +84,8 @@ struct mwt_run {
 	struct mw_ctx ctx;
 	struct msg m;             /* the message walked (w.m points here) */
 	char method[64];          /* ctx.method points here */
+	char name[256];           /* and ctx.name, a copy as the chain keeps one:
+				   * a module may free the message's own */
 	json_t *id;               /* the requester's id, ctx.id borrows it (owned) */
 	char *text;               /* a copy of the text walked unparsed (owned) */
 	json_t *got;              /* the message done() last received (owned);

@@ -20,7 +20,7 @@ _mcp_chain()
 		COMPREPLY=($(compgen -W 'error warn info debug' -- "$cur"))
 		return
 		;;
-	--listen)
+	--listen | --flow)
 		COMPREPLY=($(compgen -W '- 127.0.0.1: [::1]:' -- "$cur"))
 		[[ ${COMPREPLY-} == *: ]] && compopt -o nospace
 		return
@@ -34,7 +34,7 @@ _mcp_chain()
 	local i cmd='' sub=''
 	for ((i = 1; i < cword; i++)); do
 		case ${words[i]} in
-		-c | --config | --log-file | --record | -l | --log-level | --listen | --timeout)
+		-c | --config | --log-file | --record | -l | --log-level | --listen | --flow | --timeout)
 			((i++))
 			;;
 		-*) ;;
@@ -51,7 +51,7 @@ _mcp_chain()
 	case $cmd in
 	'')
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W '--config --listen --log-level --log-file --record
+			COMPREPLY=($(compgen -W '--config --listen --flow --log-level --log-file --record
 				--direct --version --help' -- "$cur"))
 		else
 			COMPREPLY=($(compgen -W 'check audit list call read prompt auth replay schema' \

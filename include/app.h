@@ -89,6 +89,7 @@ struct app {
 	size_t nretired;
 	struct stdio_front *front;
 	struct http_front *http;   /* --listen: the HTTP front instead of stdio */
+	struct flow_front *flow;   /* --flow: the MCP-Flow front (beside --listen, or alone) */
 	struct chain *chain;
 	struct aggregate *agg;     /* the chain's router: one backend or several */
 	bool listening;            /* --listen: scopes apply (cfg_server.scope) */
@@ -130,10 +131,11 @@ struct app {
 struct app *app_new(struct cfg *cfg, const char *level_flag, bool listening);
 
 /*
- * Opens the front: Streamable HTTP on LISTEN ("-": the "listen" section)
- * when given, else stdio on fds 0 and 1. Returns 0, or -1 (said why).
+ * Opens the fronts: Streamable HTTP on LISTEN ("-": the "listen" section)
+ * and MCP-Flow on FLOW ("-": the "flow" section) when given, else stdio
+ * on fds 0 and 1. Returns 0, or -1 (said why).
  */
-int app_open_front(struct app *a, const char *listen);
+int app_open_front(struct app *a, const char *listen, const char *flow);
 
 /*
  * Starts every backend, runs the loop until the stop is over and returns

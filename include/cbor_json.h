@@ -8,7 +8,7 @@
  * value exactly), text strings, arrays, maps with text keys. From CBOR
  * only: a byte string becomes its standard base64 text (an MCP blob's
  * form), indefinite-length strings, arrays and maps are accepted, tags are
- * refused except 24 (embedded CBOR is refused too: one item only).
+ * refused (24, embedded CBOR, too: one item only).
  * Refused, with a clear WHY: integers beyond int64 (and tags 2 and 3),
  * NaN and infinities, undefined and other simple values, map keys that are
  * not text, duplicate keys, invalid UTF-8, nesting deeper than

@@ -170,6 +170,33 @@ struct cfg_cluster {
 };
 
 /*
+ * "flow": the MCP-Flow front (MCP over WebTransport: HTTP/3 over QUIC),
+ * served with --flow ADDR:PORT ("-": this section's address and port).
+ */
+#define CFG_DEFAULT_FLOW_PORT 4433
+struct cfg_flow {
+	bool set;                 /* the section was given */
+	char *address;            /* numeric; default 127.0.0.1 */
+	unsigned port;            /* UDP; default 4433; 0: any free port */
+	char *path;               /* the CONNECT's :path; default /mcp-flow */
+	char *cert_file;          /* "certificate": PEM chain; NULL: a self-signed
+				   * one made at start (selfcert.h) */
+	char *key_file;           /* "key": its PEM private key (with it) */
+	char **origins;           /* "allowedOrigins": Origin values accepted beside
+				   * loopback pages'; NULL-terminated */
+	unsigned max_streams;     /* "maxConcurrentStreams": execution streams open
+				   * at once per session; default 16 */
+	size_t stream_threshold;  /* "streamThresholdBytes": a result larger than
+				   * this leaves the control stream; default 64 KiB */
+	bool datagrams;           /* "datagrams": progress and logs as datagrams to
+				   * clients that take them; default true */
+	unsigned datagram_rate;   /* "datagramsPerSecond" per session; beyond it
+				   * they go on the control stream; default 200 */
+	double idle_timeout;      /* seconds ("idleTimeoutMs", default 30000) */
+	unsigned max_connections; /* "maxConnections"; default 256 */
+};
+
+/*
  * The top-level "telemetry" section: OpenTelemetry traces exported over
  * OTLP/HTTP (JSON) to ENDPOINT (trace.h). Off when the section is absent or
  * "enabled" is false.
@@ -238,6 +265,7 @@ struct cfg {
 	bool has_token_key;
 	struct cfg_redis redis;   /* "redis": the shared store */
 	struct cfg_telemetry telemetry; /* "telemetry": traces */
+	struct cfg_flow flow;     /* "flow": MCP over WebTransport */
 };
 
 /* True when A and B export the same way (a reload keeps the exporter). */
@@ -255,6 +283,9 @@ bool cfg_has_per_principal(const struct cfg *c);
  * port (replacing them); returns 0, or -1 when it is malformed.
  */
 int cfg_listen_parse(struct cfg_listen *l, const char *spec);
+
+/* The same for --flow into F's address and port. */
+int cfg_flow_parse(struct cfg_flow *f, const char *spec);
 
 /* True when an enabled entry of C is session-scoped. */
 bool cfg_has_session_scope(const struct cfg *c);

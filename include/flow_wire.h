@@ -78,7 +78,7 @@ void flow_exec_hdr_get(const uint8_t hdr[FLOW_EXEC_HDR], uint32_t *request_id, u
 
 void flow_dgram_hdr_put(uint8_t hdr[FLOW_DGRAM_HDR], uint8_t channel, uint32_t request_id);
 /* Reads a datagram's header: false when LEN < 6, the flags are not 0 or
- * the channel is unknown. *PAYLOAD/*PLEN: what follows it. */
+ * the channel is unknown. *PAYLOAD, *PLEN: what follows it. */
 bool flow_dgram_parse(const uint8_t *p, size_t len, uint8_t *channel, uint32_t *request_id,
 		      const uint8_t **payload, size_t *plen);
 

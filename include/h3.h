@@ -20,14 +20,15 @@
 
 struct buf;
 
-/* QUIC variable-length integers (RFC 9000, section 16): values < 2^62. */
+/* QUIC variable-length integers (RFC 9000, section 16): values < 2^62
+ * (h3_varint_len and h3_varint_put give 0 above H3_VARINT_MAX). */
 #define H3_VARINT_MAX ((UINT64_C(1) << 62) - 1)
 size_t h3_varint_len(uint64_t v);
 /* Writes V at P (room for h3_varint_len(V) bytes); returns that length. */
 size_t h3_varint_put(uint8_t *p, uint64_t v);
 /* Reads one at P (LEN bytes): its length, or 0 when LEN is too short. */
 size_t h3_varint_get(const uint8_t *p, size_t len, uint64_t *v);
-/* Appends V to OUT: 0 or -1 (out of memory). */
+/* Appends V to OUT: 0 or -1 (out of memory, or V above H3_VARINT_MAX). */
 int h3_varint_append(struct buf *out, uint64_t v);
 
 /* Frame types (RFC 9114 section 7.2; WebTransport's bidi signal). */
@@ -184,7 +185,8 @@ size_t h3_datagram_parse(const uint8_t *p, size_t len, uint64_t *quarter_id);
  * from a HEADERS frame's payload (a QPACK field section with no dynamic
  * table reference). Values are copied (cut at their field's size: a value
  * cut short sets TRUNCATED). -1 with WHY when the field section is
- * malformed or refers to a dynamic table.
+ * malformed (RFC 9114 4.2 too: an uppercase name, a NUL, CR or LF in a
+ * value) or refers to a dynamic table.
  */
 struct h3_request {
 	char method[16];

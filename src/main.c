@@ -24,7 +24,8 @@
 #include "writer.h"
 
 static const char usage[] =
-	"usage: mcp-chain --config FILE [--listen ADDR:PORT] [--log-level LEVEL] [--log-file FILE]\n"
+	"usage: mcp-chain --config FILE [--listen ADDR:PORT] [--flow ADDR:PORT] [--log-level LEVEL]\n"
+	"                 [--log-file FILE]\n"
 	"       mcp-chain check FILE\n"
 	"       mcp-chain schema\n"
 	"       mcp-chain audit verify FILE\n"
@@ -41,6 +42,9 @@ static const char usage[] =
 	"      --listen ADDR:PORT serve Streamable HTTP on ADDR:PORT (\"[::1]:PORT\",\n"
 	"                         PORT, or \"-\" for the \"listen\" section) instead of\n"
 	"                         stdio; port 0 takes a free port (logged)\n"
+	"      --flow ADDR:PORT   serve MCP-Flow (MCP over WebTransport, UDP) on ADDR:PORT\n"
+	"                         (\"-\" for the \"flow\" section, which holds the\n"
+	"                         certificate); with --listen, both (docs/mcp-flow.md)\n"
 	"  -l, --log-level LEVEL  error, warn, info (default) or debug\n"
 	"                         (or $MCP_CHAIN_LOG; overrides \"logLevel\")\n"
 	"      --log-file FILE    append logs to FILE instead of stderr\n"
@@ -154,13 +158,13 @@ static int set_log_level(const char *flag, const struct cfg *c)
  * app keeps until it is freed: it stops first, once the loop is over.
  */
 static int run(struct cfg *cfg, const char *level_flag, const char *listen,
-	       struct recorder *rec)
+	       const char *flow, struct recorder *rec)
 {
 	proc_watchdog_start();  /* before any child: the filter module's too */
 	writer_setup();
-	struct app *a = app_new(cfg, level_flag, listen != NULL);
+	struct app *a = app_new(cfg, level_flag, listen != NULL || flow != NULL);
 	/* the front first: a port in use ends here, before any process starts */
-	int rc = a && app_open_front(a, listen) == 0 ? app_run(a) : 1;
+	int rc = a && app_open_front(a, listen, flow) == 0 ? app_run(a) : 1;
 	cli_record_stop(rec);
 	app_free(a);
 	curl_ev_release();
@@ -182,12 +186,13 @@ int main(int argc, char **argv)
 		{ "log-file", required_argument, NULL, 'f' },
 		{ "record", required_argument, NULL, 'r' },
 		{ "listen", required_argument, NULL, 'L' },
+		{ "flow", required_argument, NULL, 'F' },
 		{ "version", no_argument, NULL, 'V' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *config = getenv("MCP_CHAIN_CONFIG"), *level = NULL, *record = NULL;
-	const char *listen = NULL;
+	const char *listen = NULL, *flow = NULL;
 	int c;
 	mw_use_registry(mw_registry);
 	backend_use_transports(be_transports);
@@ -204,6 +209,7 @@ int main(int argc, char **argv)
 		case 'l': level = optarg; break;
 		case 'r': record = optarg; break;
 		case 'L': listen = optarg; break;
+		case 'F': flow = optarg; break;
 		case 'f':
 			if (log_open_file(optarg) < 0) {
 				fprintf(stderr, "mcp-chain: cannot open log file %s\n", optarg);
@@ -264,5 +270,5 @@ int main(int argc, char **argv)
 		cfg_free(cfg);
 		return 1;
 	}
-	return run(cfg, lf, listen, rec);
+	return run(cfg, lf, listen, flow, rec);
 }

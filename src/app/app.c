@@ -32,6 +32,7 @@
 #include "chain.h"
 #include "curl_ev.h"
 #include "front.h"
+#include "flow_front.h"
 #include "http_front.h"
 #include "middleware.h"
 #include "mw_log.h"
@@ -49,8 +50,8 @@ bool app_shared_entry(const struct app *a, const struct cfg_server *s)
 /* Number of client requests still open. */
 static size_t open_client_requests(struct app *a)
 {
-	if (a->http)
-		return http_front_busy(a->http);
+	if (a->http || a->flow)
+		return (a->http && http_front_busy(a->http)) || flow_front_busy(a->flow);
 	return a->front && session_busy(stdio_front_session(a->front));
 }
 
@@ -78,7 +79,8 @@ static void begin_drain_http(struct app *a, const char *why)
 	if (delay > 0 && !ev_is_active(&a->drain_wait) && !a->drain_why) {
 		/* /readyz says 503 at once; everything is served meanwhile */
 		a->drain_why = why;
-		http_front_unready(a->http);
+		if (a->http)
+			http_front_unready(a->http);
 		log_info("shutting down: %s: draining in %.1f s (listen.drainDelayMs), for the "
 			 "load balancer to send new sessions elsewhere", why, delay);
 		ev_timer_set(&a->drain_wait, delay, 0.);
@@ -86,7 +88,9 @@ static void begin_drain_http(struct app *a, const char *why)
 		return;
 	}
 	log_info("shutting down: %s: finishing open requests", why);
-	http_front_drain(a->http);
+	if (a->http)
+		http_front_drain(a->http);
+	flow_front_drain(a->flow);
 	enter_phase(a, APP_DRAINING);
 	ev_timer_set(&a->deadline, a->cfg->grace, 0.);
 	ev_timer_start(EV_DEFAULT, &a->deadline);
@@ -98,7 +102,7 @@ static void on_drain_wait(struct ev_loop *loop, ev_timer *w, int revents)
 	struct app *a = w->data;
 	(void)loop;
 	(void)revents;
-	if (a->phase == APP_RUNNING && a->http)
+	if (a->phase == APP_RUNNING && (a->http || a->flow))
 		begin_drain_http(a, a->drain_why);
 }
 
@@ -115,6 +119,7 @@ void app_begin_stop(struct app *a, const char *why, enum log_level level)
 	}
 	if (a->http)
 		http_front_stop(a->http, "mcp-chain is shutting down");
+	flow_front_stop(a->flow, "mcp-chain is shutting down");
 	/* every session chain the front did not give back (the one 2026-07-28
 	 * calls share, one whose session is still being made): stopping now */
 	for (struct schain *sc = a->schains; sc; sc = sc->next)
@@ -228,7 +233,7 @@ static void on_signal(struct ev_loop *loop, ev_signal *w, int revents)
 		app_reload(a);
 		return;
 	}
-	if (a->signals++ == 0 && a->http && a->phase == APP_RUNNING) {
+	if (a->signals++ == 0 && (a->http || a->flow) && a->phase == APP_RUNNING) {
 		begin_drain_http(a, name);
 		return;
 	}
@@ -395,10 +400,31 @@ fail:
 	return NULL;
 }
 
-int app_open_front(struct app *a, const char *listen)
+/* --flow: the MCP-Flow front on SPEC ("-": the "flow" section as it is). */
+static int start_flow(struct app *a, const char *spec)
 {
+	struct cfg_flow *fc = &a->cfg->flow;
+	if (strcmp(spec, "-") != 0 && cfg_flow_parse(fc, spec) < 0) {
+		log_error("--flow %s: expected ADDR:PORT, [V6]:PORT or PORT (numeric addresses)", spec);
+		return -1;
+	}
+	a->flow = flow_front_new(a->chain, fc, a->cfg->max_message);
+	if (!a->flow)
+		return -1;
+	flow_front_set_session_chains(a->flow, app_session_chain, app_release_session_chain, a);
+	flow_front_set_input_ttl(a->flow, a->cfg->input_ttl);
+	flow_front_offer_stateless(a->flow, a->cfg->offer_stateless);
+	return 0;
+}
+
+int app_open_front(struct app *a, const char *listen, const char *flow)
+{
+	if (flow && start_flow(a, flow) < 0)
+		return -1;
 	if (listen)
 		return start_http(a, listen);
+	if (flow)
+		return 0;
 	a->front = stdio_front_new(a->chain, a->cfg->max_message, on_front_closed, a);
 	if (!a->front)
 		return -1;
@@ -434,6 +460,7 @@ void app_free(struct app *a)
 	app_single_free(a);
 	app_ui_stop(a);
 	http_front_free(a->http);   /* releases the sessions' own chains */
+	flow_front_free(a->flow);
 	app_sweep_session_chains(a, true);
 	for (size_t i = 0; i < a->nbackends; i++)  /* before the aggregate: its */
 		backend_free(a->backends[i]);      /* list requests end here */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "names.h"
 #include "seal.h"
@@ -645,7 +646,7 @@ static const char *const top_keys[] = {
 	"mcpServers", "maxMessageBytes", "maxOpenRequests", "shutdownGraceMs", "initTimeoutMs",
 	"initJoinMs", "clientStallMs", "inputTimeoutMs", "logLevel", "separator", "status",
 	"eras", "middleware", "listen", "tokenStore", "cluster", "redis", "telemetry",
-	"$schema", NULL
+	"flow", "$schema", NULL
 };
 
 static const char *const listen_keys[] = {
@@ -664,7 +665,9 @@ static bool numeric_address(const char *s)
 }
 
 /* Parses "HOST:PORT", "[V6]:PORT" or "PORT". */
-int cfg_listen_parse(struct cfg_listen *l, const char *spec)
+/* Parses SPEC, "HOST:PORT", "[V6]:PORT" or "PORT", into *ADDRESS (replaced
+ * when SPEC names one) and *PORT; 0, or -1 when it is malformed. */
+static int parse_host_port(const char *spec, char **address, unsigned *port_out)
 {
 	char host[64] = "";
 	const char *port = spec;
@@ -691,11 +694,24 @@ int cfg_listen_parse(struct cfg_listen *l, const char *spec)
 	if (host[0] && !numeric_address(host))
 		return -1;
 	if (host[0]) {
-		free(l->address);
-		l->address = strdup(host);
+		char *a = strdup(host);
+		if (!a)
+			return -1;
+		free(*address);
+		*address = a;
 	}
-	l->port = (unsigned)p;
+	*port_out = (unsigned)p;
 	return 0;
+}
+
+int cfg_listen_parse(struct cfg_listen *l, const char *spec)
+{
+	return parse_host_port(spec, &l->address, &l->port);
+}
+
+int cfg_flow_parse(struct cfg_flow *f, const char *spec)
+{
+	return parse_host_port(spec, &f->address, &f->port);
 }
 
 /* Reads an optional array of strings at PATH into a NULL-terminated vector. */
@@ -1148,6 +1164,87 @@ static void load_telemetry(struct ctx *c, struct cfg *cfg, json_t *v)
 	t->set = enabled;
 }
 
+/* ---- "flow": the MCP-Flow front ---- */
+
+static void free_strv(char **v);
+
+static const char *const flow_keys[] = {
+	"address", "port", "path", "certificate", "key", "allowedOrigins",
+	"maxConcurrentStreams", "streamThresholdBytes", "datagrams", "datagramsPerSecond",
+	"idleTimeoutMs", "maxConnections", NULL
+};
+
+/* Reads "flow" (V, may be NULL) into CFG->flow; the defaults when absent. */
+static void load_flow(struct ctx *c, struct cfg *cfg, json_t *v)
+{
+	struct cfg_flow *f = &cfg->flow;
+	double port = CFG_DEFAULT_FLOW_PORT, streams = 16, threshold = 65536, rate = 200;
+	double idle = 30000, conns = 256;
+	f->address = strdup(CFG_DEFAULT_LISTEN_ADDRESS);
+	f->path = strdup("/mcp-flow");
+	f->datagrams = true;
+	if (v && !json_is_object(v)) {
+		bad(c, "/flow", "must be an object: {\"certificate\": PEM, \"key\": PEM, ...}");
+		v = NULL;
+	}
+	if (v) {
+		f->set = true;
+		check_keys(c, v, "/flow", flow_keys);
+		json_t *a = json_object_get(v, "address");
+		if (a && (!json_is_string(a) || !numeric_address(json_string_value(a)))) {
+			bad(c, "/flow/address", "must be a numeric IPv4 or IPv6 address");
+		} else if (a) {
+			free(f->address);
+			f->address = strdup(json_string_value(a));
+		}
+		json_t *p = json_object_get(v, "path");
+		if (p && (!json_is_string(p) || json_string_value(p)[0] != '/' ||
+			  strpbrk(json_string_value(p), "?# \t\r\n"))) {
+			bad(c, "/flow/path", "must be a path beginning with /");
+		} else if (p) {
+			free(f->path);
+			f->path = strdup(json_string_value(p));
+		}
+		f->cert_file = opt_string(c, json_object_get(v, "certificate"), "/flow/certificate");
+		f->key_file = opt_string(c, json_object_get(v, "key"), "/flow/key");
+		if (!f->cert_file != !f->key_file)
+			bad(c, f->cert_file ? "/flow/key" : "/flow/certificate",
+			    "is needed with %s (or leave both out: a self-signed certificate "
+			    "valid 10 days is made at start)", f->cert_file ? "certificate" : "key");
+		if (f->cert_file && access(f->cert_file, R_OK) != 0)
+			bad(c, "/flow/certificate", "cannot be read: %s", strerror(errno));
+		if (f->key_file && access(f->key_file, R_OK) != 0)
+			bad(c, "/flow/key", "cannot be read: %s", strerror(errno));
+		f->origins = opt_strv(c, json_object_get(v, "allowedOrigins"),
+				      "/flow/allowedOrigins");
+		opt_int_at(c, v, "/flow", "port", 0, 65535, &port);
+		opt_int_at(c, v, "/flow", "maxConcurrentStreams", 1, 1024, &streams);
+		opt_int_at(c, v, "/flow", "streamThresholdBytes", 1024, 1073741824.0, &threshold);
+		opt_int_at(c, v, "/flow", "datagramsPerSecond", 1, 100000, &rate);
+		opt_int_at(c, v, "/flow", "idleTimeoutMs", 1000, 86400000, &idle);
+		opt_int_at(c, v, "/flow", "maxConnections", 1, 65536, &conns);
+		if (json_object_get(v, "datagrams"))
+			opt_bool(c, json_object_get(v, "datagrams"), "/flow/datagrams",
+				 &f->datagrams);
+	}
+	f->port = (unsigned)port;
+	f->max_streams = (unsigned)streams;
+	f->stream_threshold = (size_t)threshold;
+	f->datagram_rate = (unsigned)rate;
+	f->idle_timeout = idle / 1000.0;
+	f->max_connections = (unsigned)conns;
+}
+
+/* Frees what "flow" holds. */
+static void flow_release(struct cfg_flow *f)
+{
+	free(f->address);
+	free(f->path);
+	free(f->cert_file);
+	free(f->key_file);
+	free_strv(f->origins);
+}
+
 /* Frees what "telemetry" holds (header values wiped). */
 static void telemetry_release(struct cfg_telemetry *t)
 {
@@ -1210,6 +1307,7 @@ static void load_top(struct ctx *c, struct cfg *cfg)
 	check_keys(c, root, "", top_keys);
 	load_redis(c, cfg, json_object_get(root, "redis"));   /* before the pipelines */
 	load_telemetry(c, cfg, json_object_get(root, "telemetry"));
+	load_flow(c, cfg, json_object_get(root, "flow"));
 	json_t *schema = json_object_get(root, "$schema");
 	if (schema && !json_is_string(schema))
 		bad(c, "/$schema", "must be a string: the JSON Schema this file follows "
@@ -1357,6 +1455,7 @@ void cfg_free(struct cfg *c)
 	free(c->token_key_file);
 	redis_release(&c->redis);
 	telemetry_release(&c->telemetry);
+	flow_release(&c->flow);
 	OPENSSL_cleanse(c->token_key, sizeof c->token_key);
 	free(c->cluster.instance);
 	free(c->cluster.key_file);

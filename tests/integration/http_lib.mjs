@@ -9,10 +9,13 @@ import http from 'node:http';
 
 import { CHAIN, sleep, waitFor, writeConfig, descendants, isAlive, killAll } from './lib.mjs';
 
-/** mcp-chain --listen 127.0.0.1:0 on SERVER (a lib.mjs server, or CONFIG: a file). */
-export async function startChain(server, { extra, config, listen = '127.0.0.1:0', env, args = [] } = {}) {
+/** mcp-chain --listen 127.0.0.1:0 on SERVER (a lib.mjs server, or CONFIG: a
+ * file); LISTEN null: no HTTP front; FLOW: --flow FLOW too (chain.flowUrl,
+ * and chain.flowHash when mcp-chain made its certificate). */
+export async function startChain(server, { extra, config, listen = '127.0.0.1:0', flow, env, args = [] } = {}) {
   const file = config ?? writeConfig(server, { extra });
-  const proc = spawn(CHAIN, ['--config', file, '--listen', listen, ...args], {
+  const fronts = [...(listen ? ['--listen', listen] : []), ...(flow ? ['--flow', flow] : [])];
+  const proc = spawn(CHAIN, ['--config', file, ...fronts, ...args], {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: env ? { ...process.env, ...env } : undefined,
   });
@@ -22,14 +25,21 @@ export async function startChain(server, { extra, config, listen = '127.0.0.1:0'
     if (process.env.IT_VERBOSE) process.stderr.write(c);
   });
   chain.exited = new Promise((r) => proc.once('exit', (code, signal) => r({ code, signal })));
-  const re = /listening on http:\/\/127\.0\.0\.1:(\d+)\//;
-  await waitFor(() => re.test(chain.stderr) || proc.exitCode !== null,
+  const re = listen ? /listening on http:\/\/127\.0\.0\.1:(\d+)\// : /serving MCP-Flow/;
+  const flowRe = /serving MCP-Flow \(WebTransport\) on (https:\/\/\S+)/;
+  await waitFor(() => (re.test(chain.stderr) && (!flow || flowRe.test(chain.stderr))) || proc.exitCode !== null,
     { timeoutMs: 10_000, what: 'mcp-chain to listen' });
   const m = re.exec(chain.stderr);
   assert.ok(m, `mcp-chain did not listen:\n${chain.stderr}`);
-  chain.port = Number(m[1]);
-  chain.base = `http://127.0.0.1:${chain.port}`;
-  chain.url = new URL(`${chain.base}/mcp`);
+  if (listen) {
+    chain.port = Number(m[1]);
+    chain.base = `http://127.0.0.1:${chain.port}`;
+    chain.url = new URL(`${chain.base}/mcp`);
+  }
+  if (flow) {
+    chain.flowUrl = flowRe.exec(chain.stderr)?.[1];
+    chain.flowHash = /\(hex ([0-9a-f]{64})\)/.exec(chain.stderr)?.[1];
+  }
   chain.stop = async () => {
     const tree = [proc.pid, ...descendants(proc.pid)];
     proc.kill('SIGTERM');

@@ -146,7 +146,7 @@ static void test_run_to_end_of_input(void **state)
 		"{\"mcpServers\":{\"fx\":{\"command\":\"%1$s\"}}}", apt_fixture());
 	struct app *a = apt_app(path, false);
 	plug(&c);
-	assert_int_equal(app_open_front(a, NULL), 0);
+	assert_int_equal(app_open_front(a, NULL, NULL), 0);
 	say(&c, INIT "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\","
 		"\"params\":{\"name\":\"echo\",\"arguments\":{\"n\":7}}}\n");
 	close(c.in);
@@ -185,7 +185,7 @@ static int run_signalled(int sig, int signals, const char *args, char **out)
 	struct app *a = apt_app(path, false);
 	ev_timer kills[2];
 	plug(&c);
-	assert_int_equal(app_open_front(a, NULL), 0);
+	assert_int_equal(app_open_front(a, NULL, NULL), 0);
 	say(&c, INIT "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n");
 	for (int i = 0; i < signals; i++) {
 		ev_timer_init(&kills[i], on_kill, 0.2 + 0.05 * i, 0.);

@@ -194,6 +194,10 @@ extern const struct be_transport_ops be_stdio_ops;
  * (src/external/be_http.c); backend_cfg(b)->transport tells which. */
 extern const struct be_transport_ops be_http_ops;
 
+/* Transport for MCP-Flow upstreams, MCP over WebTransport
+ * (src/external/be_flow.c). */
+extern const struct be_transport_ops be_flow_ops;
+
 /* Which transport serves the entries of one configuration type. */
 struct be_transport_def {
 	enum cfg_transport transport;

@@ -29,7 +29,7 @@
 #include "log.h"
 #include "middleware.h"
 
-enum cfg_transport { CFG_STDIO, CFG_HTTP, CFG_SSE };
+enum cfg_transport { CFG_STDIO, CFG_HTTP, CFG_SSE, CFG_FLOW };
 
 /* Which protocol era mcp-chain speaks to a backend ("protocol"). */
 enum cfg_protocol {
@@ -73,7 +73,11 @@ struct cfg_oauth {
 struct cfg_server {
 	char *name;
 	enum cfg_transport transport;
-	char *url;          /* CFG_HTTP (Streamable HTTP) and CFG_SSE (HTTP+SSE) */
+	char *url;          /* CFG_HTTP (Streamable HTTP), CFG_SSE (HTTP+SSE), CFG_FLOW */
+	unsigned char cert_hash[32]; /* CFG_FLOW "certificateHash": SHA-256 of the
+				      * server certificate's DER, when has_cert_hash */
+	bool has_cert_hash;
+	char *ca_file;      /* CFG_FLOW "caFile": PEM CAs; NULL: the system's */
 	char **headers;     /* NULL-terminated "Name: value", after expansion */
 	struct cfg_oauth *oauth;  /* HTTP: "oauth" given (not false); NULL: none */
 	char *command;      /* after ${VAR} expansion */

@@ -447,8 +447,9 @@ class FlowClient {
    * ref/stream content item replaced by {type: 'stream', streamTag,
    * mimeType, bytes}; rejects with a FlowError on an error answer.
    * ENCODING overrides the session's for this one frame (for tests of a
-   * server's -32003). */
-  async request(method, params = {}, { onProgress, signal, encoding } = {}) {
+   * server's -32003). ONANSWER(result), when given, is told the answer as
+   * it arrives on the control stream, before its streams are read. */
+  async request(method, params = {}, { onProgress, signal, encoding, onAnswer } = {}) {
     const id = this.nextId++;
     if (id >= 2 ** 32) throw new RangeError('MCP-Flow: request ids are exhausted');
     const p = { ...(params ?? {}) };
@@ -462,6 +463,7 @@ class FlowClient {
     try {
       await this.send({ jsonrpc: '2.0', id, method, params: p }, encoding);
       const result = await answer;
+      onAnswer?.(result);
       return await this.resolveStreams(id, result);
     } finally {
       signal?.removeEventListener('abort', onAbort);

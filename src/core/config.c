@@ -19,6 +19,7 @@
 #include "names.h"
 #include "seal.h"
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 struct ctx {
 	const char *file;
@@ -260,7 +261,7 @@ static char *opt_string(struct ctx *c, json_t *v, const char *path)
 static const char *const server_keys[] = {
 	"type", "command", "args", "env", "cwd", "enabled", "middleware",
 	"disabled", "prefix", "timeout", "restart", "url", "headers", "protocol", "scope",
-	"oauth", NULL
+	"oauth", "certificateHash", "caFile", NULL
 };
 
 static void check_keys(struct ctx *c, json_t *obj, const char *path,
@@ -464,6 +465,74 @@ static void load_oauth(struct ctx *c, struct cfg_server *s, json_t *v, const cha
 		opt_bool(c, pp, p, &o->per_principal);
 }
 
+/* Decodes a SHA-256 given as 64 hex digits or base64 (44 characters)
+ * into OUT; -1 when it is neither. */
+static int decode_hash(const char *t, unsigned char out[32])
+{
+	size_t n = strlen(t);
+	if (n == 64) {
+		for (size_t i = 0; i < 32; i++) {
+			unsigned v = 0;
+			for (size_t k = 0; k < 2; k++) {
+				char ch = t[2 * i + k];
+				int d = ch >= '0' && ch <= '9' ? ch - '0' :
+					ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 :
+					ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+				if (d < 0)
+					return -1;
+				v = v * 16 + (unsigned)d;
+			}
+			out[i] = (unsigned char)v;
+		}
+		return 0;
+	}
+	unsigned char b[48];
+	if (n != 44 || t[43] != '=' || t[42] == '=' ||
+	    EVP_DecodeBlock(b, (const unsigned char *)t, 44) != 33)
+		return -1;
+	memcpy(out, b, 32);
+	return 0;
+}
+
+/* Reads what an "mcp-flow" entry takes beside its url: an https:// URL to
+ * a numeric host or localhost (no DNS on the loop), "certificateHash" and
+ * "caFile". */
+static void load_flow_entry(struct ctx *c, struct cfg_server *s, json_t *e, const char *path)
+{
+	char p[512];
+	path_join(p, sizeof p, path, "url");
+	if (s->url) {
+		const char *h = s->url + 8;
+		size_t hl = strcspn(h, "/");
+		bool v6 = hl > 0 && h[0] == '[';
+		const char *colon = v6 ? memchr(h, ']', hl) : memchr(h, ':', hl);
+		size_t host_len = colon ? (size_t)(colon - h) + (v6 ? 1 : 0) : hl;
+		char host[64] = "";
+		unsigned char a[16];
+		if (host_len < sizeof host)
+			memcpy(host, h, host_len), host[host_len] = 0;
+		if (v6 && host_len > 2) {
+			memmove(host, host + 1, host_len - 2);
+			host[host_len - 2] = 0;
+		}
+		if (strncmp(s->url, "https://", 8))
+			bad(c, p, "an mcp-flow server's url must be https://");
+		else if (!colon || (v6 && (host_len >= hl || h[host_len] != ':')))
+			bad(c, p, "must name the port (https://HOST:PORT/PATH)");
+		else if (strcmp(host, "localhost") && inet_pton(AF_INET, host, a) != 1 &&
+			 inet_pton(AF_INET6, host, a) != 1)
+			bad(c, p, "the host must be a numeric address or localhost (no DNS lookup on the loop)");
+	}
+	json_t *hash = json_object_get(e, "certificateHash");
+	path_join(p, sizeof p, path, "certificateHash");
+	if (hash && (!json_is_string(hash) || decode_hash(json_string_value(hash), s->cert_hash) < 0))
+		bad(c, p, "must be the SHA-256 of the certificate's DER: 64 hex digits or base64");
+	else if (hash)
+		s->has_cert_hash = true;
+	path_join(p, sizeof p, path, "caFile");
+	s->ca_file = opt_string(c, json_object_get(e, "caFile"), p);
+}
+
 /* Reads "type" and "url"; returns the transport. HTTP entries take no
  * command, args, env or cwd. */
 static enum cfg_transport load_transport(struct ctx *c, struct cfg_server *s, json_t *e,
@@ -475,13 +544,23 @@ static enum cfg_transport load_transport(struct ctx *c, struct cfg_server *s, js
 	const char *t = json_string_value(type);
 	path_join(p, sizeof p, path, "type");
 	if (type && (!t || (strcmp(t, "stdio") && strcmp(t, "http") &&
-			    strcmp(t, "streamable-http") && strcmp(t, "sse")))) {
-		bad(c, p, "must be \"stdio\", \"http\" (Streamable HTTP) or \"sse\" (HTTP+SSE)");
+			    strcmp(t, "streamable-http") && strcmp(t, "sse") &&
+			    strcmp(t, "mcp-flow")))) {
+		bad(c, p, "must be \"stdio\", \"http\" (Streamable HTTP), \"sse\" (HTTP+SSE) "
+			"or \"mcp-flow\" (MCP over WebTransport)");
 		return CFG_STDIO;
+	}
+	bool flow = t && strcmp(t, "mcp-flow") == 0;
+	static const char *const flow_only[] = { "certificateHash", "caFile", NULL };
+	for (size_t i = 0; !flow && flow_only[i]; i++) {
+		if (!json_object_get(e, flow_only[i]))
+			continue;
+		path_join(p, sizeof p, path, flow_only[i]);
+		bad(c, p, "only for an mcp-flow server (\"type\": \"mcp-flow\")");
 	}
 	if (!url && (!t || strcmp(t, "stdio") == 0))
 		return CFG_STDIO;
-	s->transport = t && strcmp(t, "sse") == 0 ? CFG_SSE : CFG_HTTP;
+	s->transport = flow ? CFG_FLOW : t && strcmp(t, "sse") == 0 ? CFG_SSE : CFG_HTTP;
 	static const char *const local[] = { "command", "args", "env", "cwd", NULL };
 	for (size_t i = 0; local[i]; i++) {
 		if (!json_object_get(e, local[i]))
@@ -497,10 +576,21 @@ static enum cfg_transport load_transport(struct ctx *c, struct cfg_server *s, js
 	s->url = opt_string(c, url, p);
 	if (s->url && strncmp(s->url, "http://", 7) && strncmp(s->url, "https://", 8))
 		bad(c, p, "must be an http:// or https:// URL");
-	path_join(p, sizeof p, path, "headers");
-	load_headers(c, s, json_object_get(e, "headers"), p);
-	path_join(p, sizeof p, path, "oauth");
-	load_oauth(c, s, json_object_get(e, "oauth"), p);
+	if (flow) {
+		static const char *const http_only[] = { "headers", "oauth", NULL };
+		for (size_t i = 0; http_only[i]; i++) {
+			if (!json_object_get(e, http_only[i]))
+				continue;
+			path_join(p, sizeof p, path, http_only[i]);
+			bad(c, p, "not used by an mcp-flow server");
+		}
+		load_flow_entry(c, s, e, path);
+	} else {
+		path_join(p, sizeof p, path, "headers");
+		load_headers(c, s, json_object_get(e, "headers"), p);
+		path_join(p, sizeof p, path, "oauth");
+		load_oauth(c, s, json_object_get(e, "oauth"), p);
+	}
 	s->command = strdup(s->url ? s->url : "");
 	return s->transport;
 }
@@ -1433,6 +1523,7 @@ void cfg_free(struct cfg *c)
 		free(s->cwd);
 		free(s->prefix);
 		free(s->url);
+		free(s->ca_file);
 		free_strv(s->headers);
 		if (s->oauth) {
 			free(s->oauth->client_id);

@@ -296,6 +296,27 @@ static struct qstream *stream_next_sendable(struct quic_conn *c)
 	return NULL;
 }
 
+/* Moves S to the end of C's streams, so that the next packet serves
+ * another stream with output first: one large stream never holds the
+ * others' bytes back (a small answer on the control stream beside a large
+ * result on its own stream). */
+static void stream_rotate(struct quic_conn *c, struct qstream *s)
+{
+	if (!s->next)
+		return;
+	struct qstream *t = s->next;
+	while (t->next)
+		t = t->next;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		c->streams_head = s->next;
+	s->next->prev = s->prev;
+	s->prev = t;
+	s->next = NULL;
+	t->next = s;
+}
+
 /* ---- sending ---- */
 
 /* Sends one packet to TO: 0, or 1 when the socket is full (the packet is
@@ -455,14 +476,19 @@ static void conn_flush(struct quic_conn *c)
 			}
 			if (n == NGTCP2_ERR_WRITE_MORE) {
 				stream_advance(s, nd, fl & NGTCP2_WRITE_STREAM_FLAG_FIN);
+				if (nd > 0)
+					stream_rotate(c, s);
 				continue;
 			}
 			conn_set_liberr(c, (int)n);
 			conn_start_closing(c);
 			return;
 		}
-		if (s && nd >= 0)
+		if (s && nd >= 0) {
 			stream_advance(s, nd, fl & NGTCP2_WRITE_STREAM_FLAG_FIN);
+			if (nd > 0)
+				stream_rotate(c, s);
+		}
 		if (n == 0)
 			break;
 		rc = ep_send(c->ep, ps.path.remote.addr, ps.path.remote.addrlen, Q.txbuf,

@@ -8,5 +8,6 @@ const struct be_transport_def be_transports[] = {
 	{ CFG_STDIO, &be_stdio_ops },
 	{ CFG_HTTP, &be_http_ops },
 	{ CFG_SSE, &be_http_ops },
+	{ CFG_FLOW, &be_flow_ops },
 	{ CFG_STDIO, NULL },
 };

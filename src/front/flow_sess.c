@@ -743,8 +743,13 @@ void flow_sess_stream_data(struct flow_sess *ws, int64_t sid, const uint8_t *p, 
 			snprintf(m, sizeof m, "Invalid Request: a frame of %zu bytes; this server "
 				 "takes at most %zu", len, ws->rd.max);
 			write_error(ws, NULL, RPC_INVALID_REQUEST, m);
-			/* what of it was read is dropped, the rest as it comes */
+			/* what of it was read is dropped, the rest as it comes; when
+			 * all of it is here, what follows it is the next frame */
 			size_t held = flow_reader_pending(&ws->rd) - FLOW_FRAME_HDR;
+			if (held >= len) {
+				buf_consume(&ws->rd.in, FLOW_FRAME_HDR + len);
+				continue;
+			}
 			ws->skip = len - held;
 			buf_reset(&ws->rd.in);
 			continue;

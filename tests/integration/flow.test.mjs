@@ -119,3 +119,46 @@ test('a client that vanishes mid-call: the call is cancelled at the backend',
     await waitFor(() => (chains[1].stderr.match(/cancelled slow/g) ?? []).length > before,
       { timeoutMs: 30_000, what: 'the backend to see the vanished client\'s call cancelled' });
   });
+
+test('head-of-line: a 64 MiB result on an execution stream while pings go on the control stream',
+  { timeout: 120_000, skip: SKIP }, async () => {
+    const r = await deno(`
+      import { connect } from ${JSON.stringify(MODULE)};
+      const [url, hash] = Deno.args;
+      const gc = globalThis.gc; const timer = gc ? setInterval(gc, 50) : undefined;
+      const c = await connect(url, { serverCertificateHashes: [hash], encodings: ['cbor'] });
+      const pings = [];
+      let streaming = false, done = false;
+      const t0 = performance.now();
+      let answerAt = 0;
+      const big = c.request('tools/call', { name: 'big', arguments: { bytes: 64 * 1024 * 1024 } }, {
+        onAnswer: () => { streaming = true; answerAt = performance.now(); } });
+      const pinger = (async () => {
+        while (!done) {
+          if (!streaming) { await new Promise((r) => setTimeout(r, 5)); continue; }
+          const s = performance.now();
+          await c.request('ping');
+          if (!done) pings.push(performance.now() - s);
+        }
+      })();
+      const result = await big;
+      const endAt = performance.now();
+      done = true;
+      await pinger;
+      const bytes = result.content[0].bytes;
+      let ok = bytes.length === 64 * 1024 * 1024;
+      for (let i = 0; ok && i < bytes.length; i += 4093) ok = bytes[i] === i % 251;
+      pings.sort((a, b) => a - b);
+      console.log(JSON.stringify({ ok, type: result.content[0].type, pings: pings.length,
+        p50: pings[Math.floor(pings.length / 2)], max: pings[pings.length - 1],
+        streamMs: endAt - answerAt, totalMs: endAt - t0 }));
+      await c.shutdown({ timeoutMs: 10000 });
+      clearInterval(timer);
+      Deno.exit(0);`, [servers.url, servers.hash]);
+    console.log(`# 64 MiB over an execution stream: ${r.streamMs.toFixed(0)} ms after its answer ` +
+      `(${r.totalMs.toFixed(0)} ms in all); ${r.pings} pings answered meanwhile, ` +
+      `p50 ${r.p50?.toFixed(1)} ms, max ${r.max?.toFixed(1)} ms`);
+    assert.equal(r.ok, true, 'the 64 MiB arrived intact');
+    assert.equal(r.type, 'stream');
+    assert.ok(r.pings >= 1, `pings were answered while the stream was being sent: ${JSON.stringify(r)}`);
+  });

@@ -219,11 +219,54 @@ static void test_wrong_types(void **state)
 		     NAME ": /mcpServers: must be an object of named servers");
 	expect_error("[]", NAME ": /: the configuration must be a JSON object");
 	expect_error("{\"mcpServers\":{\"fs\":{\"command\":\"x\",\"type\":\"websocket\"}}}",
-		     NAME ": /mcpServers/fs/type: must be \"stdio\", \"http\" (Streamable HTTP) or \"sse\" (HTTP+SSE)");
+		     NAME ": /mcpServers/fs/type: must be \"stdio\", \"http\" (Streamable HTTP), "
+		     "\"sse\" (HTTP+SSE) or \"mcp-flow\" (MCP over WebTransport)");
 	expect_error("{\"mcpServers\":{\"fs\":{\"command\":\"x\",\"middleware\":{}}}}",
 		     NAME ": /mcpServers/fs/middleware: must be an array of modules");
 	expect_error("{\"mcpServers\":{\"fs\":{\"command\":\"x\"}},\"middleware\":\"m\"}",
 		     NAME ": /middleware: must be an array of modules");
+}
+
+/* An mcp-flow entry: https to a numeric host or localhost with its port, the
+ * certificate's hash in hex or base64, caFile; and only there. */
+static void test_flow_entry(void **state)
+{
+	(void)state;
+	struct cfg *c = load_ok("{\"mcpServers\":{\"r\":{\"type\":\"mcp-flow\","
+		"\"url\":\"https://127.0.0.1:4433/mcp-flow\",\"certificateHash\":"
+		"\"00112233445566778899aabbccddeeff00112233445566778899AABBCCDDEEFF\"}}}");
+	assert_int_equal(c->servers[0].transport, CFG_FLOW);
+	assert_true(c->servers[0].has_cert_hash);
+	assert_int_equal(c->servers[0].cert_hash[1], 0x11);
+	assert_int_equal(c->servers[0].cert_hash[31], 0xff);
+	assert_null(c->servers[0].ca_file);
+	cfg_free(c);
+	c = load_ok("{\"mcpServers\":{\"r\":{\"type\":\"mcp-flow\","
+		"\"url\":\"https://[::1]:4433/\",\"certificateHash\":"
+		"\"AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\"}}}");
+	assert_int_equal(c->servers[0].cert_hash[31], 31);
+	cfg_free(c);
+	c = load_ok("{\"mcpServers\":{\"r\":{\"type\":\"mcp-flow\","
+		"\"url\":\"https://localhost:9/x\",\"caFile\":\"/etc/ca.pem\"}}}");
+	assert_false(c->servers[0].has_cert_hash);
+	assert_string_equal(c->servers[0].ca_file, "/etc/ca.pem");
+	cfg_free(c);
+	expect_error("{\"mcpServers\":{\"r\":{\"type\":\"mcp-flow\",\"url\":\"http://127.0.0.1:1/\"}}}",
+		     NAME ": /mcpServers/r/url: an mcp-flow server's url must be https://");
+	expect_error("{\"mcpServers\":{\"r\":{\"type\":\"mcp-flow\",\"url\":\"https://127.0.0.1/\"}}}",
+		     NAME ": /mcpServers/r/url: must name the port (https://HOST:PORT/PATH)");
+	expect_error("{\"mcpServers\":{\"r\":{\"type\":\"mcp-flow\",\"url\":\"https://example.com:4433/\"}}}",
+		     NAME ": /mcpServers/r/url: the host must be a numeric address or localhost "
+		     "(no DNS lookup on the loop)");
+	expect_error("{\"mcpServers\":{\"r\":{\"type\":\"mcp-flow\",\"url\":\"https://127.0.0.1:1/\","
+		     "\"certificateHash\":\"abc\"}}}",
+		     NAME ": /mcpServers/r/certificateHash: must be the SHA-256 of the certificate's DER: "
+		     "64 hex digits or base64");
+	expect_error("{\"mcpServers\":{\"r\":{\"type\":\"mcp-flow\",\"url\":\"https://127.0.0.1:1/\","
+		     "\"headers\":{}}}}",
+		     NAME ": /mcpServers/r/headers: not used by an mcp-flow server");
+	expect_error("{\"mcpServers\":{\"r\":{\"command\":\"x\",\"caFile\":\"/a\"}}}",
+		     NAME ": /mcpServers/r/caFile: only for an mcp-flow server (\"type\": \"mcp-flow\")");
 }
 
 /* Middleware lists are built into pipelines; bad entries are reported where they are. */
@@ -937,6 +980,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_max_open_requests),
 		cmocka_unit_test(test_valid_claude_entry),
+		cmocka_unit_test(test_flow_entry),
 		cmocka_unit_test(test_minimal_entry),
 		cmocka_unit_test(test_all_options),
 		cmocka_unit_test(test_syntax_error),

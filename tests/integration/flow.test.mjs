@@ -17,7 +17,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
 
-import { HERE, SKIP_NO_CHAIN, killAll, waitFor } from './lib.mjs';
+import { HERE, SKIP_NO_CHAIN, connect, everythingServer, killAll, waitFor } from './lib.mjs';
 import { startChain } from './http_lib.mjs';
 import {
   DENO, SKIP_NO_BROWSER, SKIP_NO_DENO, checkRecord, makeCert, runDenoCases, runPageCases,
@@ -161,4 +161,71 @@ test('head-of-line: a 64 MiB result on an execution stream while pings go on the
     assert.equal(r.ok, true, 'the 64 MiB arrived intact');
     assert.equal(r.type, 'stream');
     assert.ok(r.pings >= 1, `pings were answered while the stream was being sent: ${JSON.stringify(r)}`);
+  });
+
+test('in front of server-everything, from headless Chromium: JSON and CBOR, lists as direct, a call, progress by datagram, a cancel, shutdown',
+  { timeout: 240_000, skip: SKIP || SKIP_NO_BROWSER }, async () => {
+    const direct = await connect('direct', everythingServer());
+    let tools;
+    try {
+      tools = (await direct.client.listTools()).tools.map((t) => t.name).sort();
+    } finally {
+      await direct.close();
+    }
+    const { cert, key, hash } = makeCert('flow-everything');
+    const c = await startChain(everythingServer(), { listen: null, flow: '127.0.0.1:0',
+      extra: { flow: { certificate: cert, key } } });
+    chains.push(c);
+    const srv = await staticServer();
+    try {
+      await withBrowser(procs, async (browser) => {
+        const page = await browser.newPage();
+        await page.goto(`http://127.0.0.1:${srv.address().port}/t/flow-page.html`);
+        await page.waitForFunction(() => window.flowReady === true, { timeout: 60_000 });
+        const rec = await page.evaluate(async ({ url, hash }) => {
+          const { connect } = await import('/web/mcp-flow.js');
+          const out = {};
+          for (const enc of ['json', 'cbor']) {
+            let datagrams = 0;
+            const cl = await connect(url, { serverCertificateHashes: [hash], encodings: [enc],
+              onDatagram: () => { datagrams++; } });
+            const r = { encoding: cl.encoding, server: cl.initializeResult.serverInfo.name };
+            r.tools = (await cl.request('tools/list')).tools.map((t) => t.name).sort();
+            r.echo = (await cl.request('tools/call', { name: 'echo', arguments: { message: 'through flow' } })).content;
+            const progress = [];
+            const long = await cl.request('tools/call', { name: 'trigger-long-running-operation',
+              arguments: { duration: 1, steps: 5 } }, { onProgress: (p) => progress.push(p.progress) });
+            r.long = long.content[0].text;
+            r.progress = progress;
+            r.datagrams = datagrams;
+            const ac = new AbortController();
+            const cancelled = cl.request('tools/call', { name: 'trigger-long-running-operation',
+              arguments: { duration: 20, steps: 40 } }, { signal: ac.signal, onProgress: () => ac.abort('enough') })
+              .then(() => ({ resolved: true }), (e) => ({ code: e.code, message: e.message }));
+            r.cancel = await cancelled;
+            r.ping = await cl.request('ping');
+            r.shutdown = await cl.shutdown({ timeoutMs: 15000 });
+            cl.close();
+            out[enc] = r;
+          }
+          return out;
+        }, { url: c.flowUrl, hash }).catch((e) => ({ error: String(e) }));
+        assert.ok(!rec.error, rec.error);
+        for (const enc of ['json', 'cbor']) {
+          const r = rec[enc];
+          assert.equal(r.encoding, enc);
+          assert.deepEqual(r.tools, tools, `${enc}: the tools a client sees directly`);
+          assert.deepEqual(r.echo, [{ type: 'text', text: 'Echo: through flow' }], enc);
+          assert.equal(r.long, 'Long running operation completed. Duration: 1 seconds, Steps: 5.', enc);
+          /* datagrams may be lost, even on loopback: at least one, in order */
+          assert.ok(r.progress.length >= 1 && r.datagrams >= 1, `${enc}: ${JSON.stringify(r)}`);
+          assert.deepEqual(r.progress, [...r.progress].sort((a, b) => a - b), enc);
+          assert.deepEqual(r.cancel, { code: -32000, message: 'Cancelled' }, enc);
+          assert.deepEqual(r.ping, {}, enc);
+          assert.equal(r.shutdown, 'closed', enc);
+        }
+      });
+    } finally {
+      srv.close();
+    }
   });

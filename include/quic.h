@@ -154,6 +154,14 @@ void quic_conn_close(struct quic_conn *c, uint64_t app_code, const char *reason)
 /* The peer's address as "ip:port" (static per connection). */
 const char *quic_conn_peer(const struct quic_conn *c);
 
+/*
+ * PINGs after C has been quiet for SECONDS (0: none, the default): while
+ * work is open on a connection whose peer may time out sooner than we do
+ * (a slow backend behind a quiet stream). A peer that is gone does not
+ * acknowledge them, so the idle timeout still ends it.
+ */
+void quic_conn_keep_alive(struct quic_conn *c, double seconds);
+
 /* Replaces the connection's user pointer. */
 void quic_conn_set_arg(struct quic_conn *c, void *arg);
 

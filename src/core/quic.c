@@ -1427,8 +1427,10 @@ static int client_quic(struct quic_conn *c, const struct quic_client_opts *o)
 	set_params(&p, o->idle_timeout, o->max_streams_bidi, o->max_streams_uni,
 		   c->ops->datagram ? o->max_datagram : 0);
 	ngtcp2_path path = conn_path(c);
-	return ngtcp2_conn_client_new(&c->conn, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cb, &st,
-				      &p, NULL, c) == 0 ? 0 : -1;
+	if (ngtcp2_conn_client_new(&c->conn, &dcid, &scid, &path, NGTCP2_PROTO_VER_V1, &cb, &st,
+				   &p, NULL, c) != 0)
+		return -1;
+	return 0;
 }
 
 struct quic_conn *quic_client_connect(const struct quic_client_opts *o,
@@ -1594,4 +1596,13 @@ const char *quic_conn_peer(const struct quic_conn *c)
 void quic_conn_set_arg(struct quic_conn *c, void *arg)
 {
 	c->arg = arg;
+}
+
+void quic_conn_keep_alive(struct quic_conn *c, double seconds)
+{
+	if (!c->conn)
+		return;
+	ngtcp2_conn_set_keep_alive_timeout(c->conn, seconds > 0 ?
+		(ngtcp2_duration)(seconds * (double)NGTCP2_SECONDS) : 0);
+	conn_touch(c);   /* the timer is armed again at the flush */
 }

@@ -899,6 +899,8 @@ static int flow_start(struct backend *b)
 		snprintf(peer->why_down, sizeof peer->why_down, "%s", why);
 		return -1;
 	}
+	/* a backend's link stays up while it is quiet: PINGs keep it */
+	quic_conn_keep_alive(s->qc, 5.0);
 	ev_timer_set(&s->timer, FLOW_CONNECT_TIMEOUT, 0.);
 	ev_timer_start(EV_DEFAULT, &s->timer);
 	return 0;

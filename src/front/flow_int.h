@@ -108,6 +108,7 @@ struct flow_sess {
 	unsigned nexecs;
 	uint32_t next_tag;
 	bool shutting_down;           /* $/shutdown: drain, then close */
+	bool kept_alive;              /* PINGs while work is open */
 	char peer[64];
 };
 

@@ -26,6 +26,7 @@
 #include "session.h"
 
 static void maybe_finish(struct flow_sess *ws);
+static void keep_alive(struct flow_sess *ws);
 
 /* ---- writing frames ---- */
 
@@ -166,6 +167,7 @@ static void open_note(struct flow_sess *ws, struct msg *m)
 	o->next = ws->open;
 	ws->open = o;
 	ws->nopen++;
+	keep_alive(ws);
 }
 
 /* The session's client gave up a request (notifications/cancelled). */
@@ -528,13 +530,16 @@ static int sess_write(void *arg, const struct session_out *o)
 /* ---- what the client sends ---- */
 
 /* The id of the request in BODY (N bytes, in encoding ENC), or NULL: an
- * error about a frame in the wrong encoding still names its request. */
-static json_t *body_id(const uint8_t *body, size_t n, int enc)
+ * error about a frame in the wrong encoding still names its request.
+ * *NOTIFICATION: the frame reads as a notification (a method, no id),
+ * which JSON-RPC never answers. */
+static json_t *body_id(const uint8_t *body, size_t n, int enc, bool *notification)
 {
 	char why[64];
 	json_t *t = enc == FLOW_ENC_CBOR ? cbor_to_json(body, n, why, sizeof why) :
 		    enc == FLOW_ENC_JSON ? json_loadb((const char *)body, n, 0, NULL) : NULL;
 	json_t *id = json_object_get(t, "id");
+	*notification = json_is_string(json_object_get(t, "method")) && !id;
 	id = json_is_string(id) || json_is_integer(id) ? json_incref(id) : NULL;
 	json_decref(t);
 	return id;
@@ -618,7 +623,13 @@ static void on_frame(struct flow_sess *ws, const uint8_t *body, size_t n)
 	enum flow_encoding expect = ws->state == FLOW_READY ? ws->enc : FLOW_ENC_JSON;
 	char why[160];
 	if (enc != (int)expect) {
-		json_t *id = enc >= 0 ? body_id(body, n, enc) : NULL;
+		bool notification = false;
+		json_t *id = enc >= 0 ? body_id(body, n, enc, &notification) : NULL;
+		if (notification) {   /* never answered: dropped, said in the log */
+			log_info("flow: session #%u: a notification in the wrong encoding dropped",
+				 ws->serial);
+			return;
+		}
 		snprintf(why, sizeof why, "Encoding mismatch: this session's messages are %s%s",
 			 expect == FLOW_ENC_CBOR ? "CBOR" : "JSON",
 			 ws->state == FLOW_READY ? "" : " until initialize is answered");
@@ -872,9 +883,21 @@ void flow_sess_writable(struct flow_sess *ws, int64_t sid)
 
 /* ---- the session's life ---- */
 
+/* Keeps the connection alive while work is open: a slow backend leaves it
+ * quiet, and a client may time out sooner than we do. */
+static void keep_alive(struct flow_sess *ws)
+{
+	bool busy = flow_sess_busy(ws);
+	if (busy != ws->kept_alive && !ws->c->gone) {
+		quic_conn_keep_alive(ws->c->qc, busy ? 2.0 : 0);
+		ws->kept_alive = busy;
+	}
+}
+
 /* A $/shutdown that has nothing left to wait for ends the session. */
 static void maybe_finish(struct flow_sess *ws)
 {
+	keep_alive(ws);
 	if (ws->shutting_down && ws->state != FLOW_CLOSED && !flow_sess_busy(ws))
 		ev_feed_event(EV_DEFAULT, &ws->drain, EV_TIMER);
 }

@@ -31,15 +31,26 @@ export const SKIP_NO_NGINX = existsSync(NGINX) ? false : `${NGINX} not installed
 export const SKIP_NO_REDIS = existsSync(REDIS) ? false : `${REDIS} not installed`;
 
 /** A port free on 127.0.0.1 right now (another process may still take it). */
-export function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
+/* ports handed out by freePort in this process: one is never given twice,
+ * since two instances started at once could otherwise be told the same
+ * port the kernel gave back (one then fails with "Address already in use") */
+const givenPorts = new Set();
+
+export async function freePort() {
+  for (;;) {
+    const port = await new Promise((resolve, reject) => {
+      const srv = net.createServer();
+      srv.once('error', reject);
+      srv.listen(0, '127.0.0.1', () => {
+        const { port: p } = srv.address();
+        srv.close(() => resolve(p));
+      });
     });
-  });
+    if (!givenPorts.has(port)) {
+      givenPorts.add(port);
+      return port;
+    }
+  }
 }
 
 /** True when something accepts a TCP connection on 127.0.0.1:PORT. */
